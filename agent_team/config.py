@@ -1,0 +1,112 @@
+"""Settings: the only module that reads the environment.
+
+Sources, strongest first: explicit overrides (CLI flags), `AGENT_TEAM_*`
+environment variables, a `.env` file in the working folder, a TOML file given
+with `--config`, then the defaults below. A bad value is reported as one line
+naming the variable and what is allowed, never with the value itself (it may
+be a secret).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from agent_team.exceptions import ConfigError
+
+__all__ = ["ENV_PREFIX", "Settings", "load_settings"]
+
+ENV_PREFIX = "AGENT_TEAM_"
+
+
+class Settings(BaseSettings):
+    """Everything an operator can set. Field `x` is `AGENT_TEAM_X` or `x` in the TOML file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    db_path: Path = Field(
+        default=Path("agent-team.db"),
+        description="The SQLite file holding the ledger and the LangGraph checkpoints.",
+    )
+    ledger_outbox: Path | None = Field(
+        default=None,
+        description="Where budget rows go when the ledger refuses them "
+        "(default: budget_ledger_failures.jsonl beside the database).",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            env_settings,
+            dotenv_settings,
+            TomlConfigSettingsSource(settings_cls),
+            file_secret_settings,
+        )
+
+
+def _describe(error: dict[str, Any], config_file: Path | None) -> str:
+    loc = error.get("loc") or ("?",)
+    field = str(loc[0])
+    where = f"{ENV_PREFIX}{field.upper()}"
+    if config_file is not None:
+        where += f" (or `{field}` in {config_file})"
+    message = str(error.get("msg", "is invalid"))
+    if error.get("type") == "extra_forbidden":
+        message = "is not a setting agent-team knows; check the spelling"
+    return f"{where}: {message}"
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings from every source.
+
+    Args:
+        config_file: an optional TOML file (the CLI's `--config`).
+        overrides: values that win over every source (e.g. the CLI's `--db`).
+
+    Raises:
+        ConfigError: a missing or unreadable config file, or an invalid value.
+    """
+    toml_file: Path | None = None
+    if config_file is not None:
+        if not config_file.is_file():
+            raise ConfigError(f"config file {config_file} does not exist; check --config")
+        try:
+            tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"config file {config_file} is not valid TOML: {exc}") from exc
+        toml_file = config_file
+
+    class _Loaded(Settings):
+        model_config = SettingsConfigDict(toml_file=toml_file)
+
+    try:
+        return _Loaded(**{key: value for key, value in overrides.items() if value is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            _describe(dict(error), config_file) for error in exc.errors(include_input=False)
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from None

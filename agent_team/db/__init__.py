@@ -1,0 +1,126 @@
+"""The ledger: the only package that writes SQL (DESIGN.md §5, §7).
+
+Every public function here is one transaction. State changes are
+compare-and-sets on their own short-lived connection under `BEGIN IMMEDIATE`,
+so one connection from `connect()` may be shared by many threads.
+"""
+
+from __future__ import annotations
+
+from agent_team.db.budget import (
+    OUTBOX_FILENAME,
+    default_outbox_path,
+    record_usage,
+    replay_outbox,
+    spent,
+    tokens_spent,
+    usage_summary,
+)
+from agent_team.db.clock import day_bucket, from_iso, to_iso, utc_now
+from agent_team.db.commands import (
+    claim_commands,
+    complete_command,
+    enqueue_command,
+    fail_command,
+    get_command,
+    list_commands,
+)
+from agent_team.db.connection import LedgerConnection, connect, ledger_path
+from agent_team.db.intake import (
+    delete_issue_ingested,
+    issue_already_ingested,
+    record_issue_ingested,
+)
+from agent_team.db.questions import (
+    answer_question,
+    ensure_question,
+    expire_question,
+    find_open_question_by_channel_ref,
+    find_open_question_kind_by_channel_ref,
+    get_question,
+    list_questions,
+    overdue_questions,
+    record_delivery,
+    reopen_question,
+    resume_command_id,
+    supersede_question,
+)
+from agent_team.db.records import (
+    Command,
+    Question,
+    ReplayReport,
+    Task,
+    Transition,
+    UsageSummaryRow,
+)
+from agent_team.db.schema import (
+    LEDGER_TABLES,
+    SCHEMA_VERSION,
+    assert_ready,
+    dump_schema,
+    init_db,
+    migrate,
+    schema_version,
+)
+from agent_team.db.stats import table_counts
+from agent_team.db.tasks import create_task, get_task, list_tasks, set_task_status
+from agent_team.db.transitions import close_terminal, list_transitions, record_transition
+
+__all__ = [
+    "LEDGER_TABLES",
+    "OUTBOX_FILENAME",
+    "SCHEMA_VERSION",
+    "Command",
+    "LedgerConnection",
+    "Question",
+    "ReplayReport",
+    "Task",
+    "Transition",
+    "UsageSummaryRow",
+    "answer_question",
+    "assert_ready",
+    "claim_commands",
+    "close_terminal",
+    "complete_command",
+    "connect",
+    "create_task",
+    "day_bucket",
+    "default_outbox_path",
+    "delete_issue_ingested",
+    "dump_schema",
+    "enqueue_command",
+    "ensure_question",
+    "expire_question",
+    "fail_command",
+    "find_open_question_by_channel_ref",
+    "find_open_question_kind_by_channel_ref",
+    "from_iso",
+    "get_command",
+    "get_question",
+    "get_task",
+    "init_db",
+    "issue_already_ingested",
+    "ledger_path",
+    "list_commands",
+    "list_questions",
+    "list_tasks",
+    "list_transitions",
+    "migrate",
+    "overdue_questions",
+    "record_delivery",
+    "record_issue_ingested",
+    "record_transition",
+    "record_usage",
+    "reopen_question",
+    "replay_outbox",
+    "resume_command_id",
+    "schema_version",
+    "set_task_status",
+    "spent",
+    "supersede_question",
+    "table_counts",
+    "to_iso",
+    "tokens_spent",
+    "usage_summary",
+    "utc_now",
+]

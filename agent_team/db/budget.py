@@ -1,0 +1,235 @@
+"""The budget ledger: one row per model call, and the outbox that keeps rows we could not write.
+
+Recording spend must never fail a task (DESIGN.md §4): when the database
+refuses a row, the row is appended to a JSONL outbox beside the database and
+`agent-team ledger replay` writes it back later. Appends and replays take the
+same lock file, so a replay never loses a line appended while it runs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from agent_team.db.clock import day_bucket, to_iso, utc_now
+from agent_team.db.connection import fetch_all, fetch_one, ledger_path, write_transaction
+from agent_team.db.records import ReplayReport, UsageSummaryRow, row_to
+from agent_team.db.validate import require_member
+from agent_team.exceptions import AgentTeamError, LedgerInputError
+from agent_team.task_model import BillingMode
+
+__all__ = [
+    "OUTBOX_FILENAME",
+    "default_outbox_path",
+    "record_usage",
+    "replay_outbox",
+    "spent",
+    "tokens_spent",
+    "usage_summary",
+]
+
+log = logging.getLogger(__name__)
+
+OUTBOX_FILENAME = "budget_ledger_failures.jsonl"
+_FIELDS = (
+    "thread_id",
+    "stage",
+    "model",
+    "billing_mode",
+    "input_tokens",
+    "output_tokens",
+    "usd_cost",
+    "recorded_at",
+    "day_bucket",
+)
+
+
+def default_outbox_path(conn: sqlite3.Connection) -> Path:
+    """`budget_ledger_failures.jsonl` beside the database (or the working folder if unknown)."""
+    try:
+        return ledger_path(conn).parent / OUTBOX_FILENAME
+    except (AgentTeamError, sqlite3.Error):
+        return Path.cwd() / OUTBOX_FILENAME
+
+
+@contextmanager
+def _outbox_lock(outbox: Path) -> Iterator[None]:
+    outbox.parent.mkdir(parents=True, exist_ok=True)
+    with open(outbox.with_name(outbox.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _insert(db: sqlite3.Connection, row: dict[str, Any]) -> None:
+    # Skips a row already present, so a replay cut short by a crash can run again.
+    values = [row[name] for name in _FIELDS]
+    db.execute(
+        f"INSERT INTO budget_ledger ({', '.join(_FIELDS)}) "
+        f"SELECT {', '.join('?' for _ in _FIELDS)} WHERE NOT EXISTS ("
+        "SELECT 1 FROM budget_ledger WHERE thread_id = ? AND stage = ? AND model = ? "
+        "AND recorded_at = ? AND input_tokens = ? AND output_tokens = ?)",
+        (
+            *values,
+            row["thread_id"],
+            row["stage"],
+            row["model"],
+            row["recorded_at"],
+            row["input_tokens"],
+            row["output_tokens"],
+        ),
+    )
+
+
+def record_usage(
+    conn: sqlite3.Connection,
+    *,
+    thread_id: str,
+    stage: str,
+    model: str,
+    billing_mode: str,
+    input_tokens: int,
+    output_tokens: int,
+    usd_cost: float,
+    recorded_at: datetime | None = None,
+    outbox: Path | None = None,
+) -> bool:
+    """Record one model call's spend. Never raises on a write failure.
+
+    Args:
+        outbox: where rows go when the database refuses them; defaults to
+            `budget_ledger_failures.jsonl` beside the database.
+
+    Returns:
+        True if the row is in the ledger; False if it went to the outbox.
+
+    Raises:
+        LedgerInputError: the values themselves are wrong (unknown billing
+            mode, negative counts): a bug in the caller, not a write failure.
+    """
+    require_member(billing_mode, BillingMode, "billing mode")
+    if input_tokens < 0 or output_tokens < 0 or usd_cost < 0:
+        raise LedgerInputError("token counts and usd_cost must not be negative")
+    moment = recorded_at or utc_now()
+    row: dict[str, Any] = {
+        "thread_id": thread_id,
+        "stage": stage,
+        "model": model,
+        "billing_mode": billing_mode,
+        "input_tokens": int(input_tokens),
+        "output_tokens": int(output_tokens),
+        "usd_cost": float(usd_cost),
+        "recorded_at": to_iso(moment),
+        "day_bucket": day_bucket(moment),
+    }
+    try:
+        write_transaction(conn, partial(_insert, row=row))
+        return True
+    except (sqlite3.Error, AgentTeamError, OSError) as exc:
+        target = outbox or default_outbox_path(conn)
+        log.warning("budget row for %s/%s went to the outbox %s: %s", thread_id, stage, target, exc)
+        try:
+            with _outbox_lock(target), open(target, "a", encoding="utf-8") as out:
+                out.write(json.dumps(row, sort_keys=True) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as outbox_exc:
+            log.error("could not write the budget outbox %s either: %s", target, outbox_exc)
+        return False
+
+
+def _parse_line(line: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or any(name not in data for name in _FIELDS):
+        return None
+    return {name: data[name] for name in _FIELDS}
+
+
+def replay_outbox(path: str | Path, conn: sqlite3.Connection) -> ReplayReport:
+    """Write the outbox's rows back into the ledger.
+
+    Replayed lines leave the file; lines the ledger still refuses stay; lines
+    that are not a budget row at all are kept untouched for a person to read.
+    """
+    outbox = Path(path)
+    report: ReplayReport = {"replayed": 0, "failed": 0, "remaining": 0, "bad_lines": 0}
+    if not outbox.exists():
+        return report
+    with _outbox_lock(outbox):
+        kept: list[str] = []
+        for line in outbox.read_text(encoding="utf-8").splitlines(keepends=True):
+            if not line.strip():
+                continue
+            row = _parse_line(line)
+            if row is None:
+                report["bad_lines"] += 1
+                kept.append(line if line.endswith("\n") else line + "\n")
+                continue
+            try:
+                write_transaction(conn, partial(_insert, row=row))
+            except (sqlite3.Error, AgentTeamError) as exc:
+                log.warning("outbox row for %s still refused: %s", row["thread_id"], exc)
+                report["failed"] += 1
+                kept.append(line if line.endswith("\n") else line + "\n")
+                continue
+            report["replayed"] += 1
+        staged = outbox.with_name(outbox.name + ".tmp")
+        with open(staged, "w", encoding="utf-8") as out:
+            out.writelines(kept)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(staged, outbox)
+        report["remaining"] = len(kept)
+    return report
+
+
+def _sum(conn: sqlite3.Connection, column: str, day: str | date, billing_mode: str | None) -> Any:
+    mode_sql = " AND billing_mode = ?" if billing_mode is not None else ""
+    params = [day_bucket(day)] + ([billing_mode] if billing_mode is not None else [])
+    row = fetch_one(
+        conn,
+        f"SELECT COALESCE(SUM({column}), 0) AS total FROM budget_ledger "
+        f"WHERE day_bucket = ?{mode_sql}",
+        params,
+    )
+    assert row is not None
+    return row["total"]
+
+
+def spent(conn: sqlite3.Connection, *, day: str | date, billing_mode: str | None = None) -> float:
+    """USD recorded on a UTC day (`YYYY-MM-DD`), for one billing mode or all."""
+    return float(_sum(conn, "usd_cost", day, billing_mode))
+
+
+def tokens_spent(
+    conn: sqlite3.Connection, *, day: str | date, billing_mode: str | None = None
+) -> int:
+    """Input plus output tokens recorded on a UTC day, for the token cap of unpriced models."""
+    return int(_sum(conn, "input_tokens + output_tokens", day, billing_mode))
+
+
+def usage_summary(conn: sqlite3.Connection, *, day: str | date) -> list[UsageSummaryRow]:
+    """Spend on a UTC day per billing mode, model and stage."""
+    rows = fetch_all(
+        conn,
+        "SELECT billing_mode, model, stage, COUNT(*) AS calls, "
+        "SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
+        "SUM(usd_cost) AS usd_cost FROM budget_ledger WHERE day_bucket = ? "
+        "GROUP BY billing_mode, model, stage ORDER BY billing_mode, model, stage",
+        (day_bucket(day),),
+    )
+    return [row_to(UsageSummaryRow, row) for row in rows]

@@ -1,0 +1,169 @@
+"""The durable commands inbox: how answers, the CLI and the daemon ask the coordinator to act.
+
+A consumer claims commands with a lease; if it dies, the lease runs out and
+another consumer claims them again (at-least-once). Handlers are therefore
+idempotent, and `command_id` makes enqueueing idempotent too.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from agent_team.db.clock import to_iso, utc_now
+from agent_team.db.connection import fetch_all, fetch_one, where_equal, write_transaction
+from agent_team.db.records import Command, row_to
+from agent_team.db.validate import require_member
+from agent_team.exceptions import LedgerInputError
+from agent_team.task_model import CommandKind, CommandState
+
+__all__ = [
+    "claim_commands",
+    "complete_command",
+    "enqueue_command",
+    "fail_command",
+    "get_command",
+    "list_commands",
+]
+
+
+def enqueue_command(
+    conn: sqlite3.Connection,
+    *,
+    command_id: str,
+    kind: str,
+    task_id: str,
+    payload: Mapping[str, Any] | None = None,
+) -> bool:
+    """Add a command unless one with this id exists.
+
+    Returns:
+        True if this call added it; False if `command_id` was already there
+        (in any state: a finished command is not run again).
+    """
+    require_member(kind, CommandKind, "command kind")
+    try:
+        payload_json = json.dumps(dict(payload or {}), sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise LedgerInputError(f"command payload is not JSON-serialisable: {exc}") from exc
+    now = to_iso(utc_now())
+
+    def work(db: sqlite3.Connection) -> bool:
+        cur = db.execute(
+            "INSERT INTO commands (command_id, kind, task_id, payload_json, state, created_at) "
+            "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (command_id) DO NOTHING",
+            (command_id, kind, task_id, payload_json, now),
+        )
+        return cur.rowcount == 1
+
+    return write_transaction(conn, work)
+
+
+def claim_commands(
+    conn: sqlite3.Connection, *, consumer: str, limit: int, lease_s: float
+) -> list[Command]:
+    """Claim up to `limit` runnable commands, oldest first, for `lease_s` seconds.
+
+    Runnable: pending, or claimed by anyone whose lease has run out. Each claim
+    counts one attempt.
+    """
+    if limit < 1 or lease_s <= 0:
+        raise LedgerInputError("claim_commands needs limit >= 1 and lease_s > 0")
+    now = utc_now()
+    now_iso, lease_iso = to_iso(now), to_iso(now + timedelta(seconds=lease_s))
+
+    def work(db: sqlite3.Connection) -> list[Command]:
+        ids = [
+            row[0]
+            for row in db.execute(
+                "SELECT command_id FROM commands WHERE state = 'pending' "
+                "OR (state = 'claimed' AND lease_until <= ?) "
+                "ORDER BY created_at, rowid LIMIT ?",
+                (now_iso, limit),
+            )
+        ]
+        claimed: list[Command] = []
+        for command_id in ids:
+            db.execute(
+                "UPDATE commands SET state = 'claimed', claimed_by = ?, lease_until = ?, "
+                "attempts = attempts + 1 WHERE command_id = ?",
+                (consumer, lease_iso, command_id),
+            )
+            row = fetch_one(db, "SELECT * FROM commands WHERE command_id = ?", (command_id,))
+            assert row is not None  # same transaction
+            claimed.append(row_to(Command, row))
+        return claimed
+
+    return write_transaction(conn, work)
+
+
+def _finish(
+    conn: sqlite3.Connection,
+    command_id: str,
+    consumer: str | None,
+    set_sql: str,
+    params: tuple[object, ...],
+) -> bool:
+    owner_sql = " AND claimed_by = ?" if consumer is not None else ""
+    owner = (consumer,) if consumer is not None else ()
+
+    def work(db: sqlite3.Connection) -> bool:
+        cur = db.execute(
+            f"UPDATE commands SET {set_sql} WHERE command_id = ? AND state = 'claimed'{owner_sql}",
+            (*params, command_id, *owner),
+        )
+        return cur.rowcount == 1
+
+    return write_transaction(conn, work)
+
+
+def complete_command(
+    conn: sqlite3.Connection, *, command_id: str, consumer: str | None = None
+) -> bool:
+    """claimed -> done. With `consumer`, only if that consumer still holds the claim."""
+    return _finish(
+        conn, command_id, consumer, "state = 'done', done_at = ?, lease_until = NULL",
+        (to_iso(utc_now()),),
+    )  # fmt: skip
+
+
+def fail_command(
+    conn: sqlite3.Connection,
+    *,
+    command_id: str,
+    error: str,
+    retry: bool = False,
+    consumer: str | None = None,
+) -> bool:
+    """Record a failed attempt and keep its error.
+
+    With `retry`, the command goes back to pending for another claim;
+    otherwise it is `failed` for good (attempts stay counted either way).
+    """
+    state = CommandState.PENDING if retry else CommandState.FAILED
+    done_at = None if retry else to_iso(utc_now())
+    return _finish(
+        conn, command_id, consumer,
+        "state = ?, error = ?, done_at = ?, lease_until = NULL, "
+        "claimed_by = CASE WHEN ? THEN NULL ELSE claimed_by END",
+        (state.value, error, done_at, retry),
+    )  # fmt: skip
+
+
+def get_command(conn: sqlite3.Connection, command_id: str) -> Command | None:
+    row = fetch_one(conn, "SELECT * FROM commands WHERE command_id = ?", (command_id,))
+    return row_to(Command, row) if row else None
+
+
+def list_commands(
+    conn: sqlite3.Connection, *, task_id: str | None = None, state: str | None = None
+) -> list[Command]:
+    """Commands oldest first, optionally for one task or in one state."""
+    if state is not None:
+        require_member(state, CommandState, "command state")
+    where, params = where_equal({"task_id": task_id, "state": state})
+    rows = fetch_all(conn, f"SELECT * FROM commands {where} ORDER BY created_at, rowid", params)
+    return [row_to(Command, row) for row in rows]

@@ -1,0 +1,155 @@
+"""Opening the ledger and running short write transactions on it.
+
+Why a fresh connection per write: a `sqlite3.Connection` has one transaction
+state, so threads sharing it could interleave `BEGIN`/`COMMIT`. Every
+compare-and-set therefore opens its own short-lived connection, takes the
+write lock up front with `BEGIN IMMEDIATE` (no lock upgrade, so no deadlock
+between readers turning writers), and retries a bounded number of times when
+the lock stays busy past the busy timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agent_team.exceptions import LedgerBusyError, LedgerInputError
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "WRITE_ATTEMPTS",
+    "LedgerConnection",
+    "connect",
+    "fetch_all",
+    "fetch_one",
+    "ledger_path",
+    "where_equal",
+    "write_transaction",
+]
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 10.0
+WRITE_ATTEMPTS = 5
+_T = TypeVar("_T")
+
+
+class LedgerConnection(sqlite3.Connection):
+    """A sqlite3 connection that remembers the file it was opened on."""
+
+    ledger_file: Path
+
+
+def connect(path: str | Path) -> LedgerConnection:
+    """Open the ledger file: WAL, busy timeout, foreign keys, autocommit.
+
+    The busy timeout is given to `sqlite3.connect` so it is in force before the
+    first statement (switching to WAL itself needs a lock). Autocommit
+    (`isolation_level=None`) means every transaction in this package is an
+    explicit `BEGIN IMMEDIATE`. `check_same_thread=False` lets threads share
+    the connection for reads; writes take their own (see module docstring).
+
+    Args:
+        path: the SQLite file; its parent folder is created if missing.
+    """
+    file = Path(path)
+    if str(file) == ":memory:":
+        raise LedgerInputError(
+            "the ledger must be a file (writes use their own connections); pass a path"
+        )
+    file.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        file,
+        timeout=BUSY_TIMEOUT_S,
+        isolation_level=None,
+        check_same_thread=False,
+        factory=LedgerConnection,
+    )
+    conn.ledger_file = file.resolve()
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def ledger_path(conn: sqlite3.Connection) -> Path:
+    """The file behind a connection, so a write can open its own connection to it."""
+    if isinstance(conn, LedgerConnection):
+        return conn.ledger_file
+    for _seq, name, file in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main" and file:
+            return Path(file)
+    raise LedgerInputError(
+        "this connection is not backed by a file; open the ledger with agent_team.db.connect(path)"
+    )
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def write_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    """Run `work` in one `BEGIN IMMEDIATE` transaction on a fresh connection.
+
+    `work` must be safe to re-run from the start: on a busy lock the whole
+    transaction is rolled back and tried again, at most `WRITE_ATTEMPTS` times.
+
+    Raises:
+        LedgerBusyError: the lock stayed busy through every attempt.
+    """
+    path = ledger_path(conn)
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        own: LedgerConnection | None = None
+        try:
+            own = connect(path)
+            own.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(own)
+                own.execute("COMMIT")
+            except BaseException:
+                if own.in_transaction:
+                    own.execute("ROLLBACK")
+                raise
+            return result
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            log.warning("ledger busy (attempt %d of %d): %s", attempt, WRITE_ATTEMPTS, exc)
+            time.sleep(min(0.05 * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
+        finally:
+            if own is not None:
+                own.close()
+    raise LedgerBusyError(
+        f"the ledger {path} stayed locked through {WRITE_ATTEMPTS} attempts; "
+        "check for a process holding a long write transaction"
+    )
+
+
+def fetch_all(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    """Rows by column name, whatever row factory the connection has."""
+    cur = conn.cursor()
+    cur.row_factory = sqlite3.Row
+    try:
+        return list(cur.execute(sql, params).fetchall())
+    finally:
+        cur.close()
+
+
+def fetch_one(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+    rows = fetch_all(conn, sql, params)
+    return rows[0] if rows else None
+
+
+def where_equal(filters: dict[str, object | None]) -> tuple[str, list[object]]:
+    """`WHERE a = ? AND b = ?` for the filters that are not None (column names are ours)."""
+    used = {column: value for column, value in filters.items() if value is not None}
+    if not used:
+        return "", []
+    return "WHERE " + " AND ".join(f"{column} = ?" for column in used), list(used.values())

@@ -1,0 +1,251 @@
+"""The `pending_questions` ledger: one row per gate ask (DESIGN.md §3).
+
+Every state change is a compare-and-set on the row's status inside one
+`BEGIN IMMEDIATE` transaction on its own connection, so the first writer wins
+and every other caller gets `False` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+
+from agent_team.db.clock import to_iso, utc_now
+from agent_team.db.connection import fetch_all, fetch_one, where_equal, write_transaction
+from agent_team.db.records import Question, row_to
+from agent_team.db.validate import require_json, require_member
+from agent_team.exceptions import LedgerInputError
+from agent_team.task_model import CommandKind, QuestionKind, QuestionStatus
+
+__all__ = [
+    "answer_question",
+    "ensure_question",
+    "expire_question",
+    "find_open_question_by_channel_ref",
+    "find_open_question_kind_by_channel_ref",
+    "get_question",
+    "list_questions",
+    "overdue_questions",
+    "record_delivery",
+    "reopen_question",
+    "resume_command_id",
+    "supersede_question",
+]
+
+_OPEN = QuestionStatus.OPEN.value
+
+
+def resume_command_id(question_id: str) -> str:
+    """The id of the resume command an answer creates; one per question, ever."""
+    return f"resume:{question_id}"
+
+
+def ensure_question(
+    conn: sqlite3.Connection,
+    *,
+    question_id: str,
+    thread_id: str,
+    turn: int,
+    kind: str,
+    transport: str,
+    deadline_at: datetime | None,
+    payload_json: str | None,
+) -> bool:
+    """Insert the question row unless it exists; a re-run gate node calls this again.
+
+    Returns:
+        True if this call created the row, False if it was already there
+        (the existing row is left exactly as it was).
+
+    Raises:
+        LedgerInputError: a kind outside the allowed set, a turn below 1, or a
+            payload that is not JSON.
+    """
+    require_member(kind, QuestionKind, "question kind")
+    if turn < 1:
+        raise LedgerInputError(f"turn must be 1 or more, got {turn}")
+    require_json(payload_json, "the question payload")
+    deadline = to_iso(deadline_at) if deadline_at is not None else None
+
+    def work(db: sqlite3.Connection) -> bool:
+        cur = db.execute(
+            "INSERT INTO pending_questions (question_id, thread_id, turn, kind, status, "
+            "transport, deadline_at, payload_json) VALUES (?, ?, ?, ?, 'open', ?, ?, ?) "
+            "ON CONFLICT (question_id) DO NOTHING",
+            (question_id, thread_id, turn, kind, transport, deadline, payload_json),
+        )
+        return cur.rowcount == 1
+
+    return write_transaction(conn, work)
+
+
+def record_delivery(
+    conn: sqlite3.Connection,
+    *,
+    question_id: str,
+    channel_ref: str,
+    posted_at: datetime | None = None,
+) -> bool:
+    """Remember where a question was posted; only fills a missing `channel_ref` on an open row.
+
+    Raises:
+        LedgerInputError: another open question already has this `channel_ref`.
+    """
+    if not channel_ref:
+        raise LedgerInputError("channel_ref must not be empty")
+    posted = to_iso(posted_at or utc_now())
+
+    def work(db: sqlite3.Connection) -> bool:
+        try:
+            cur = db.execute(
+                "UPDATE pending_questions SET channel_ref = ?, posted_at = ? "
+                "WHERE question_id = ? AND status = 'open' AND channel_ref IS NULL",
+                (channel_ref, posted, question_id),
+            )
+        except sqlite3.IntegrityError as exc:
+            raise LedgerInputError(
+                f"channel_ref {channel_ref!r} already belongs to another open question; "
+                "a transport must post each question as its own message"
+            ) from exc
+        return cur.rowcount == 1
+
+    return write_transaction(conn, work)
+
+
+def answer_question(
+    conn: sqlite3.Connection,
+    *,
+    question_id: str,
+    answer_json: str,
+    answered_via: str,
+    answered_at: datetime | None = None,
+) -> bool:
+    """Record the first answer to an open, unexpired question and queue its resume.
+
+    The status flip and the `resume` command are one transaction: an answer is
+    never stored without its resume, and never twice.
+
+    Returns:
+        True for the winning answer; False if the question is unknown, not
+        open, or past its deadline (nothing changes then).
+
+    Raises:
+        LedgerInputError: `answer_json` is not valid JSON.
+    """
+    require_json(answer_json, "the answer")
+    when = to_iso(answered_at or utc_now())
+
+    def work(db: sqlite3.Connection) -> bool:
+        row = db.execute(
+            "UPDATE pending_questions SET status = 'answered', answer_json = ?, "
+            "answered_at = ?, answered_via = ? WHERE question_id = ? AND status = 'open' "
+            "AND (deadline_at IS NULL OR deadline_at > ?) RETURNING thread_id",
+            (answer_json, when, answered_via, question_id, when),
+        ).fetchone()
+        if row is None:
+            return False
+        payload = json.dumps(
+            {"question_id": question_id, "answer": json.loads(answer_json)}, sort_keys=True
+        )
+        db.execute(
+            "INSERT INTO commands (command_id, kind, task_id, payload_json, state, created_at) "
+            "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (command_id) DO NOTHING",
+            (resume_command_id(question_id), CommandKind.RESUME.value, row[0], payload, when),
+        )
+        return True
+
+    return write_transaction(conn, work)
+
+
+def _flip(
+    conn: sqlite3.Connection,
+    question_id: str,
+    from_statuses: tuple[str, ...],
+    set_sql: str,
+    params: tuple[object, ...] = (),
+) -> bool:
+    marks = ", ".join("?" for _ in from_statuses)
+
+    def work(db: sqlite3.Connection) -> bool:
+        cur = db.execute(
+            f"UPDATE pending_questions SET {set_sql} WHERE question_id = ? AND status IN ({marks})",
+            (*params, question_id, *from_statuses),
+        )
+        return cur.rowcount == 1
+
+    return write_transaction(conn, work)
+
+
+def expire_question(conn: sqlite3.Connection, *, question_id: str) -> bool:
+    """open -> expired. A plan or publish approval never defaults to yes on timeout."""
+    return _flip(conn, question_id, (_OPEN,), "status = 'expired'")
+
+
+def reopen_question(
+    conn: sqlite3.Connection, *, question_id: str, deadline_at: datetime | None = None
+) -> bool:
+    """expired -> open with a new deadline; `channel_ref` is cleared so it is delivered again."""
+    deadline = to_iso(deadline_at) if deadline_at is not None else None
+    return _flip(
+        conn,
+        question_id,
+        (QuestionStatus.EXPIRED.value,),
+        "status = 'open', deadline_at = ?, channel_ref = NULL, posted_at = NULL",
+        (deadline,),
+    )
+
+
+def supersede_question(conn: sqlite3.Connection, *, question_id: str) -> bool:
+    """open/answered -> superseded: the graph moved on without (or past) this question."""
+    return _flip(
+        conn,
+        question_id,
+        (_OPEN, QuestionStatus.ANSWERED.value),
+        "status = 'superseded'",
+    )
+
+
+def find_open_question_by_channel_ref(conn: sqlite3.Connection, channel_ref: str) -> str | None:
+    """The open question posted at `channel_ref`; answered ones never match (anti-replay)."""
+    found = find_open_question_kind_by_channel_ref(conn, channel_ref)
+    return found[0] if found else None
+
+
+def find_open_question_kind_by_channel_ref(
+    conn: sqlite3.Connection, channel_ref: str
+) -> tuple[str, str] | None:
+    """`(question_id, kind)` of the open question posted at `channel_ref`, if any."""
+    row = fetch_one(
+        conn,
+        "SELECT question_id, kind FROM pending_questions WHERE channel_ref = ? AND status = 'open'",
+        (channel_ref,),
+    )
+    return (row["question_id"], row["kind"]) if row else None
+
+
+def get_question(conn: sqlite3.Connection, question_id: str) -> Question | None:
+    row = fetch_one(conn, "SELECT * FROM pending_questions WHERE question_id = ?", (question_id,))
+    return row_to(Question, row) if row else None
+
+
+def list_questions(
+    conn: sqlite3.Connection, status: str | None = None, thread_id: str | None = None
+) -> list[Question]:
+    """Questions in the order they were asked, optionally filtered."""
+    if status is not None:
+        require_member(status, QuestionStatus, "question status")
+    where, params = where_equal({"status": status, "thread_id": thread_id})
+    rows = fetch_all(conn, f"SELECT * FROM pending_questions {where} ORDER BY rowid", params)
+    return [row_to(Question, row) for row in rows]
+
+
+def overdue_questions(conn: sqlite3.Connection, now: datetime) -> list[Question]:
+    """Open questions whose deadline is at or before `now`, oldest deadline first."""
+    rows = fetch_all(
+        conn,
+        "SELECT * FROM pending_questions WHERE status = 'open' AND deadline_at IS NOT NULL "
+        "AND deadline_at <= ? ORDER BY deadline_at",
+        (to_iso(now),),
+    )
+    return [row_to(Question, row) for row in rows]

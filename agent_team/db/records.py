@@ -1,0 +1,123 @@
+"""The ledger's rows as immutable values, so callers never index raw tuples."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_R = TypeVar("_R", bound="DataclassInstance")
+
+__all__ = [
+    "Command",
+    "Question",
+    "ReplayReport",
+    "Task",
+    "Transition",
+    "UsageSummaryRow",
+    "row_to",
+]
+
+
+def row_to(cls: type[_R], row: sqlite3.Row) -> _R:
+    """Build a record from a row selected with `SELECT *` (or every field by name)."""
+    return cls(**{field.name: row[field.name] for field in fields(cls)})
+
+
+def _json_or_none(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    question_id: str
+    thread_id: str
+    turn: int
+    kind: str
+    status: str
+    transport: str
+    channel_ref: str | None
+    posted_at: str | None
+    deadline_at: str | None
+    answer_json: str | None
+    answered_at: str | None
+    answered_via: str | None
+    payload_json: str | None
+
+    @property
+    def answer(self) -> Any:
+        return _json_or_none(self.answer_json)
+
+    @property
+    def payload(self) -> Any:
+        return _json_or_none(self.payload_json)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    command_id: str
+    kind: str
+    task_id: str
+    payload_json: str
+    state: str
+    attempts: int
+    claimed_by: str | None
+    lease_until: str | None
+    created_at: str
+    done_at: str | None
+    error: str | None
+
+    @property
+    def payload(self) -> Any:
+        return json.loads(self.payload_json)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: str
+    kind: str
+    source: str
+    source_ref: str | None
+    title: str
+    body: str
+    status: str
+    phase: str
+    parked_reason: str | None
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    transition_id: int
+    thread_id: str
+    from_phase: str | None
+    to_phase: str
+    entered_at: str
+    exited_at: str | None
+    status: str
+    note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSummaryRow:
+    billing_mode: str
+    model: str
+    stage: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    usd_cost: float
+
+
+class ReplayReport(TypedDict):
+    """What `replay_outbox` did: lines written back, lines kept, and why."""
+
+    replayed: int
+    failed: int
+    remaining: int
+    bad_lines: int

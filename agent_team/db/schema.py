@@ -1,0 +1,372 @@
+"""The ledger's schema, version by version, and the migration that walks it.
+
+A fresh ledger is made by the same steps that upgrade an old one (v0 -> v1 ->
+... -> v6), so there is one path to the current schema and `schema.sql` is a
+dump of what that path produces. The statements of a released version are
+history: never edit them, add a new version instead (CONTRIBUTING.md).
+
+Each step runs in its own `BEGIN IMMEDIATE` transaction and re-reads the
+version inside it, so two processes starting at once cannot both apply a step,
+and a crash mid-step leaves the ledger at the previous version.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from agent_team.db.connection import connect, fetch_all
+from agent_team.exceptions import LedgerError, LedgerNotReadyError, SchemaTooNewError
+
+__all__ = [
+    "LEDGER_TABLES",
+    "REQUIRED_COLUMNS",
+    "SCHEMA_VERSION",
+    "assert_ready",
+    "dump_schema",
+    "init_db",
+    "migrate",
+    "schema_version",
+]
+
+SCHEMA_VERSION = 6
+
+_V1 = (
+    """CREATE TABLE pending_questions (
+    question_id  TEXT PRIMARY KEY,
+    thread_id    TEXT NOT NULL,
+    turn         INTEGER NOT NULL CHECK (turn >= 1),
+    status       TEXT NOT NULL DEFAULT 'open'
+                 CHECK (status IN ('open', 'answered', 'expired', 'superseded')),
+    transport    TEXT NOT NULL,
+    channel_ref  TEXT,
+    posted_at    TEXT,
+    deadline_at  TEXT,
+    answer_json  TEXT,
+    answered_at  TEXT,
+    answered_via TEXT
+)""",
+    "CREATE INDEX idx_questions_thread_turn ON pending_questions (thread_id, turn)",
+    "CREATE INDEX idx_questions_status ON pending_questions (status)",
+    """CREATE UNIQUE INDEX idx_questions_open_channel_ref ON pending_questions (channel_ref)
+    WHERE channel_ref IS NOT NULL AND status = 'open'""",
+    """CREATE TABLE budget_ledger (
+    entry_id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    thread_id     TEXT NOT NULL,
+    stage         TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    billing_mode  TEXT NOT NULL CHECK (billing_mode IN ('api', 'subscription')),
+    input_tokens  INTEGER NOT NULL DEFAULT 0 CHECK (input_tokens >= 0),
+    output_tokens INTEGER NOT NULL DEFAULT 0 CHECK (output_tokens >= 0),
+    usd_cost      REAL NOT NULL DEFAULT 0 CHECK (usd_cost >= 0),
+    recorded_at   TEXT NOT NULL,
+    day_bucket    TEXT NOT NULL
+)""",
+    "CREATE INDEX idx_budget_day ON budget_ledger (day_bucket)",
+    "CREATE INDEX idx_budget_thread ON budget_ledger (thread_id)",
+    """CREATE TABLE schema_meta (
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    schema_version INTEGER NOT NULL
+)""",
+)
+
+_V2 = (
+    """CREATE TABLE ingested_issues (
+    source      TEXT NOT NULL,
+    issue_id    TEXT NOT NULL,
+    ingested_at TEXT NOT NULL,
+    PRIMARY KEY (source, issue_id)
+)""",
+)
+
+_V3 = (
+    """CREATE TABLE task_transitions (
+    transition_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    thread_id     TEXT NOT NULL,
+    from_phase    TEXT,
+    to_phase      TEXT NOT NULL,
+    entered_at    TEXT NOT NULL,
+    exited_at     TEXT,
+    status        TEXT NOT NULL,
+    note          TEXT
+)""",
+    "CREATE INDEX idx_transitions_thread ON task_transitions (thread_id, entered_at)",
+    # The database itself keeps "at most one open row per task".
+    """CREATE UNIQUE INDEX idx_transitions_one_open ON task_transitions (thread_id)
+    WHERE exited_at IS NULL""",
+)
+
+_V4 = (
+    """ALTER TABLE pending_questions ADD COLUMN
+    kind TEXT NOT NULL DEFAULT 'clarify' CHECK (kind IN ('clarify', 'plan_decision'))""",
+)
+
+# SQLite cannot alter a CHECK: build the new table, copy with an explicit column
+# list, swap, and recreate every index (https://sqlite.org/lang_altertable.html#otheralter).
+_V5_REBUILD = (
+    """CREATE TABLE pending_questions_v5 (
+    question_id  TEXT PRIMARY KEY,
+    thread_id    TEXT NOT NULL,
+    turn         INTEGER NOT NULL CHECK (turn >= 1),
+    status       TEXT NOT NULL DEFAULT 'open'
+                 CHECK (status IN ('open', 'answered', 'expired', 'superseded')),
+    transport    TEXT NOT NULL,
+    channel_ref  TEXT,
+    posted_at    TEXT,
+    deadline_at  TEXT,
+    answer_json  TEXT,
+    answered_at  TEXT,
+    answered_via TEXT,
+    kind         TEXT NOT NULL DEFAULT 'clarify'
+                 CHECK (kind IN ('clarify', 'plan_decision', 'confluence_approval'))
+)""",
+    """INSERT INTO pending_questions_v5 (
+    question_id, thread_id, turn, status, transport, channel_ref, posted_at,
+    deadline_at, answer_json, answered_at, answered_via, kind)
+SELECT question_id, thread_id, turn, status, transport, channel_ref, posted_at,
+    deadline_at, answer_json, answered_at, answered_via, kind
+FROM pending_questions ORDER BY rowid""",
+    "DROP TABLE pending_questions",
+    "ALTER TABLE pending_questions_v5 RENAME TO pending_questions",
+    "CREATE INDEX idx_questions_thread_turn ON pending_questions (thread_id, turn)",
+    "CREATE INDEX idx_questions_status ON pending_questions (status)",
+    """CREATE UNIQUE INDEX idx_questions_open_channel_ref ON pending_questions (channel_ref)
+    WHERE channel_ref IS NOT NULL AND status = 'open'""",
+)
+
+_V6 = (
+    """CREATE TABLE tasks (
+    id            TEXT PRIMARY KEY,
+    kind          TEXT NOT NULL CHECK (kind IN ('code', 'confluence')),
+    source        TEXT NOT NULL,
+    source_ref    TEXT,
+    title         TEXT NOT NULL,
+    body          TEXT NOT NULL DEFAULT '',
+    status        TEXT NOT NULL DEFAULT 'queued' CHECK (status IN
+                  ('queued', 'running', 'waiting', 'parked', 'done', 'failed', 'cancelled')),
+    phase         TEXT NOT NULL DEFAULT 'intake',
+    parked_reason TEXT,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL
+)""",
+    "CREATE INDEX idx_tasks_status ON tasks (status)",
+    "CREATE INDEX idx_tasks_created ON tasks (created_at)",
+    """CREATE TABLE commands (
+    command_id   TEXT PRIMARY KEY,
+    kind         TEXT NOT NULL CHECK (kind IN ('start', 'resume', 'cancel')),
+    task_id      TEXT NOT NULL,
+    payload_json TEXT NOT NULL DEFAULT '{}',
+    state        TEXT NOT NULL DEFAULT 'pending'
+                 CHECK (state IN ('pending', 'claimed', 'done', 'failed')),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    claimed_by   TEXT,
+    lease_until  TEXT,
+    created_at   TEXT NOT NULL,
+    done_at      TEXT,
+    error        TEXT
+)""",
+    "CREATE INDEX idx_commands_state ON commands (state, created_at)",
+    "CREATE INDEX idx_commands_task ON commands (task_id)",
+    "ALTER TABLE pending_questions ADD COLUMN payload_json TEXT",
+)
+
+# Version -> statements. v5 also needs foreign keys off around its transaction.
+_STEPS: dict[int, tuple[str, ...]] = {
+    1: _V1,
+    2: _V2,
+    3: _V3,
+    4: _V4,
+    5: _V5_REBUILD,
+    6: _V6,
+}
+_FOREIGN_KEYS_OFF = frozenset({5})
+
+LEDGER_TABLES = (
+    "pending_questions",
+    "budget_ledger",
+    "schema_meta",
+    "ingested_issues",
+    "task_transitions",
+    "tasks",
+    "commands",
+)
+
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "pending_questions": (
+        "question_id", "thread_id", "turn", "status", "transport", "channel_ref", "posted_at",
+        "deadline_at", "answer_json", "answered_at", "answered_via", "kind", "payload_json",
+    ),
+    "budget_ledger": (
+        "entry_id", "thread_id", "stage", "model", "billing_mode", "input_tokens",
+        "output_tokens", "usd_cost", "recorded_at", "day_bucket",
+    ),
+    "schema_meta": ("id", "schema_version"),
+    "ingested_issues": ("source", "issue_id", "ingested_at"),
+    "task_transitions": (
+        "transition_id", "thread_id", "from_phase", "to_phase", "entered_at", "exited_at",
+        "status", "note",
+    ),
+    "tasks": (
+        "id", "kind", "source", "source_ref", "title", "body", "status", "phase",
+        "parked_reason", "created_at", "updated_at",
+    ),
+    "commands": (
+        "command_id", "kind", "task_id", "payload_json", "state", "attempts", "claimed_by",
+        "lease_until", "created_at", "done_at", "error",
+    ),
+}  # fmt: skip
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The ledger's version; 0 for an empty file."""
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_meta'"
+    ).fetchone()
+    if not has_meta:
+        return 0
+    row = conn.execute("SELECT schema_version FROM schema_meta WHERE id = 1").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _refuse_newer(version: int, where: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNewError(
+            f"the ledger {where} is at schema version {version}, but this agent-team "
+            f"understands up to {SCHEMA_VERSION}; upgrade agent-team (never downgrade a ledger)"
+        )
+
+
+def _apply_step(conn: sqlite3.Connection, version: int, statements: tuple[str, ...]) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if schema_version(conn) >= version:  # another process got here first
+            conn.execute("ROLLBACK")
+            return
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO schema_meta (id, schema_version) VALUES (1, ?) "
+            "ON CONFLICT (id) DO UPDATE SET schema_version = excluded.schema_version",
+            (version,),
+        )
+        problems = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if problems:
+            raise LedgerError(
+                f"migration to v{version} broke foreign keys ({problems[:3]}); restore a backup"
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> int:
+    """Step the ledger forward to `target`, one version per transaction.
+
+    Idempotent: a ledger already at `target` is left alone. The connection must
+    be in autocommit mode (as `connect()` makes it).
+
+    Returns:
+        The version the ledger is at afterwards.
+
+    Raises:
+        SchemaTooNewError: the ledger is newer than this code.
+    """
+    current = schema_version(conn)
+    _refuse_newer(current, "")
+    for version in range(current + 1, target + 1):
+        statements = _STEPS[version]
+        if version in _FOREIGN_KEYS_OFF:
+            # Only effective outside a transaction, hence around _apply_step.
+            conn.execute("PRAGMA foreign_keys = OFF")
+            try:
+                _apply_step(conn, version, statements)
+            finally:
+                conn.execute("PRAGMA foreign_keys = ON")
+        else:
+            _apply_step(conn, version, statements)
+    return schema_version(conn)
+
+
+def init_db(path: str | Path) -> int:
+    """Create or upgrade the ledger at `path`; safe to call on every start-up.
+
+    Returns:
+        The schema version, always `SCHEMA_VERSION` on success.
+    """
+    conn = connect(path)
+    try:
+        return migrate(conn)
+    finally:
+        conn.close()
+
+
+def assert_ready(path: str | Path) -> None:
+    """Fail loudly unless the ledger has every table and column the app needs.
+
+    Opens the file read-only, so it never creates or changes anything.
+
+    Raises:
+        LedgerNotReadyError: missing file, table or column, or an old version.
+        SchemaTooNewError: the ledger is newer than this code.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise LedgerNotReadyError(
+            f"no ledger at {file}; create it with `agent-team migrate --db {file}`"
+        )
+    conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        version = schema_version(conn)
+        _refuse_newer(version, f"at {file}")
+        if version < SCHEMA_VERSION:
+            raise LedgerNotReadyError(
+                f"the ledger at {file} is at schema version {version}, the app needs "
+                f"{SCHEMA_VERSION}; run `agent-team migrate --db {file}`"
+            )
+        for table, columns in REQUIRED_COLUMNS.items():
+            present = {row["name"] for row in fetch_all(conn, f"PRAGMA table_info({table})")}
+            if not present:
+                raise LedgerNotReadyError(
+                    f"the ledger at {file} has no table {table!r}; "
+                    f"run `agent-team migrate --db {file}` or restore a backup"
+                )
+            missing = [column for column in columns if column not in present]
+            if missing:
+                raise LedgerNotReadyError(
+                    f"table {table!r} in {file} lacks column(s) {', '.join(missing)}; "
+                    f"run `agent-team migrate --db {file}` or restore a backup"
+                )
+    finally:
+        conn.close()
+
+
+def dump_schema(conn: sqlite3.Connection | None = None) -> str:
+    """The DDL of our tables and indexes, as `schema.sql` holds it.
+
+    With no connection, a throwaway in-memory ledger is migrated from empty,
+    which is exactly what `init_db` does to a new file.
+    """
+    own = conn is None
+    db = sqlite3.connect(":memory:", isolation_level=None) if conn is None else conn
+    try:
+        if own:
+            migrate(db)
+        version = schema_version(db)
+        placeholders = ", ".join("?" for _ in LEDGER_TABLES)
+        rows = db.execute(
+            f"SELECT type, name, sql FROM sqlite_master WHERE tbl_name IN ({placeholders}) "
+            "AND sql IS NOT NULL ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END, tbl_name, name",
+            LEDGER_TABLES,
+        ).fetchall()
+    finally:
+        if own:
+            db.close()
+    lines = [
+        "-- agent-team ledger schema (generated by `agent-team schema`; do not edit by hand)",
+        f"-- schema_version {version}",
+        "",
+    ]
+    lines.extend(f"{sql};\n" for _type, _name, sql in rows)
+    return "\n".join(lines)

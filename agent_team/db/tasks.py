@@ -1,0 +1,109 @@
+"""The `tasks` table: our own durable record of each task, kept after its checkpoints are pruned."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from agent_team.db.clock import to_iso, utc_now
+from agent_team.db.connection import fetch_all, fetch_one, where_equal, write_transaction
+from agent_team.db.records import Task, row_to
+from agent_team.db.validate import require_member
+from agent_team.exceptions import LedgerInputError
+from agent_team.task_model import Phase, TaskKind, TaskStatus
+
+__all__ = ["create_task", "get_task", "list_tasks", "set_task_status"]
+
+
+def create_task(
+    conn: sqlite3.Connection,
+    *,
+    task_id: str,
+    kind: str,
+    title: str,
+    body: str = "",
+    source: str = "cli",
+    source_ref: str | None = None,
+) -> bool:
+    """Record a new task as `queued` in phase `intake`.
+
+    Returns:
+        True if created; False if a task with this id already exists (unchanged).
+    """
+    require_member(kind, TaskKind, "task kind")
+    if not task_id or not title.strip():
+        raise LedgerInputError("a task needs a non-empty id and title")
+    now = to_iso(utc_now())
+
+    def work(db: sqlite3.Connection) -> bool:
+        cur = db.execute(
+            "INSERT INTO tasks (id, kind, source, source_ref, title, body, status, phase, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', 'intake', ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (task_id, kind, source, source_ref, title, body, now, now),
+        )
+        return cur.rowcount == 1
+
+    return write_transaction(conn, work)
+
+
+def get_task(conn: sqlite3.Connection, task_id: str) -> Task | None:
+    row = fetch_one(conn, "SELECT * FROM tasks WHERE id = ?", (task_id,))
+    return row_to(Task, row) if row else None
+
+
+def list_tasks(
+    conn: sqlite3.Connection,
+    status: str | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[Task]:
+    """Tasks newest first, optionally filtered by status and kind."""
+    if status is not None:
+        require_member(status, TaskStatus, "task status")
+    if kind is not None:
+        require_member(kind, TaskKind, "task kind")
+    if limit < 1 or offset < 0:
+        raise LedgerInputError("list_tasks needs limit >= 1 and offset >= 0")
+    where, params = where_equal({"status": status, "kind": kind})
+    rows = fetch_all(
+        conn,
+        f"SELECT * FROM tasks {where} ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    )
+    return [row_to(Task, row) for row in rows]
+
+
+def set_task_status(
+    conn: sqlite3.Connection,
+    task_id: str,
+    status: str,
+    *,
+    phase: str | None = None,
+    parked_reason: str | None = None,
+) -> bool:
+    """Set a task's status (and phase, if given).
+
+    `parked_reason` is kept only while the task is parked; any other status
+    clears it, so a stale reason never outlives the parking.
+
+    Returns:
+        True if the task exists and was updated.
+    """
+    require_member(status, TaskStatus, "task status")
+    if phase is not None:
+        require_member(phase, Phase, "phase")
+    if status == TaskStatus.PARKED and not parked_reason:
+        raise LedgerInputError("a parked task needs a parked_reason saying how to unpark it")
+    reason = parked_reason if status == TaskStatus.PARKED else None
+    now = to_iso(utc_now())
+
+    def work(db: sqlite3.Connection) -> bool:
+        cur = db.execute(
+            "UPDATE tasks SET status = ?, phase = COALESCE(?, phase), parked_reason = ?, "
+            "updated_at = ? WHERE id = ?",
+            (status, phase, reason, now, task_id),
+        )
+        return cur.rowcount == 1
+
+    return write_transaction(conn, work)

@@ -1,0 +1,96 @@
+"""`task_transitions`: every node a task enters, with when it left and how.
+
+The dashboard's journey view reads these rows; a task has at most one open
+row (no `exited_at`), which a partial unique index enforces.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from agent_team.db.clock import to_iso, utc_now
+from agent_team.db.connection import fetch_all, write_transaction
+from agent_team.db.records import Transition, row_to
+from agent_team.db.validate import require_member
+from agent_team.task_model import Phase, TaskStatus
+
+__all__ = ["close_terminal", "list_transitions", "record_transition"]
+
+
+def record_transition(
+    conn: sqlite3.Connection,
+    *,
+    thread_id: str,
+    to_phase: str,
+    status: str,
+    note: str | None = None,
+) -> int:
+    """Close the task's open row and open one for `to_phase`, in one transaction.
+
+    LangGraph re-runs a node from its first line on resume, so entering the
+    phase the task is already in with the same status is a no-op: the open
+    row's id is returned and nothing is written.
+
+    Returns:
+        The id of the task's open transition row.
+    """
+    require_member(to_phase, Phase, "phase")
+    require_member(status, TaskStatus, "task status")
+    now = to_iso(utc_now())
+
+    def work(db: sqlite3.Connection) -> int:
+        current = db.execute(
+            "SELECT transition_id, to_phase, status FROM task_transitions "
+            "WHERE thread_id = ? AND exited_at IS NULL",
+            (thread_id,),
+        ).fetchone()
+        from_phase = None
+        if current is not None:
+            if current[1] == to_phase and current[2] == status:
+                return int(current[0])
+            db.execute(
+                "UPDATE task_transitions SET exited_at = ? WHERE transition_id = ?",
+                (now, current[0]),
+            )
+            from_phase = current[1]
+        cur = db.execute(
+            "INSERT INTO task_transitions (thread_id, from_phase, to_phase, entered_at, status, "
+            "note) VALUES (?, ?, ?, ?, ?, ?)",
+            (thread_id, from_phase, to_phase, now, status, note),
+        )
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    return write_transaction(conn, work)
+
+
+def close_terminal(
+    conn: sqlite3.Connection, *, thread_id: str, status: str, note: str | None = None
+) -> bool:
+    """Close the task's open row with its terminal status (done, failed, cancelled).
+
+    Returns:
+        True if an open row was closed; False if the task had none.
+    """
+    require_member(status, TaskStatus, "task status")
+    now = to_iso(utc_now())
+
+    def work(db: sqlite3.Connection) -> bool:
+        cur = db.execute(
+            "UPDATE task_transitions SET exited_at = ?, status = ?, note = COALESCE(?, note) "
+            "WHERE thread_id = ? AND exited_at IS NULL",
+            (now, status, note, thread_id),
+        )
+        return cur.rowcount == 1
+
+    return write_transaction(conn, work)
+
+
+def list_transitions(conn: sqlite3.Connection, thread_id: str) -> list[Transition]:
+    """A task's journey in the order it happened."""
+    rows = fetch_all(
+        conn,
+        "SELECT * FROM task_transitions WHERE thread_id = ? ORDER BY entered_at, transition_id",
+        (thread_id,),
+    )
+    return [row_to(Transition, row) for row in rows]
