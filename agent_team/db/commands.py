@@ -49,9 +49,9 @@ def enqueue_command(
         payload_json = json.dumps(dict(payload or {}), sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise LedgerInputError(f"command payload is not JSON-serialisable: {exc}") from exc
-    now = to_iso(utc_now())
 
     def work(db: sqlite3.Connection) -> bool:
+        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
         cur = db.execute(
             "INSERT INTO commands (command_id, kind, task_id, payload_json, state, created_at) "
             "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (command_id) DO NOTHING",

@@ -26,9 +26,9 @@ def issue_already_ingested(conn: sqlite3.Connection, *, source: str, issue_id: s
 
 def record_issue_ingested(conn: sqlite3.Connection, *, source: str, issue_id: str | int) -> bool:
     """Claim an issue. True only for the one caller that claimed it first."""
-    now = to_iso(utc_now())
 
     def work(db: sqlite3.Connection) -> bool:
+        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
         cur = db.execute(
             "INSERT OR IGNORE INTO ingested_issues (source, issue_id, ingested_at) "
             "VALUES (?, ?, ?)",

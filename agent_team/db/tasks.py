@@ -32,9 +32,9 @@ def create_task(
     require_member(kind, TaskKind, "task kind")
     if not task_id or not title.strip():
         raise LedgerInputError("a task needs a non-empty id and title")
-    now = to_iso(utc_now())
 
     def work(db: sqlite3.Connection) -> bool:
+        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
         cur = db.execute(
             "INSERT INTO tasks (id, kind, source, source_ref, title, body, status, phase, "
             "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', 'intake', ?, ?) "
@@ -96,9 +96,9 @@ def set_task_status(
     if status == TaskStatus.PARKED and not parked_reason:
         raise LedgerInputError("a parked task needs a parked_reason saying how to unpark it")
     reason = parked_reason if status == TaskStatus.PARKED else None
-    now = to_iso(utc_now())
 
     def work(db: sqlite3.Connection) -> bool:
+        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
         cur = db.execute(
             "UPDATE tasks SET status = ?, phase = COALESCE(?, phase), parked_reason = ?, "
             "updated_at = ? WHERE id = ?",

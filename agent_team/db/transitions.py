@@ -36,9 +36,9 @@ def record_transition(
     """
     require_member(to_phase, Phase, "phase")
     require_member(status, TaskStatus, "task status")
-    now = to_iso(utc_now())
 
     def work(db: sqlite3.Connection) -> int:
+        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
         current = db.execute(
             "SELECT transition_id, to_phase, status FROM task_transitions "
             "WHERE thread_id = ? AND exited_at IS NULL",
@@ -73,9 +73,9 @@ def close_terminal(
         True if an open row was closed; False if the task had none.
     """
     require_member(status, TaskStatus, "task status")
-    now = to_iso(utc_now())
 
     def work(db: sqlite3.Connection) -> bool:
+        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
         cur = db.execute(
             "UPDATE task_transitions SET exited_at = ?, status = ?, note = COALESCE(?, note) "
             "WHERE thread_id = ? AND exited_at IS NULL",
