@@ -63,6 +63,13 @@ def connect(path: str | Path) -> LedgerConnection:
             "the ledger must be a file (writes use their own connections); pass a path"
         )
     file.parent.mkdir(parents=True, exist_ok=True)
+    conn = _open(file.resolve())
+    # WAL is a property of the file and persists, so only this entry point sets it.
+    conn.execute("PRAGMA journal_mode = WAL")
+    return conn
+
+
+def _open(file: Path) -> LedgerConnection:
     conn = sqlite3.connect(
         file,
         timeout=BUSY_TIMEOUT_S,
@@ -70,9 +77,8 @@ def connect(path: str | Path) -> LedgerConnection:
         check_same_thread=False,
         factory=LedgerConnection,
     )
-    conn.ledger_file = file.resolve()
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    conn.ledger_file = file
+    # Per-connection settings: every connection needs them, not just the first.
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
@@ -108,7 +114,7 @@ def write_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connecti
     for attempt in range(1, WRITE_ATTEMPTS + 1):
         own: LedgerConnection | None = None
         try:
-            own = connect(path)
+            own = _open(path)
             own.execute("BEGIN IMMEDIATE")
             try:
                 result = work(own)

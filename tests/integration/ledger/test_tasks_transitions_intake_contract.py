@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agent_team import db
@@ -137,3 +139,22 @@ def test_intake_claim_is_taken_once_and_can_be_released(ledger: db.LedgerConnect
     assert db.delete_issue_ingested(ledger, source=source, issue_id=42)
     assert not db.delete_issue_ingested(ledger, source=source, issue_id=42)
     assert db.record_issue_ingested(ledger, source=source, issue_id=42)
+
+
+def test_connect_sets_the_promised_pragmas(ledger_file: Path) -> None:
+    conn = db.connect(ledger_file)
+    try:
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert conn.isolation_level is None and not conn.in_transaction
+    finally:
+        conn.close()
+
+
+def test_connect_creates_the_parent_folder_and_refuses_memory(tmp_path: Path) -> None:
+    nested = tmp_path / "a" / "b" / "ledger.db"
+    db.connect(nested).close()
+    assert nested.is_file()
+    with pytest.raises(LedgerInputError, match="must be a file"):
+        db.connect(":memory:")
