@@ -7,6 +7,7 @@ configuration or arguments, 1 otherwise), never a traceback.
 
 from __future__ import annotations
 
+import logging
 import sys
 from dataclasses import dataclass, field
 from datetime import date
@@ -47,6 +48,11 @@ class _Context:
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = load_settings(self.config_file, db_path=self.db_override)
+            logging.basicConfig(
+                level=self._settings.log_level.upper(),
+                format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                stream=sys.stderr,
+            )
         return self._settings
 
 
@@ -125,6 +131,7 @@ def schema(
     if write is None:
         sys.stdout.write(text)
     else:
+        write.parent.mkdir(parents=True, exist_ok=True)
         write.write_text(text, encoding="utf-8")
         out.print(f"wrote {write}")
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
+    DotEnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -36,6 +37,7 @@ class Settings(BaseSettings):
         env_file=".env",
         env_file_encoding="utf-8",
         extra="forbid",
+        env_ignore_empty=True,
         validate_default=True,
     )
 
@@ -62,16 +64,30 @@ class Settings(BaseSettings):
         return (
             init_settings,
             env_settings,
-            dotenv_settings,
+            _OwnDotEnvSource(settings_cls),
             TomlConfigSettingsSource(settings_cls),
             file_secret_settings,
         )
 
 
+class _OwnDotEnvSource(DotEnvSettingsSource):
+    """`.env` lines of other tools are theirs; a misspelt `AGENT_TEAM_*` line is an error."""
+
+    def __call__(self) -> dict[str, Any]:
+        prefix = ENV_PREFIX.lower()
+        return {
+            key: value
+            for key, value in super().__call__().items()
+            if key in self.settings_cls.model_fields or key.lower().startswith(prefix)
+        }
+
+
 def _describe(error: dict[str, Any], config_file: Path | None) -> str:
     loc = error.get("loc") or ("?",)
     field = str(loc[0])
-    where = f"{ENV_PREFIX}{field.upper()}"
+    where = (
+        field.upper() if field.upper().startswith(ENV_PREFIX) else f"{ENV_PREFIX}{field.upper()}"
+    )
     if config_file is not None:
         where += f" (or `{field}` in {config_file})"
     message = str(error.get("msg", "is invalid"))

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agent_team.exceptions import LedgerBusyError, LedgerInputError
+from agent_team.exceptions import LedgerBusyError, LedgerError, LedgerInputError
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -62,10 +62,15 @@ def connect(path: str | Path) -> LedgerConnection:
         raise LedgerInputError(
             "the ledger must be a file (writes use their own connections); pass a path"
         )
-    file.parent.mkdir(parents=True, exist_ok=True)
-    conn = _open(file.resolve())
-    # WAL is a property of the file and persists, so only this entry point sets it.
-    conn.execute("PRAGMA journal_mode = WAL")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        conn = _open(file.resolve())
+        # WAL is a property of the file and persists, so only this entry point sets it.
+        conn.execute("PRAGMA journal_mode = WAL")
+    except (OSError, sqlite3.DatabaseError) as exc:
+        raise LedgerError(
+            f"cannot open {file} as a SQLite ledger ({exc}); check --db / AGENT_TEAM_DB_PATH"
+        ) from None
     return conn
 
 

@@ -274,7 +274,9 @@ def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> int:
         SchemaTooNewError: the ledger is newer than this code.
     """
     current = schema_version(conn)
-    _refuse_newer(current, "")
+    if current > SCHEMA_VERSION:
+        row = conn.execute("PRAGMA database_list").fetchone()
+        _refuse_newer(current, f"at {row[2]}" if row and row[2] else "in memory")
     for version in range(current + 1, target + 1):
         statements = _STEPS[version]
         if version in _FOREIGN_KEYS_OFF:
@@ -318,7 +320,12 @@ def assert_ready(path: str | Path) -> None:
         )
     conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
     try:
-        version = schema_version(conn)
+        try:
+            version = schema_version(conn)
+        except sqlite3.DatabaseError as exc:
+            raise LedgerNotReadyError(
+                f"{file} is not a SQLite ledger ({exc}); check --db / AGENT_TEAM_DB_PATH"
+            ) from None
         _refuse_newer(version, f"at {file}")
         if version < SCHEMA_VERSION:
             raise LedgerNotReadyError(

@@ -1,0 +1,558 @@
+"""The `agent-team` command line, run for real as the installed console script.
+
+Each subprocess gets an empty working folder and an environment without any
+`AGENT_TEAM_*` variable, so the developer's own settings and `.env` never leak
+in. A few in-process `CliRunner` tests at the end cover cases that need no
+process of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import closing
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agent_team import __version__, db
+from agent_team.cli import app
+from agent_team.config import ENV_PREFIX
+from agent_team.exceptions import LedgerNotReadyError, SchemaTooNewError
+
+AGENT_TEAM = Path(sys.executable).with_name("agent-team")
+SECRET = "s3cr3t-value"
+DAY = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(ENV_PREFIX)}
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "CLICOLOR_FORCE"):
+        env.pop(name, None)
+    # Plain, wide, UTF-8 output so table rows are never wrapped or coloured.
+    env.update(NO_COLOR="1", COLUMNS="200", PYTHONIOENCODING="utf-8")
+    env.update(extra or {})
+    return env
+
+
+def run_cli(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    if not AGENT_TEAM.is_file():
+        pytest.fail(f"{AGENT_TEAM} is missing; install the package: pip install -e '.[dev]'")
+    return subprocess.run(
+        [str(AGENT_TEAM), *args],
+        cwd=cwd,
+        env=_env(env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=False,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int) -> str:
+    """The process failed with `code` and said why in exactly one line, without a traceback."""
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("agent-team: "), lines[0]
+    return lines[0]
+
+
+def cells(output: str, key: str) -> list[str]:
+    """The cells of the one table row that contains `key` as a cell."""
+    rows = [re.findall(r"[^\s│┃|]+", line) for line in output.splitlines()]
+    matches = [row for row in rows if key in row]
+    assert len(matches) == 1, (key, output)
+    return matches[0]
+
+
+def table_counts_from(output: str) -> dict[str, int]:
+    return {table: int(cells(output, table)[1]) for table in db.LEDGER_TABLES}
+
+
+def add_question(conn: db.LedgerConnection, question_id: str, thread_id: str) -> None:
+    assert db.ensure_question(
+        conn,
+        question_id=question_id,
+        thread_id=thread_id,
+        turn=1,
+        kind="clarify",
+        transport="local",
+        deadline_at=None,
+        payload_json=None,
+    )
+
+
+def outbox_line(**changes: object) -> str:
+    """One outbox row in the documented JSONL format."""
+    moment = DAY.replace(hour=10)
+    row: dict[str, object] = {
+        "thread_id": "t-replay",
+        "stage": "plan",
+        "model": "m-large",
+        "billing_mode": "api",
+        "input_tokens": 120,
+        "output_tokens": 12,
+        "usd_cost": 0.5,
+        "recorded_at": db.to_iso(moment),
+        "day_bucket": db.day_bucket(moment),
+    }
+    row.update(changes)
+    return json.dumps(row, sort_keys=True) + "\n"
+
+
+@pytest.fixture
+def cwd_ledger(tmp_path: Path) -> Path:
+    """A migrated ledger at the default path of a CLI run in `tmp_path`."""
+    path = tmp_path / "agent-team.db"
+    db.init_db(path)
+    return path
+
+
+@pytest.fixture
+def cwd_conn(cwd_ledger: Path) -> Iterator[db.LedgerConnection]:
+    connection = db.connect(cwd_ledger)
+    yield connection
+    connection.close()
+
+
+# --- --version, migrate, --db, --config ---------------------------------------------------------
+
+
+def test_version(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "--version")
+
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"agent-team \d+\.\d+\.\d+\S*\n", result.stdout), result.stdout
+    assert result.stdout == f"agent-team {__version__}\n"
+    assert not list(tmp_path.iterdir())  # no ledger created just to print a version
+
+
+def test_migrate_creates_the_default_ledger_then_reports_it_current(tmp_path: Path) -> None:
+    ledger = tmp_path / "agent-team.db"
+
+    first = run_cli(tmp_path, "migrate")
+
+    assert first.returncode == 0, first.stderr
+    assert ledger.is_file()
+    assert str(ledger.resolve()) in first.stdout
+    assert f"v0 -> v{db.SCHEMA_VERSION}" in first.stdout
+    counts = table_counts_from(first.stdout)
+    assert counts == {table: 1 if table == "schema_meta" else 0 for table in db.LEDGER_TABLES}
+    with closing(db.connect(ledger)) as conn:
+        assert db.schema_version(conn) == db.SCHEMA_VERSION
+
+    second = run_cli(tmp_path, "migrate")
+
+    assert second.returncode == 0, second.stderr
+    assert f"v{db.SCHEMA_VERSION}, already current" in second.stdout
+    assert "->" not in second.stdout
+    assert table_counts_from(second.stdout) == counts
+
+
+def test_db_flag_wins_over_env_and_config_and_creates_nested_folders(tmp_path: Path) -> None:
+    (tmp_path / "at.toml").write_text('db_path = "from-toml.db"\n', encoding="utf-8")
+    target = tmp_path / "nested" / "deeper" / "ledger.db"
+
+    result = run_cli(
+        tmp_path,
+        "--db",
+        "nested/deeper/ledger.db",
+        "--config",
+        "at.toml",
+        "migrate",
+        env={"AGENT_TEAM_DB_PATH": "from-env.db"},
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert target.is_file()
+    assert str(target.resolve()) in result.stdout
+    assert not (tmp_path / "from-env.db").exists()
+    assert not (tmp_path / "from-toml.db").exists()
+    assert not (tmp_path / "agent-team.db").exists()
+
+
+def test_config_file_chooses_the_ledger(tmp_path: Path) -> None:
+    (tmp_path / "at.toml").write_text('db_path = "data/from-toml.db"\n', encoding="utf-8")
+
+    result = run_cli(tmp_path, "--config", "at.toml", "migrate")
+
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "data" / "from-toml.db").is_file()
+    assert not (tmp_path / "agent-team.db").exists()
+
+
+def test_missing_config_file_exits_2(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "--config", "missing.toml", "migrate")
+
+    line = assert_one_line_error(result, 2)
+    assert "missing.toml" in line
+    assert "--config" in line
+    assert not (tmp_path / "agent-team.db").exists()
+
+
+def test_invalid_env_value_exits_2_naming_the_variable_not_the_value(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "migrate", env={"AGENT_TEAM_LOG_LEVEL": f"loud-{SECRET}"})
+
+    line = assert_one_line_error(result, 2)
+    assert "AGENT_TEAM_LOG_LEVEL" in line
+    assert all(level in line for level in ("debug", "info", "warning", "error"))
+    assert SECRET not in result.stderr + result.stdout
+    assert not (tmp_path / "agent-team.db").exists()
+
+
+def test_migrate_refuses_a_newer_ledger_and_leaves_it_alone(tmp_path: Path) -> None:
+    ledger = tmp_path / "newer.db"
+    db.init_db(ledger)
+    with closing(sqlite3.connect(ledger)) as raw:
+        raw.execute("UPDATE schema_meta SET schema_version = 7")
+        raw.commit()
+    before = ledger.read_bytes()
+
+    result = run_cli(tmp_path, "--db", "newer.db", "migrate")
+
+    line = assert_one_line_error(result, 1)
+    assert "upgrade agent-team" in line
+    assert "7" in line
+    assert ledger.read_bytes() == before
+    with closing(sqlite3.connect(ledger)) as raw:
+        assert raw.execute("SELECT schema_version FROM schema_meta").fetchone() == (7,)
+
+
+# --- questions ----------------------------------------------------------------------------------
+
+
+def test_questions_without_a_ledger_exits_1_and_creates_nothing(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "questions")
+
+    line = assert_one_line_error(result, 1)
+    assert "agent-team migrate" in line
+    assert "agent-team.db" in line
+    assert not list(tmp_path.iterdir())
+
+
+def test_questions_lists_and_filters_by_status(
+    tmp_path: Path, cwd_conn: db.LedgerConnection
+) -> None:
+    add_question(cwd_conn, "q-open-1", "t-one")
+    add_question(cwd_conn, "q-done", "t-one")
+    add_question(cwd_conn, "q-open-2", "t-two")
+    assert db.answer_question(
+        cwd_conn,
+        question_id="q-done",
+        answer_json='{"choice": "a"}',
+        answered_via="slack",
+        answered_at=DAY,
+    )
+
+    every = run_cli(tmp_path, "questions")
+    only_open = run_cli(tmp_path, "questions", "--status", "open")
+
+    assert every.returncode == 0, every.stderr
+    # Oldest first, every status.
+    positions = [every.stdout.index(q) for q in ("q-open-1", "q-done", "q-open-2")]
+    assert positions == sorted(positions)
+    assert cells(every.stdout, "q-open-1")[1:6] == ["t-one", "1", "clarify", "open", "local"]
+    done = cells(every.stdout, "q-done")
+    assert done[1:6] == ["t-one", "1", "clarify", "answered", "local"]
+    assert db.to_iso(DAY) in done
+    assert "via" in done and "slack" in done
+
+    assert only_open.returncode == 0, only_open.stderr
+    assert "q-open-1" in only_open.stdout
+    assert "q-open-2" in only_open.stdout
+    assert "q-done" not in only_open.stdout
+    assert cells(only_open.stdout, "q-open-2")[1:6] == ["t-two", "1", "clarify", "open", "local"]
+
+
+def test_questions_with_an_unknown_status_exits_2(tmp_path: Path, cwd_ledger: Path) -> None:
+    result = run_cli(tmp_path, "questions", "--status", "bogus")
+
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "--status" in result.stderr
+    assert "bogus" in result.stderr
+    assert "open" in result.stderr and "answered" in result.stderr
+    assert result.stdout == ""
+
+
+def test_questions_on_a_file_that_is_not_a_ledger_is_one_line(tmp_path: Path) -> None:
+    # Regression: a --db that
+    # points at a file that is not SQLite (a typo, the wrong file) escapes as a raw
+    # `sqlite3.DatabaseError: file is not a database` traceback (exit 1 by accident).
+    # `migrate` does the same from db.connect. Expected: one line naming the file.
+    notes = tmp_path / "notes.txt"
+    notes.write_text("these are not the tables you are looking for\n", encoding="utf-8")
+
+    result = run_cli(tmp_path, "--db", "notes.txt", "questions")
+
+    line = assert_one_line_error(result, 1)
+    assert "notes.txt" in line
+    assert notes.read_text(encoding="utf-8") == "these are not the tables you are looking for\n"
+
+
+# --- budget -------------------------------------------------------------------------------------
+
+
+def test_budget_shows_one_utc_day_per_mode_model_and_stage(
+    tmp_path: Path, cwd_conn: db.LedgerConnection
+) -> None:
+    def spend(
+        mode: str, model: str, stage: str, tokens: tuple[int, int], usd: float, at: datetime
+    ) -> None:
+        assert db.record_usage(
+            cwd_conn,
+            thread_id="t-1",
+            stage=stage,
+            model=model,
+            billing_mode=mode,
+            input_tokens=tokens[0],
+            output_tokens=tokens[1],
+            usd_cost=usd,
+            recorded_at=at,
+        )
+
+    spend("api", "m-large", "plan", (100, 10), 0.10, DAY)
+    spend("api", "m-large", "plan", (200, 20), 0.25, DAY.replace(hour=12))
+    spend("api", "m-large", "build", (50, 5), 0.05, DAY.replace(hour=23, minute=59, second=59))
+    # 00:30 at UTC+1 on 2 December is 23:30 UTC on 1 December: it belongs to the 1st.
+    plus_one = timezone(timedelta(hours=1))
+    spend("api", "m-large", "build", (30, 3), 0.02, datetime(2026, 12, 2, 0, 30, tzinfo=plus_one))
+    spend("subscription", "m-small", "clarify", (1000, 100), 0.0, DAY.replace(hour=8))
+    # The neighbouring days must not count.
+    spend("api", "m-large", "plan", (9, 9), 9.0, DAY - timedelta(microseconds=1))
+    spend("api", "m-large", "plan", (9, 9), 9.0, DAY + timedelta(days=1))
+
+    result = run_cli(tmp_path, "budget", "--day", "2026-12-01")
+
+    assert result.returncode == 0, result.stderr
+    assert "2026-12-01" in result.stdout
+    assert cells(result.stdout, "plan") == ["api", "m-large", "plan", "2", "300", "30", "0.3500"]
+    assert cells(result.stdout, "build") == ["api", "m-large", "build", "2", "80", "8", "0.0700"]
+    assert cells(result.stdout, "clarify") == [
+        "subscription", "m-small", "clarify", "1", "1000", "100", "0.0000",
+    ]  # fmt: skip
+    assert "total api: $0.4200" in result.stdout
+    assert "total subscription: $0.0000" in result.stdout
+    assert "9.0000" not in result.stdout
+
+
+def test_budget_with_an_impossible_day_exits_2(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "budget", "--day", "2026-13-01")
+
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "2026-13-01" in result.stderr
+    assert "YYYY-MM-DD" in result.stderr
+    assert not (tmp_path / "agent-team.db").exists()
+
+
+# --- ledger replay ------------------------------------------------------------------------------
+
+
+def test_ledger_replay_restores_rows_the_ledger_refused(tmp_path: Path, cwd_ledger: Path) -> None:
+    # A ledger whose budget table is gone refuses the rows, so they go to the outbox
+    # beside the CLI's ledger, exactly as a failing write would put them there.
+    broken = tmp_path / "broken" / "broken.db"
+    db.init_db(broken)
+    with closing(sqlite3.connect(broken)) as raw:
+        raw.execute("DROP TABLE budget_ledger")
+        raw.commit()
+    outbox = cwd_ledger.parent / db.OUTBOX_FILENAME
+    with closing(db.connect(broken)) as broken_conn:
+        for stage, usd in (("plan", 0.25), ("build", 0.5)):
+            assert not db.record_usage(
+                broken_conn,
+                thread_id="t-1",
+                stage=stage,
+                model="m-large",
+                billing_mode="api",
+                input_tokens=10,
+                output_tokens=1,
+                usd_cost=usd,
+                recorded_at=DAY,
+                outbox=outbox,
+            )
+    assert len(outbox.read_text(encoding="utf-8").splitlines()) == 2
+
+    result = run_cli(tmp_path, "ledger", "replay")
+
+    assert result.returncode == 0, result.stderr
+    assert str(outbox) in result.stdout
+    assert "replayed 2, failed 0, bad lines 0, remaining 0" in result.stdout
+    assert outbox.read_text(encoding="utf-8") == ""
+    with closing(db.connect(cwd_ledger)) as conn:
+        assert db.spent(conn, day="2026-12-01", billing_mode="api") == pytest.approx(0.75)
+        assert {row.stage for row in db.usage_summary(conn, day="2026-12-01")} == {"plan", "build"}
+
+
+def test_ledger_replay_keeps_lines_it_cannot_write_and_exits_1(
+    tmp_path: Path, cwd_ledger: Path
+) -> None:
+    outbox = tmp_path / "spool" / "outbox.jsonl"
+    outbox.parent.mkdir()
+    good = outbox_line()
+    refused = outbox_line(billing_mode="bogus", thread_id="t-refused")  # fails the CHECK
+    not_json = "this is not json\n"
+    not_a_row = json.dumps({"thread_id": "t-partial"}) + "\n"
+    outbox.write_text(good + not_json + refused + not_a_row, encoding="utf-8")
+
+    result = run_cli(
+        tmp_path, "ledger", "replay", env={"AGENT_TEAM_LEDGER_OUTBOX": "spool/outbox.jsonl"}
+    )
+
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert "replayed 1, failed 1, bad lines 2, remaining 3" in result.stdout
+    assert outbox.read_text(encoding="utf-8") == not_json + refused + not_a_row
+    assert not (tmp_path / db.OUTBOX_FILENAME).exists()
+    with closing(db.connect(cwd_ledger)) as conn:
+        summary = db.usage_summary(conn, day="2026-12-01")
+    assert [(row.billing_mode, row.calls, row.input_tokens) for row in summary] == [("api", 1, 120)]
+
+
+# --- schema -------------------------------------------------------------------------------------
+
+
+def test_schema_prints_the_ddl(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "schema")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("-- agent-team ledger schema")
+    assert f"-- schema_version {db.SCHEMA_VERSION}" in result.stdout
+    assert result.stdout == db.dump_schema()
+    assert not list(tmp_path.iterdir())
+
+
+def test_schema_write_writes_the_file(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "schema", "--write", "out.sql")
+
+    assert result.returncode == 0, result.stderr
+    written = (tmp_path / "out.sql").read_text(encoding="utf-8")
+    assert written.startswith("-- agent-team ledger schema")
+    assert written == db.dump_schema()
+    assert "out.sql" in result.stdout
+    assert "CREATE TABLE" not in result.stdout
+
+
+# --- in process (no subprocess of their own) ----------------------------------------------------
+
+
+@pytest.fixture
+def runner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> CliRunner:
+    for name in list(os.environ):
+        if name.upper().startswith(ENV_PREFIX):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return CliRunner()
+
+
+def test_questions_none_with_a_status(runner: CliRunner, cwd_conn: db.LedgerConnection) -> None:
+    add_question(cwd_conn, "q-open", "t-one")
+
+    result = runner.invoke(app, ["questions", "--status", "expired"])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "no questions with status expired"
+
+
+def test_questions_filters_by_task(runner: CliRunner, cwd_conn: db.LedgerConnection) -> None:
+    add_question(cwd_conn, "q-a", "t-one")
+    add_question(cwd_conn, "q-b", "t-two")
+
+    result = runner.invoke(app, ["questions", "--task", "t-two"])
+
+    assert result.exit_code == 0, result.output
+    assert "q-b" in result.stdout
+    assert "q-a" not in result.stdout
+
+
+def test_budget_with_no_rows_says_so(runner: CliRunner, cwd_ledger: Path) -> None:
+    result = runner.invoke(app, ["budget", "--day", "2026-11-30"])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "no model calls recorded on 2026-11-30"
+
+
+def test_replay_outbox_flag_wins_over_the_setting(
+    runner: CliRunner, tmp_path: Path, cwd_ledger: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from_setting = tmp_path / "from-setting.jsonl"
+    from_flag = tmp_path / "from-flag.jsonl"
+    from_setting.write_text(outbox_line(stage="setting"), encoding="utf-8")
+    from_flag.write_text(outbox_line(stage="flag"), encoding="utf-8")
+    monkeypatch.setenv("AGENT_TEAM_LEDGER_OUTBOX", str(from_setting))
+
+    result = runner.invoke(app, ["ledger", "replay", "--outbox", str(from_flag)])
+
+    assert result.exit_code == 0, result.output
+    assert from_flag.read_text(encoding="utf-8") == ""
+    assert from_setting.read_text(encoding="utf-8") == outbox_line(stage="setting")
+    with closing(db.connect(cwd_ledger)) as conn:
+        assert [row.stage for row in db.usage_summary(conn, day="2026-12-01")] == ["flag"]
+
+
+def test_replay_with_no_outbox_is_a_no_op(runner: CliRunner, cwd_ledger: Path) -> None:
+    result = runner.invoke(app, ["ledger", "replay"])
+
+    assert result.exit_code == 0, result.output
+    assert "replayed 0, failed 0, bad lines 0, remaining 0" in result.stdout
+
+
+def test_reading_commands_refuse_an_old_ledger(runner: CliRunner, tmp_path: Path) -> None:
+    old = tmp_path / "old.db"
+    with closing(db.connect(old)) as conn:
+        db.migrate(conn, target=3)
+
+    result = runner.invoke(app, ["--db", str(old), "questions"])
+
+    assert isinstance(result.exception, LedgerNotReadyError)
+    assert "agent-team migrate" in str(result.exception)
+    with closing(db.connect(old)) as conn:
+        assert db.schema_version(conn) == 3
+
+
+def test_reading_commands_refuse_a_newer_ledger(runner: CliRunner, tmp_path: Path) -> None:
+    newer = tmp_path / "newer.db"
+    db.init_db(newer)
+    with closing(sqlite3.connect(newer)) as raw:
+        raw.execute("UPDATE schema_meta SET schema_version = 7")
+        raw.commit()
+
+    result = runner.invoke(app, ["--db", str(newer), "budget", "--day", "2026-12-01"])
+
+    assert isinstance(result.exception, SchemaTooNewError)
+    assert "upgrade agent-team" in str(result.exception)
+    assert "newer.db" in str(result.exception)
+
+
+def test_migrate_names_the_newer_ledger_it_refuses(runner: CliRunner, tmp_path: Path) -> None:
+    # Regression: it calls `_refuse_newer(current, "")`, so
+    # `agent-team migrate` says "the ledger  is at schema version 7" (double space, no
+    # file) where `assert_ready` says "the ledger at <file> is at ...".
+    newer = tmp_path / "newer.db"
+    db.init_db(newer)
+    with closing(sqlite3.connect(newer)) as raw:
+        raw.execute("UPDATE schema_meta SET schema_version = 7")
+        raw.commit()
+
+    result = runner.invoke(app, ["--db", str(newer), "migrate"])
+
+    assert isinstance(result.exception, SchemaTooNewError)
+    assert "newer.db" in str(result.exception)
+    assert "  " not in str(result.exception)

@@ -1,0 +1,325 @@
+"""Settings: where each value comes from, and how a bad one is reported.
+
+Every test runs in an empty `tmp_path` with every `AGENT_TEAM_*` variable of the
+developer's own environment removed, so only what the test sets is seen.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_team.config import ENV_PREFIX, Settings, load_settings
+from agent_team.exceptions import AgentTeamError, ConfigError
+
+SECRET = "s3cr3t-value"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No AGENT_TEAM_* variables, and an empty working folder (so no stray `.env`)."""
+    for name in list(os.environ):
+        if name.upper().startswith(ENV_PREFIX):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def config_error(config_file: Path | None = None, **overrides: Any) -> str:
+    """The message of the ConfigError that `load_settings` raises for these arguments."""
+    with pytest.raises(ConfigError) as info:
+        load_settings(config_file, **overrides)
+    return str(info.value)
+
+
+# --- defaults -----------------------------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    settings = load_settings()
+
+    assert isinstance(settings, Settings)
+    assert settings.db_path == Path("agent-team.db")
+    assert settings.log_level == "info"
+    assert settings.ledger_outbox is None
+
+
+def test_none_overrides_are_ignored_so_the_cli_can_pass_unset_flags(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The CLI always calls load_settings(..., db_path=<--db or None>).
+    monkeypatch.setenv("AGENT_TEAM_DB_PATH", "from-env.db")
+
+    assert load_settings(db_path=None).db_path == Path("from-env.db")
+    assert load_settings(None, db_path=None, log_level=None).log_level == "info"
+
+
+# --- each source and their order ---------------------------------------------------------------
+
+
+def test_environment_sets_every_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_TEAM_DB_PATH", "/srv/at/ledger.db")
+    monkeypatch.setenv("AGENT_TEAM_LEDGER_OUTBOX", "/srv/at/outbox.jsonl")
+    monkeypatch.setenv("AGENT_TEAM_LOG_LEVEL", "debug")
+
+    settings = load_settings()
+
+    assert settings.db_path == Path("/srv/at/ledger.db")
+    assert settings.ledger_outbox == Path("/srv/at/outbox.jsonl")
+    assert settings.log_level == "debug"
+
+
+def test_toml_file_values_are_used(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "agent-team.toml",
+        'db_path = "data/ledger.db"\nledger_outbox = "spool/outbox.jsonl"\nlog_level = "warning"\n',
+    )
+
+    settings = load_settings(config)
+
+    assert settings.db_path == Path("data/ledger.db")
+    assert settings.ledger_outbox == Path("spool/outbox.jsonl")
+    assert settings.log_level == "warning"
+
+
+def test_toml_file_leaves_unset_fields_at_their_defaults(tmp_path: Path) -> None:
+    config = write(tmp_path / "agent-team.toml", 'log_level = "error"\n')
+
+    settings = load_settings(config)
+
+    assert settings.log_level == "error"
+    assert settings.db_path == Path("agent-team.db")
+    assert settings.ledger_outbox is None
+
+
+def test_dotenv_in_the_working_folder_is_read(tmp_path: Path) -> None:
+    write(tmp_path / ".env", "AGENT_TEAM_DB_PATH=from-dotenv.db\nAGENT_TEAM_LOG_LEVEL=warning\n")
+
+    settings = load_settings()
+
+    assert settings.db_path == Path("from-dotenv.db")
+    assert settings.log_level == "warning"
+
+
+def test_dotenv_outside_the_working_folder_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / ".env", "AGENT_TEAM_LOG_LEVEL=debug\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    assert load_settings().log_level == "info"
+
+
+def test_environment_wins_over_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write(tmp_path / "c.toml", 'db_path = "from-toml.db"\nlog_level = "warning"\n')
+    monkeypatch.setenv("AGENT_TEAM_DB_PATH", "from-env.db")
+
+    settings = load_settings(config)
+
+    assert settings.db_path == Path("from-env.db")
+    assert settings.log_level == "warning"  # not set in the environment: TOML still counts
+
+
+def test_environment_wins_over_dotenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / ".env", "AGENT_TEAM_LOG_LEVEL=debug\n")
+    monkeypatch.setenv("AGENT_TEAM_LOG_LEVEL", "error")
+
+    assert load_settings().log_level == "error"
+
+
+def test_dotenv_wins_over_toml(tmp_path: Path) -> None:
+    write(tmp_path / ".env", "AGENT_TEAM_LOG_LEVEL=debug\n")
+    config = write(tmp_path / "c.toml", 'log_level = "warning"\ndb_path = "from-toml.db"\n')
+
+    settings = load_settings(config)
+
+    assert settings.log_level == "debug"
+    assert settings.db_path == Path("from-toml.db")
+
+
+def test_explicit_override_wins_over_every_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / ".env", "AGENT_TEAM_DB_PATH=from-dotenv.db\n")
+    config = write(tmp_path / "c.toml", 'db_path = "from-toml.db"\n')
+    monkeypatch.setenv("AGENT_TEAM_DB_PATH", "from-env.db")
+
+    settings = load_settings(config, db_path=Path("from-flag.db"))
+
+    assert settings.db_path == Path("from-flag.db")
+
+
+# --- bad values: one line, names the variable and the allowed values, never the value ---------
+
+
+def test_invalid_env_value_names_the_variable_and_the_allowed_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENT_TEAM_LOG_LEVEL", SECRET)
+
+    message = config_error()
+
+    assert "AGENT_TEAM_LOG_LEVEL" in message
+    for allowed in ("debug", "info", "warning", "error"):
+        assert allowed in message
+    assert SECRET not in message
+    assert "\n" not in message
+
+
+def test_invalid_value_error_does_not_carry_the_validation_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # pydantic's ValidationError text includes the input; chaining it would print the
+    # value in any traceback or `log.exception` that shows the ConfigError.
+    monkeypatch.setenv("AGENT_TEAM_LOG_LEVEL", SECRET)
+
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+
+    assert isinstance(info.value, AgentTeamError)
+    assert info.value.__cause__ is None
+    assert info.value.__suppress_context__
+    assert SECRET not in repr(info.value.args)
+
+
+def test_invalid_value_in_toml_names_the_key_and_the_file(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", f'log_level = "{SECRET}"\n')
+
+    message = config_error(config)
+
+    assert "AGENT_TEAM_LOG_LEVEL" in message
+    assert "`log_level`" in message
+    assert str(config) in message
+    assert SECRET not in message
+
+
+def test_invalid_value_in_dotenv_is_reported_without_the_value(tmp_path: Path) -> None:
+    write(tmp_path / ".env", f"AGENT_TEAM_LOG_LEVEL={SECRET}\n")
+
+    message = config_error()
+
+    assert "AGENT_TEAM_LOG_LEVEL" in message
+    assert SECRET not in message
+
+
+def test_invalid_override_is_a_config_error() -> None:
+    message = config_error(log_level=SECRET)
+
+    assert "AGENT_TEAM_LOG_LEVEL" in message
+    assert SECRET not in message
+
+
+def test_every_invalid_value_is_reported_at_once(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", f'log_level = "{SECRET}"\nledger_outbox = 5\n')
+
+    message = config_error(config)
+
+    assert "AGENT_TEAM_LOG_LEVEL" in message
+    assert "AGENT_TEAM_LEDGER_OUTBOX" in message
+    assert SECRET not in message
+
+
+def test_unknown_toml_key_is_named(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", f'db_path = "x.db"\nlog_levle = "{SECRET}"\n')
+
+    message = config_error(config)
+
+    assert "log_levle" in message
+    assert "check the spelling" in message
+    assert str(config) in message
+    assert SECRET not in message
+
+
+# --- the config file itself ---------------------------------------------------------------------
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.toml"
+
+    message = config_error(missing)
+
+    assert str(missing) in message
+    assert "does not exist" in message
+    assert "--config" in message
+
+
+def test_malformed_toml(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", f'db_path = "{SECRET}\n')  # unterminated string
+
+    message = config_error(config)
+
+    assert str(config) in message
+    assert "not valid TOML" in message
+    assert "line 1" in message
+    assert SECRET not in message
+
+
+def test_config_file_that_is_not_utf8(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_bytes(b'log_level = "\xff\xfe"\n')
+
+    message = config_error(config)
+
+    assert str(config) in message
+    assert "not valid TOML" in message
+
+
+# --- known bugs (see the comment on each) ------------------------------------------------------
+
+
+def test_dotenv_lines_for_other_tools_are_ignored(tmp_path: Path) -> None:
+    # Regression: with `extra="forbid"`, pydantic-settings turns every
+    # `.env` line without the AGENT_TEAM_ prefix into an "extra" field, so a `.env`
+    # shared with another tool (API keys, SLACK_BOT_TOKEN, ...) makes every command
+    # fail with "AGENT_TEAM_OTHER_TOOL_TOKEN: is not a setting agent-team knows",
+    # naming a variable that does not exist. The process environment's other
+    # variables are ignored; `.env` lines should be too.
+    write(
+        tmp_path / ".env",
+        f"OTHER_TOOL_TOKEN={SECRET}\nAGENT_TEAM_LOG_LEVEL=debug\n",
+    )
+
+    assert load_settings().log_level == "debug"
+
+
+def test_misspelt_variable_in_dotenv_is_named_as_written(tmp_path: Path) -> None:
+    # Regression: an unknown AGENT_TEAM_* line in `.env`
+    # arrives with its prefix still on (loc "agent_team_log_levl"), and `_describe`
+    # adds the prefix again: "AGENT_TEAM_AGENT_TEAM_LOG_LEVL: is not a setting ...".
+    write(tmp_path / ".env", f"AGENT_TEAM_LOG_LEVL={SECRET}\n")
+
+    message = config_error()
+
+    assert "AGENT_TEAM_LOG_LEVL" in message
+    assert "AGENT_TEAM_AGENT_TEAM_" not in message
+    assert SECRET not in message
+
+
+@pytest.mark.parametrize("name", ["AGENT_TEAM_DB_PATH", "AGENT_TEAM_LEDGER_OUTBOX"])
+def test_empty_path_variable_is_not_the_working_folder(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # Regression: `AGENT_TEAM_DB_PATH=` (e.g. `${DB_PATH}` unset in a
+    # compose file) becomes Path("."), the working folder, and `agent-team migrate`
+    # then dies with a sqlite3 traceback ("unable to open database file"); an empty
+    # AGENT_TEAM_LEDGER_OUTBOX makes `ledger replay` crash in Path.with_name.
+    # Expected: empty means unset (default) or a ConfigError naming the variable.
+    monkeypatch.setenv(name, "")
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        assert name in str(exc)
+        return
+    assert settings.db_path == Path("agent-team.db")
+    assert settings.ledger_outbox is None
