@@ -52,6 +52,52 @@ class Settings(BaseSettings):
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
+    # Models and budget
+    model: str = Field(
+        default="offline",
+        description="`offline`, `anthropic:<model>`, `openai:<model>` or `ollama:<model>`.",
+    )
+    billing_mode: Literal["api", "subscription"] = "api"
+    daily_budget_usd: float = Field(default=20.0, ge=0, description="Cap per UTC day and mode.")
+    daily_token_cap: int = Field(
+        default=5_000_000, ge=0, description="Cap per UTC day for models with no price."
+    )
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="USD per million (input, output) tokens per model; overrides the defaults.",
+    )
+
+    # Pipeline
+    workers: int = Field(default=2, ge=1, le=64, description="Graph runs at once.")
+    max_clarify_rounds: int = Field(default=2, ge=0, le=10)
+    clarify_deadline_h: float = Field(default=24.0, gt=0)
+    plan_deadline_h: float = Field(default=72.0, gt=0)
+    confluence_deadline_h: float = Field(default=72.0, gt=0)
+
+    # Builders
+    builder: Literal["offline", "command", "claude-code"] = "offline"
+    repo_path: Path | None = Field(
+        default=None, description="The repository tasks build in when a task names none."
+    )
+    state_dir: Path | None = Field(
+        default=None,
+        description="Worktrees and generated repositories (default: `state` beside the database).",
+    )
+    build_command: str | None = Field(
+        default=None, description="Shell command the `command` builder runs in the worktree."
+    )
+    build_timeout_s: float = Field(default=1800.0, gt=0)
+    claude_bin: str = Field(default="claude", description="The Claude Code CLI binary.")
+
+    # Test hooks (never set these in production)
+    crash_at: str | None = Field(
+        default=None,
+        description="Test hook `<phase>:<before|after>`: the process exits with code 137 there.",
+    )
+    clock_offset_s: float = Field(
+        default=0.0, description="Test hook: seconds added to the wall clock (e.g. past midnight)."
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -5,12 +5,24 @@ operator as one line with no traceback.
 
     AgentTeamError
     ├── ConfigError                 invalid settings (CLI exit code 2)
-    └── LedgerError                 anything about the SQLite ledger
-        ├── SchemaTooNewError       the ledger was written by a newer agent-team
-        ├── LedgerNotReadyError     a table or column the app needs is missing
-        ├── LedgerBusyError         the database stayed locked past our retries
-        └── LedgerInputError        bad input to a ledger call; nothing was stored
-                                    (also a ValueError)
+    ├── LedgerError                 anything about the SQLite ledger
+    │   ├── SchemaTooNewError       the ledger was written by a newer agent-team
+    │   ├── LedgerNotReadyError     a table or column the app needs is missing
+    │   ├── LedgerBusyError         the database stayed locked past our retries
+    │   └── LedgerInputError        bad input to a ledger call; nothing was stored
+    │                               (also a ValueError)
+    ├── TaskError                   a task cannot go on as asked
+    │   ├── UnknownTaskError        no task / question with that id
+    │   ├── InvalidAnswerError      an answer outside the question's grammar
+    │   ├── QuestionClosedError     answering a question that is no longer open
+    │   └── TaskRefusedError        a submission we will not run (e.g. a lane that is off)
+    ├── ParkingError                the task must wait for an operator or time;
+    │   │                           `parked_reason` says which
+    │   ├── BudgetExhaustedError    today's cap would be exceeded
+    │   └── BuilderUnavailableError the configured builder cannot run here
+    ├── ModelError                  a model call failed or returned unusable output
+    │   └── ModelUnavailableError   the provider package (extra) is not installed
+    └── BuildError                  the builder ran and failed
 
 This module imports nothing of ours so that every layer, `db/` included, can
 raise these without creating an import cycle.
@@ -20,12 +32,23 @@ from __future__ import annotations
 
 __all__ = [
     "AgentTeamError",
+    "BudgetExhaustedError",
+    "BuildError",
+    "BuilderUnavailableError",
     "ConfigError",
+    "InvalidAnswerError",
     "LedgerBusyError",
     "LedgerError",
     "LedgerInputError",
     "LedgerNotReadyError",
+    "ModelError",
+    "ModelUnavailableError",
+    "ParkingError",
+    "QuestionClosedError",
     "SchemaTooNewError",
+    "TaskError",
+    "TaskRefusedError",
+    "UnknownTaskError",
 ]
 
 
@@ -55,3 +78,53 @@ class LedgerBusyError(LedgerError):
 
 class LedgerInputError(LedgerError, ValueError):
     """A ledger call got input it must refuse; the stored rows are unchanged."""
+
+
+class TaskError(AgentTeamError):
+    """A request about a task that cannot be carried out as asked."""
+
+
+class UnknownTaskError(TaskError):
+    """No task or question has the given id."""
+
+
+class InvalidAnswerError(TaskError, ValueError):
+    """An answer outside the question's grammar; the question stays open."""
+
+
+class QuestionClosedError(TaskError):
+    """The question was already answered, expired or superseded; nothing changed."""
+
+
+class TaskRefusedError(TaskError):
+    """A submission agent-team will not run, e.g. a lane that is turned off."""
+
+
+class ParkingError(AgentTeamError):
+    """The task must wait; `parked_reason` is stored on the task row."""
+
+    parked_reason = "parked"
+
+
+class BudgetExhaustedError(ParkingError):
+    """Today's spend plus this call's estimate would exceed the daily cap."""
+
+    parked_reason = "budget_exhausted"
+
+
+class BuilderUnavailableError(ParkingError):
+    """The configured builder (e.g. the Claude Code CLI) is missing or unusable."""
+
+    parked_reason = "builder_unavailable"
+
+
+class ModelError(AgentTeamError):
+    """A model call failed or its output did not fit the expected structure."""
+
+
+class ModelUnavailableError(ModelError):
+    """The provider package for the configured model is not installed."""
+
+
+class BuildError(AgentTeamError):
+    """The builder ran and failed; the message carries its (redacted) output tail."""
