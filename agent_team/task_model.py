@@ -7,6 +7,7 @@ constraints and validation are built from them.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any, TypedDict
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -17,7 +18,9 @@ __all__ = [
     "QuestionKind",
     "QuestionStatus",
     "TaskKind",
+    "TaskState",
     "TaskStatus",
+    "question_id_for",
 ]
 
 
@@ -84,3 +87,32 @@ class CommandState(StrEnum):
 class BillingMode(StrEnum):
     API = "api"
     SUBSCRIPTION = "subscription"
+
+
+class TaskState(TypedDict, total=False):
+    """The LangGraph state of one task (checkpointed after every node).
+
+    Only plain JSON-able values live here, so checkpoints stay readable and
+    portable between versions.
+    """
+
+    task_id: str
+    kind: str
+    title: str
+    body: str
+    repo: str | None
+    clarifications: list[dict[str, str]]  # [{"question": ..., "answer": ...}]
+    clarify_rounds: int
+    pending_question: str | None  # a clarify question the model wants to ask
+    turn: int  # questions asked and answered so far; the next ask is turn + 1
+    plan: dict[str, Any] | None  # models.schemas.Plan as a dict
+    plan_source: str | None  # "model" or "human" (an `edit` answer)
+    plan_feedback: str | None
+    decision: str | None  # the last plan_review decision
+    build: dict[str, Any] | None  # builders.BuildResult as a dict
+    outcome: str | None  # "done" or "cancelled" once decided
+
+
+def question_id_for(task_id: str, turn: int) -> str:
+    """Deterministic, so a gate node that runs again never makes a second row."""
+    return f"{task_id}:q{turn}"

@@ -24,6 +24,7 @@ from agent_team.db.commands import (
     fail_command,
     get_command,
     list_commands,
+    release_command,
 )
 from agent_team.db.connection import LedgerConnection, connect, ledger_path
 from agent_team.db.intake import (
@@ -111,6 +112,7 @@ __all__ = [
     "record_issue_ingested",
     "record_transition",
     "record_usage",
+    "release_command",
     "reopen_question",
     "replay_outbox",
     "resume_command_id",

@@ -27,6 +27,7 @@ __all__ = [
     "fail_command",
     "get_command",
     "list_commands",
+    "release_command",
 ]
 
 
@@ -151,6 +152,17 @@ def fail_command(
         "claimed_by = CASE WHEN ? THEN NULL ELSE claimed_by END",
         (state.value, error, done_at, retry),
     )  # fmt: skip
+
+
+def release_command(conn: sqlite3.Connection, *, command_id: str, consumer: str) -> bool:
+    """claimed -> pending without waiting for the lease, for claims of a consumer known dead.
+
+    The recovery sweep uses this after a crash of a process on this host, so a
+    restart picks its work up at once instead of after the lease runs out.
+    """
+    return _finish(
+        conn, command_id, consumer, "state = 'pending', claimed_by = NULL, lease_until = NULL", ()
+    )
 
 
 def get_command(conn: sqlite3.Connection, command_id: str) -> Command | None:

@@ -1,0 +1,30 @@
+"""The local transport: questions wait in the ledger, people answer with the CLI or dashboard."""
+
+from __future__ import annotations
+
+import logging
+
+from agent_team.db import Question, Task
+
+__all__ = ["LocalTransport"]
+
+log = logging.getLogger(__name__)
+
+
+class LocalTransport:
+    """Nothing to post: the ledger row *is* the question; `channel_ref` names it."""
+
+    name = "local"
+
+    def deliver(self, question: Question, task: Task) -> str:
+        log.info(
+            "task %s asks (%s) %s; answer with `agent-team answer %s <text>`",
+            task.id,
+            question.kind,
+            question.question_id,
+            question.question_id,
+        )
+        return f"local:{question.question_id}"
+
+    def notify(self, task: Task, event: str, text: str) -> None:
+        log.info("task %s %s: %s", task.id, event, text)
