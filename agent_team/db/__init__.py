@@ -13,6 +13,7 @@ from agent_team.db.budget import (
     record_usage,
     replay_outbox,
     spent,
+    task_usage,
     tokens_spent,
     usage_summary,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "spent",
     "supersede_question",
     "table_counts",
+    "task_usage",
     "to_iso",
     "tokens_spent",
     "usage_summary",

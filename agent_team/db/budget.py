@@ -33,6 +33,7 @@ __all__ = [
     "record_usage",
     "replay_outbox",
     "spent",
+    "task_usage",
     "tokens_spent",
     "usage_summary",
 ]
@@ -222,14 +223,25 @@ def tokens_spent(
     return int(_sum(conn, "input_tokens + output_tokens", day, billing_mode))
 
 
-def usage_summary(conn: sqlite3.Connection, *, day: str | date) -> list[UsageSummaryRow]:
-    """Spend on a UTC day per billing mode, model and stage."""
+def _summary(
+    conn: sqlite3.Connection, where: str, params: tuple[str, ...]
+) -> list[UsageSummaryRow]:
     rows = fetch_all(
         conn,
         "SELECT billing_mode, model, stage, COUNT(*) AS calls, "
         "SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
-        "SUM(usd_cost) AS usd_cost FROM budget_ledger WHERE day_bucket = ? "
+        f"SUM(usd_cost) AS usd_cost FROM budget_ledger WHERE {where} "
         "GROUP BY billing_mode, model, stage ORDER BY billing_mode, model, stage",
-        (day_bucket(day),),
+        params,
     )
     return [row_to(UsageSummaryRow, row) for row in rows]
+
+
+def usage_summary(conn: sqlite3.Connection, *, day: str | date) -> list[UsageSummaryRow]:
+    """Spend on a UTC day per billing mode, model and stage."""
+    return _summary(conn, "day_bucket = ?", (day_bucket(day),))
+
+
+def task_usage(conn: sqlite3.Connection, *, thread_id: str) -> list[UsageSummaryRow]:
+    """One task's spend per billing mode, model and stage (all days)."""
+    return _summary(conn, "thread_id = ?", (thread_id,))

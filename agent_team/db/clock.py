@@ -12,7 +12,7 @@ from agent_team.exceptions import LedgerInputError
 
 __all__ = ["day_bucket", "from_iso", "to_iso", "utc_now"]
 
-_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+_FORMAT = "-%m-%dT%H:%M:%S.%fZ"  # the year is added padded
 
 
 def utc_now() -> datetime:
@@ -30,7 +30,9 @@ def to_iso(moment: datetime) -> str:
             f"timestamp {moment.isoformat()} has no time zone; pass an aware datetime "
             "(e.g. datetime.now(UTC))"
         )
-    return moment.astimezone(UTC).strftime(_FORMAT)
+    utc = moment.astimezone(UTC)
+    # strftime("%Y") does not pad years before 1000, which would break sorting.
+    return f"{utc.year:04d}" + utc.strftime(_FORMAT)
 
 
 def from_iso(text: str) -> datetime:

@@ -65,13 +65,30 @@ def connect(path: str | Path) -> LedgerConnection:
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         conn = _open(file.resolve())
-        # WAL is a property of the file and persists, so only this entry point sets it.
-        conn.execute("PRAGMA journal_mode = WAL")
+        _switch_to_wal(conn)
     except (OSError, sqlite3.DatabaseError) as exc:
         raise LedgerError(
             f"cannot open {file} as a SQLite ledger ({exc}); check --db / AGENT_TEAM_DB_PATH"
         ) from None
     return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> None:
+    """WAL is a property of the file and persists, so only `connect()` sets it.
+
+    Switching a file that is not yet in WAL mode needs the write lock after a
+    read lock, and SQLite then reports "locked" at once instead of using the
+    busy timeout; so wait for the other writer here, up to the same timeout.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
 
 
 def _open(file: Path) -> LedgerConnection:

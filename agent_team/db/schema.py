@@ -322,6 +322,10 @@ def assert_ready(path: str | Path) -> None:
     try:
         try:
             version = schema_version(conn)
+        except sqlite3.OperationalError as exc:
+            raise LedgerNotReadyError(
+                f"the ledger at {file} has a damaged schema_meta table ({exc}); restore a backup"
+            ) from None
         except sqlite3.DatabaseError as exc:
             raise LedgerNotReadyError(
                 f"{file} is not a SQLite ledger ({exc}); check --db / AGENT_TEAM_DB_PATH"
