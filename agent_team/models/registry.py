@@ -1,0 +1,128 @@
+"""Turn a model spec (`AGENT_TEAM_MODEL`) into a langchain-core chat model.
+
+Why lazy imports: provider packages are optional extras (`agent-team[anthropic]`
+and so on), so a daemon on the offline model installs none of them, and a
+missing one is reported as "install this extra", not as an ImportError at
+start-up. Provider packages read their API keys from their usual environment
+variables (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, ...); we never read them
+(`config.py` is the only reader of the environment).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from agent_team.exceptions import ConfigError, ModelUnavailableError
+from agent_team.models.offline import OFFLINE_SPEC, OfflineChatModel
+from agent_team.redact import redact
+
+__all__ = ["PROVIDERS", "ModelSpec", "Provider", "make_chat_model", "parse_model_spec"]
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where a provider's chat model class lives and which extra installs it."""
+
+    module: str
+    class_name: str
+    extra: str
+    key_hint: str
+
+
+PROVIDERS: dict[str, Provider] = {
+    "anthropic": Provider("langchain_anthropic", "ChatAnthropic", "anthropic", "ANTHROPIC_API_KEY"),
+    "openai": Provider("langchain_openai", "ChatOpenAI", "openai", "OPENAI_API_KEY"),
+    "ollama": Provider("langchain_ollama", "ChatOllama", "ollama", "a running Ollama server"),
+}
+
+_ALLOWED = "`offline`, `anthropic:<model>`, `openai:<model>` or `ollama:<model>`"
+_MODEL_NAME = re.compile(r"^\S+$")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed spec: provider `offline` has no model name."""
+
+    provider: str
+    model: str | None
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    """Check and split a model spec.
+
+    Args:
+        spec: `offline` or `<provider>:<model>`; surrounding white space is ignored.
+
+    Returns:
+        The provider and model name.
+
+    Raises:
+        ConfigError: the spec has no known provider or no model name.
+    """
+    text = spec.strip()
+    if text == OFFLINE_SPEC:
+        return ModelSpec(OFFLINE_SPEC, None)
+    provider, sep, model = text.partition(":")
+    # Like config.py, the message describes the problem without echoing the whole value:
+    # a pasted API key must not end up in a log line.
+    if not sep:
+        problem = "has no provider prefix"
+    elif provider not in PROVIDERS:
+        problem = f"names an unknown provider {redact(provider)!r}"
+    elif not _MODEL_NAME.match(model):
+        problem = "needs one model name (no spaces) after the colon"
+    else:
+        return ModelSpec(provider, model)
+    raise ConfigError(
+        f"AGENT_TEAM_MODEL {problem}; use {_ALLOWED} (e.g. anthropic:claude-sonnet-4-5)"
+    )
+
+
+def make_chat_model(spec: str) -> BaseChatModel:
+    """The chat model for a spec.
+
+    Args:
+        spec: `AGENT_TEAM_MODEL`: `offline`, `anthropic:<model>`, `openai:<model>`
+            or `ollama:<model>`.
+
+    Returns:
+        `OfflineChatModel` for `offline`; otherwise the provider's chat model
+        (`ChatAnthropic`, `ChatOpenAI`, `ChatOllama`) for that model name.
+
+    Raises:
+        ConfigError: a malformed spec, or the provider refused its settings
+            (typically a missing API key).
+        ModelUnavailableError: the provider's package (extra) is not installed.
+    """
+    parsed = parse_model_spec(spec)
+    if parsed.model is None:
+        return OfflineChatModel()
+    provider = PROVIDERS[parsed.provider]
+    try:
+        module = importlib.import_module(provider.module)
+        chat_class: Any = getattr(module, provider.class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ModelUnavailableError(
+            f"model {spec.strip()!r} needs the {provider.module} package, which is not "
+            f"installed ({type(exc).__name__}); run: pip install 'agent-team[{provider.extra}]'"
+        ) from None
+    try:
+        chat = chat_class(model=parsed.model)
+    except Exception as exc:
+        # Provider constructors validate settings such as the API key; their messages
+        # can quote what they found, so they are redacted.
+        raise ConfigError(
+            f"could not set up model {spec.strip()!r}: "
+            f"{redact(f'{type(exc).__name__}: {exc}')}; check {provider.key_hint}"
+        ) from None
+    if not isinstance(chat, BaseChatModel):
+        raise ModelUnavailableError(
+            f"{provider.module}.{provider.class_name} is not a langchain-core chat model; "
+            f"reinstall with pip install 'agent-team[{provider.extra}]'"
+        )
+    return chat

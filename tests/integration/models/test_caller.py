@@ -1,0 +1,366 @@
+"""ModelCaller on a real SQLite ledger: cap first, usage always recorded, errors redacted."""
+
+from __future__ import annotations
+
+import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+
+from agent_team import db
+from agent_team.exceptions import BudgetExhaustedError, ConfigError, ModelError
+from agent_team.models.caller import ModelCaller
+from agent_team.models.offline import OfflineChatModel
+from agent_team.models.prompts import clarify_messages, plan_messages
+from agent_team.models.schemas import ClarifyDecision, Plan
+from agent_team.models.tokens import message_text
+from tests.integration.models.fakes import ToolFake, tool_reply
+
+SONNET = "anthropic:claude-sonnet-4-5"  # $3 / $15 per million tokens
+DAY = datetime(2030, 1, 1, 23, 59, 59, tzinfo=UTC)
+PLAN_ARGS: dict[str, Any] = {"summary": "s", "steps": ["a"], "risks": []}
+EXPECTED = Plan.model_validate(PLAN_ARGS)
+MESSAGES = plan_messages("T", "- a", [], None, None)
+
+
+class Clock:
+    """A settable clock, so a test can cross UTC midnight without waiting."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def make_caller(
+    conn: db.LedgerConnection,
+    chat: Any,
+    *,
+    model: str = SONNET,
+    billing_mode: str = "api",
+    budget: float = 20.0,
+    token_cap: int = 5_000_000,
+    clock: Clock | None = None,
+    **kwargs: Any,
+) -> ModelCaller:
+    return ModelCaller(
+        conn,
+        chat,
+        model=model,
+        billing_mode=billing_mode,
+        daily_budget_usd=budget,
+        daily_token_cap=token_cap,
+        clock=clock or Clock(DAY),
+        **kwargs,
+    )
+
+
+def spend(
+    conn: db.LedgerConnection,
+    *,
+    usd: float = 0.0,
+    tokens: int = 0,
+    at: datetime = DAY,
+    mode: str = "api",
+) -> None:
+    db.record_usage(
+        conn,
+        thread_id="earlier",
+        stage="plan",
+        model=SONNET,
+        billing_mode=mode,
+        input_tokens=tokens,
+        output_tokens=0,
+        usd_cost=usd,
+        recorded_at=at,
+    )
+
+
+def summary(conn: db.LedgerConnection) -> list[db.UsageSummaryRow]:
+    return db.usage_summary(conn, day="2030-01-01")
+
+
+def plan_fake(
+    usage: tuple[int, int] | None = (1000, 500), args: dict[str, Any] | None = None
+) -> ToolFake:
+    return ToolFake(responses=[tool_reply("Plan", args or PLAN_ARGS, usage)])
+
+
+def call(caller: ModelCaller, messages: list[BaseMessage] | None = None, **kwargs: Any) -> Plan:
+    return caller.structured(
+        thread_id="task-1", stage="plan", schema=Plan, messages=messages or MESSAGES, **kwargs
+    )
+
+
+# --- recording ---------------------------------------------------------------------------
+
+
+def test_usage_recorded_with_cost_and_day_bucket(conn: db.LedgerConnection) -> None:
+    caller = make_caller(conn, plan_fake(usage=(1000, 500)))
+    assert call(caller) == EXPECTED
+    [row] = summary(conn)
+    assert (row.billing_mode, row.model, row.stage, row.calls) == ("api", SONNET, "plan", 1)
+    assert (row.input_tokens, row.output_tokens) == (1000, 500)
+    assert row.usd_cost == pytest.approx(0.0105)
+    assert db.spent(conn, day="2030-01-02") == 0.0
+    assert caller.calls == 1
+    assert caller.last_usage is not None and caller.last_usage.usd_cost == pytest.approx(0.0105)
+
+
+def test_row_lands_on_the_clock_day_not_the_wall_clock(conn: db.LedgerConnection) -> None:
+    clock = Clock(datetime(2030, 1, 2, 0, 0, 1, tzinfo=UTC))
+    call(make_caller(conn, plan_fake(), clock=clock))
+    assert db.spent(conn, day="2030-01-02") == pytest.approx(0.0105)
+    assert db.spent(conn, day="2030-01-01") == 0.0
+
+
+def test_offline_model_end_to_end_records_its_own_usage(conn: db.LedgerConnection) -> None:
+    caller = make_caller(conn, OfflineChatModel(), model="offline")
+    messages = clarify_messages("Fix login", "It is broken", [])
+    decision = caller.structured(
+        thread_id="task-1", stage="clarify", schema=ClarifyDecision, messages=messages
+    )
+    assert not decision.clear
+    raw = (
+        OfflineChatModel()
+        .with_structured_output(ClarifyDecision, include_raw=True)
+        .invoke(messages)
+    )
+    assert isinstance(raw, dict)
+    expected = raw["raw"].usage_metadata
+    [row] = summary(conn)
+    assert (row.model, row.stage, row.usd_cost) == ("offline", "clarify", 0.0)
+    assert (row.input_tokens, row.output_tokens) == (
+        expected["input_tokens"],
+        expected["output_tokens"],
+    )
+
+
+def test_missing_usage_metadata_is_estimated(conn: db.LedgerConnection) -> None:
+    call(make_caller(conn, plan_fake(usage=None)))
+    [row] = summary(conn)
+    assert row.input_tokens == math.ceil(len(message_text(MESSAGES)) / 4)
+    args_json = '{"risks": [], "steps": ["a"], "summary": "s"}'
+    assert row.output_tokens == math.ceil(len(args_json) / 4)
+
+
+def test_write_failure_goes_to_the_given_outbox(
+    conn: db.LedgerConnection, ledger_file: Path, tmp_path: Path
+) -> None:
+    # Fault injection: the ledger refuses budget rows (reads still work).
+    with db.connect(ledger_file) as other:
+        other.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON budget_ledger "
+            "BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+        other.commit()
+    outbox = tmp_path / "outbox.jsonl"
+    assert call(make_caller(conn, plan_fake(), outbox=outbox)) == EXPECTED
+    assert summary(conn) == []
+    assert '"thread_id": "task-1"' in outbox.read_text(encoding="utf-8")
+
+
+# --- the USD cap -------------------------------------------------------------------------
+
+
+def test_over_the_cap_raises_and_records_nothing(conn: db.LedgerConnection) -> None:
+    spend(conn, usd=19.999)
+    fake = plan_fake()
+    caller = make_caller(conn, fake, budget=20.0)
+    with pytest.raises(BudgetExhaustedError) as caught:
+        call(caller)
+    message = str(caught.value)
+    assert "$20.00 cap" in message
+    assert "$19.9990 spent on 2030-01-01" in message
+    assert "UTC midnight" in message and "AGENT_TEAM_DAILY_BUDGET_USD" in message
+    assert caught.value.parked_reason == "budget_exhausted"
+    assert fake.invocations == 0 and caller.calls == 0
+    assert [row.calls for row in summary(conn)] == [1]  # only the earlier row
+
+
+def test_estimate_counts_prompt_and_expected_output(conn: db.LedgerConnection) -> None:
+    input_tokens = math.ceil(len(message_text(MESSAGES)) / 4)
+    estimate = (input_tokens * 3 + 1000 * 15) / 1_000_000
+    spend(conn, usd=1.0)
+    at_cap = make_caller(conn, plan_fake(), budget=1.0 + estimate)
+    call(at_cap, expected_output_tokens=1000)  # exactly at the cap is allowed
+    below = make_caller(
+        conn, plan_fake(), budget=db.spent(conn, day="2030-01-01") + estimate * 0.999
+    )
+    with pytest.raises(BudgetExhaustedError):
+        call(below, expected_output_tokens=1000)
+
+
+def test_cap_resets_on_the_next_utc_day(conn: db.LedgerConnection) -> None:
+    spend(conn, usd=20.0)
+    clock = Clock(DAY)
+    caller = make_caller(conn, plan_fake(), budget=20.0, clock=clock)
+    with pytest.raises(BudgetExhaustedError):
+        call(caller)
+    clock.now = DAY + timedelta(seconds=2)  # 2030-01-02T00:00:01Z
+    assert call(caller) == EXPECTED
+    assert db.spent(conn, day="2030-01-02") == pytest.approx(0.0105)
+
+
+def test_zero_budget_blocks_priced_calls(conn: db.LedgerConnection) -> None:
+    with pytest.raises(BudgetExhaustedError):
+        call(make_caller(conn, plan_fake(), budget=0.0))
+
+
+def test_subscription_spend_does_not_count_against_the_api_cap(conn: db.LedgerConnection) -> None:
+    spend(conn, usd=100.0, mode="subscription")
+    assert call(make_caller(conn, plan_fake(), budget=1.0)) == EXPECTED
+
+
+def test_price_override_applies(conn: db.LedgerConnection) -> None:
+    caller = make_caller(conn, plan_fake(usage=(1_000_000, 0)), prices={SONNET: (1.0, 1.0)})
+    call(caller)
+    assert db.spent(conn, day="2030-01-01") == pytest.approx(1.0)
+
+
+# --- the token cap -----------------------------------------------------------------------
+
+
+def test_unpriced_model_is_capped_by_tokens(conn: db.LedgerConnection) -> None:
+    spend(conn, tokens=900)
+    caller = make_caller(conn, OfflineChatModel(), model="offline", budget=0.0, token_cap=1000)
+    with pytest.raises(BudgetExhaustedError) as caught:
+        call(caller, expected_output_tokens=200)
+    message = str(caught.value)
+    assert "900 tokens used on 2030-01-01" in message and "1000 cap" in message
+    assert "AGENT_TEAM_DAILY_TOKEN_CAP" in message and "no price known" in message
+    assert caller.calls == 0
+    roomy = make_caller(conn, OfflineChatModel(), model="offline", budget=0.0, token_cap=100_000)
+    assert isinstance(call(roomy), Plan)
+    assert db.tokens_spent(conn, day="2030-01-01") > 900
+
+
+def test_offline_priced_by_override_uses_the_usd_cap(conn: db.LedgerConnection) -> None:
+    caller = make_caller(
+        conn, OfflineChatModel(), model="offline", budget=0.01, prices={"offline": (1000.0, 1000.0)}
+    )
+    with pytest.raises(BudgetExhaustedError, match="AGENT_TEAM_DAILY_BUDGET_USD"):
+        call(caller)
+
+
+def test_subscription_mode_caps_tokens_not_usd(conn: db.LedgerConnection) -> None:
+    spend(conn, usd=500.0, tokens=10, mode="subscription")
+    caller = make_caller(
+        conn, plan_fake(usage=(1000, 500)), billing_mode="subscription", budget=0.0
+    )
+    assert call(caller) == EXPECTED
+    [row] = summary(conn)
+    assert (row.billing_mode, row.calls, row.input_tokens) == ("subscription", 2, 1010)
+    # The USD recorded is the list-price equivalent, for information.
+    assert db.spent(conn, day="2030-01-01", billing_mode="subscription") == pytest.approx(500.0105)
+    # 1510 tokens used today; the next call's estimate (prompt + 1024) does not fit in 1000 more.
+    capped = make_caller(
+        conn, plan_fake(), billing_mode="subscription", budget=1e9, token_cap=1510 + 1000
+    )
+    with pytest.raises(BudgetExhaustedError, match="subscription billing"):
+        call(capped)
+
+
+# --- in-flight calls ---------------------------------------------------------------------
+
+
+def test_calls_in_flight_count_against_the_cap(conn: db.LedgerConnection) -> None:
+    entered, release = threading.Event(), threading.Event()
+    slow = ToolFake(
+        responses=[tool_reply("Plan", PLAN_ARGS, (10, 10))], entered=entered, release=release
+    )
+    input_tokens = math.ceil(len(message_text(MESSAGES)) / 4)
+    one_call = input_tokens + 1000
+    caller = make_caller(conn, slow, model="offline", token_cap=one_call + one_call // 2)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(call, caller)
+        try:
+            assert entered.wait(timeout=30)
+            with pytest.raises(BudgetExhaustedError):
+                call(caller)  # the first call's estimate is still held
+        finally:
+            release.set()
+        assert first.result(timeout=30) == EXPECTED
+    # Once the first call is done only its real usage (20 tokens) counts.
+    assert call(caller) == EXPECTED
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+def test_provider_exception_is_a_redacted_model_error(conn: db.LedgerConnection) -> None:
+    secret = "sk-ant-api03-THISISASECRETKEY12345"
+    fake = ToolFake(responses=[], error=RuntimeError(f"401 from https://api: key {secret} invalid"))
+    caller = make_caller(conn, fake, secrets=["hunter2-known-value"])
+    with pytest.raises(ModelError) as caught:
+        call(caller)
+    message = str(caught.value)
+    assert "THISISASECRET" not in message and "[redacted]" in message
+    assert "RuntimeError" in message and "plan stage" in message
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    assert summary(conn) == []
+
+
+def test_known_secret_values_are_redacted(conn: db.LedgerConnection) -> None:
+    fake = ToolFake(responses=[], error=ValueError("token hunter2-known-value leaked"))
+    with pytest.raises(ModelError) as caught:
+        call(make_caller(conn, fake, secrets=["hunter2-known-value", None]))
+    assert "hunter2" not in str(caught.value)
+
+
+def test_parse_failure_still_records_usage(conn: db.LedgerConnection) -> None:
+    fake = plan_fake(usage=(700, 300), args={"summary": "s", "steps": [], "risks": []})
+    with pytest.raises(ModelError, match="does not fit Plan"):
+        call(make_caller(conn, fake))
+    [row] = summary(conn)
+    assert (row.input_tokens, row.output_tokens) == (700, 300)
+    assert row.usd_cost == pytest.approx((700 * 3 + 300 * 15) / 1_000_000)
+
+
+def test_parse_failure_message_is_redacted(conn: db.LedgerConnection) -> None:
+    args = {"summary": "ghp_abcdefghijklmnopqrstuvwxyz0123", "steps": "not a list"}
+    with pytest.raises(ModelError) as caught:
+        call(make_caller(conn, plan_fake(args=args)))
+    assert "abcdefghijklmnop" not in str(caught.value)
+
+
+def test_reply_without_a_tool_call_is_a_model_error_and_recorded(conn: db.LedgerConnection) -> None:
+    reply = AIMessage(content="I think you should add a retry.")
+    fake = ToolFake(responses=[reply])
+    with pytest.raises(ModelError, match="no Plan answer"):
+        call(make_caller(conn, fake))
+    assert [row.calls for row in summary(conn)] == [1]
+
+
+def test_model_without_tool_calling_is_a_model_error(conn: db.LedgerConnection) -> None:
+    plain = FakeMessagesListChatModel(responses=[AIMessage(content="x")])
+    with pytest.raises(ModelError, match="NotImplementedError"):
+        call(make_caller(conn, plain))
+    assert summary(conn) == []
+
+
+# --- construction ------------------------------------------------------------------------
+
+
+def test_unknown_billing_mode_is_a_config_error(conn: db.LedgerConnection) -> None:
+    with pytest.raises(ConfigError, match="AGENT_TEAM_BILLING_MODE"):
+        make_caller(conn, plan_fake(), billing_mode="flat")
+
+
+def test_bad_price_override_fails_at_construction(conn: db.LedgerConnection) -> None:
+    with pytest.raises(ConfigError, match="AGENT_TEAM_PRICES"):
+        make_caller(conn, plan_fake(), prices={SONNET: (-1.0, 1.0)})
+
+
+def test_properties(conn: db.LedgerConnection) -> None:
+    caller = make_caller(conn, plan_fake(), model=f" {SONNET} ", billing_mode="subscription")
+    assert caller.model == SONNET
+    assert caller.billing_mode == "subscription"
+    assert caller.price is not None and caller.price.input_per_mtok == 3.0
