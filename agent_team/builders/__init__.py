@@ -1,0 +1,44 @@
+"""Builders: coding-agent runners that turn an approved plan into a commit.
+
+`make_builder()` picks one from the settings (`offline`, `command`,
+`claude-code`); `run_build()` runs it at most once per plan and task, because
+each build is recorded as a git commit with an `Agent-Team-Plan` trailer and
+looked up before the builder runs.
+"""
+
+from __future__ import annotations
+
+from agent_team.builders.base import Builder, BuildResult, BuildTask, BuildUsage, plan_hash
+from agent_team.builders.claude_code import ClaudeCodeBuilder, parse_claude_output
+from agent_team.builders.command import CommandBuilder
+from agent_team.builders.offline import OfflineBuilder
+from agent_team.builders.registry import BUILDER_NAMES, make_builder, run_build
+from agent_team.builders.worktree import (
+    Worktree,
+    commit_all,
+    find_build,
+    prepare_worktree,
+    record_build,
+    task_key,
+)
+
+__all__ = [
+    "BUILDER_NAMES",
+    "BuildResult",
+    "BuildTask",
+    "BuildUsage",
+    "Builder",
+    "ClaudeCodeBuilder",
+    "CommandBuilder",
+    "OfflineBuilder",
+    "Worktree",
+    "commit_all",
+    "find_build",
+    "make_builder",
+    "parse_claude_output",
+    "plan_hash",
+    "prepare_worktree",
+    "record_build",
+    "run_build",
+    "task_key",
+]

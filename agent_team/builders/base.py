@@ -1,0 +1,107 @@
+"""What every builder takes and returns.
+
+A builder turns an approved plan into commits on a task branch. Its result is
+recorded *in git* (a commit with an `Agent-Team-Plan` trailer, see
+`agent_team.builders.worktree`), so the pipeline can look it up after a crash
+instead of running the builder a second time (DESIGN.md §4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["BuildResult", "BuildTask", "BuildUsage", "Builder", "plan_hash"]
+
+
+@dataclass(frozen=True)
+class BuildTask:
+    """The task a builder works on.
+
+    Attributes:
+        task_id: the task's id (the LangGraph thread id); may hold any characters.
+        title: one line for people (commit subjects, the offline plan header).
+        body: the task's description.
+        repo: the repository this task builds in; `None` means the configured default.
+    """
+
+    task_id: str
+    title: str
+    body: str = ""
+    repo: Path | None = None
+
+
+class BuildUsage(BaseModel):
+    """What a builder's model calls cost, for the budget ledger.
+
+    `usd_cost` is what the builder reported (0 when it reported nothing);
+    `input_tokens` counts every prompt token, cached or not, and the cache split
+    is kept beside it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    usd_cost: float = Field(default=0.0, ge=0)
+    billing_mode: str | None = None
+    cache_read_input_tokens: int = Field(default=0, ge=0)
+    cache_creation_input_tokens: int = Field(default=0, ge=0)
+
+
+class BuildResult(BaseModel):
+    """One recorded build: the commit that holds it and what the builder said.
+
+    `reused` is true when the build was found in git rather than run now; its
+    `usage` is then the original run's, so a caller that already recorded that
+    cost must not record it again.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    builder: str
+    branch: str
+    commit: str
+    summary: str
+    output: str = ""
+    plan_hash: str
+    reused: bool = False
+    usage: BuildUsage | None = None
+
+
+@runtime_checkable
+class Builder(Protocol):
+    """Turns a plan into changes in a worktree and records them as one commit.
+
+    `run` must leave the worktree with a commit carrying the plan's trailer
+    (use `agent_team.builders.worktree.record_build`) and return its result.
+    It raises `BuildError` when the work failed and `BuilderUnavailableError`
+    when it cannot run on this machine at all.
+    """
+
+    name: str
+
+    def run(self, task: BuildTask, plan_markdown: str, worktree: Path) -> BuildResult:
+        """Build `plan_markdown` for `task` inside `worktree` and record it."""
+        ...
+
+
+def plan_hash(plan_markdown: str) -> str:
+    """A short, stable fingerprint of a plan: the key a build is recorded under.
+
+    Line endings and surrounding blank space are normalised first, so the same
+    plan re-rendered on another platform maps to the same build.
+
+    Args:
+        plan_markdown: the approved plan.
+
+    Returns:
+        The first 16 hex digits of the SHA-256 of the normalised plan.
+    """
+    normalised = plan_markdown.replace("\r\n", "\n").replace("\r", "\n").strip()
+    return hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:16]

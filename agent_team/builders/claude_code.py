@@ -1,0 +1,311 @@
+"""A builder that runs the Claude Code CLI headless in the worktree.
+
+`claude -p <prompt> --output-format json` runs the agent to completion and
+prints one JSON object (Claude Code's documented "result" message):
+
+    {"type": "result", "subtype": "success", "is_error": false,
+     "result": "<final text>", "session_id": "...", "num_turns": 3,
+     "duration_ms": 1234, "total_cost_usd": 0.0123,
+     "usage": {"input_tokens": 3, "output_tokens": 6,
+               "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+     "modelUsage": {"<model id>": {"inputTokens": 3, "outputTokens": 6,
+                                   "costUSD": 0.0123, ...}}}
+
+`subtype` is `success` or `error_*` (e.g. `error_max_turns`,
+`error_during_execution`); a failed API call can come back as `success` with
+`is_error: true` and the message in `result`. Older versions named the cost
+`cost_usd`, and with `--verbose` the output is a JSON array of every message
+ending with the result, so the parser accepts all of these and tolerates any
+missing field.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_team.builders._proc import ProcessTimeout, inherited_env, run_process
+from agent_team.builders.base import BuildResult, BuildTask, BuildUsage
+from agent_team.builders.command import write_plan_file
+from agent_team.builders.worktree import SCRATCH_DIR, record_build
+from agent_team.exceptions import BuildError, BuilderUnavailableError
+from agent_team.redact import redact, tail
+
+__all__ = ["ClaudeCodeBuilder", "ClaudeRun", "build_prompt", "parse_claude_output"]
+
+# One argv string may be at most 128 KiB on Linux (MAX_ARG_STRLEN); a longer
+# plan is given by file instead.
+_INLINE_PLAN_MAX = 100_000
+_ERROR_TAIL = 2000
+# In `subscription` mode these would make Claude Code bill the API instead.
+_API_KEY_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+@dataclass(frozen=True)
+class ClaudeRun:
+    """The fields we use from Claude Code's result message; absent ones are empty."""
+
+    is_error: bool
+    subtype: str
+    result: str
+    errors: tuple[str, ...] = ()
+    session_id: str | None = None
+    num_turns: int | None = None
+    total_cost_usd: float | None = None
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    def usage(self, billing_mode: str) -> BuildUsage:
+        """This run's usage as the budget ledger wants it."""
+        return BuildUsage(
+            model=f"claude-code:{self.model}" if self.model else "claude-code",
+            input_tokens=self.input_tokens
+            + self.cache_read_input_tokens
+            + self.cache_creation_input_tokens,
+            output_tokens=self.output_tokens,
+            usd_cost=self.total_cost_usd or 0.0,
+            billing_mode=billing_mode,
+            cache_read_input_tokens=self.cache_read_input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens,
+        )
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return 0
+    return int(value)
+
+
+def _money(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)
+
+
+def _result_message(stdout: str) -> dict[str, Any] | None:
+    candidates: list[Any] = []
+    try:
+        candidates.append(json.loads(stdout))
+    except ValueError:
+        # Not one JSON document: look for a result line (stream-json, or a
+        # warning printed before the JSON), newest first.
+        for line in reversed(stdout.splitlines()):
+            try:
+                candidates.append(json.loads(line))
+            except ValueError:
+                continue
+    for candidate in candidates:
+        items = list(reversed(candidate)) if isinstance(candidate, list) else [candidate]
+        dicts = [item for item in items if isinstance(item, dict)]
+        for item in dicts:
+            if item.get("type") == "result":
+                return item
+        for item in dicts:
+            if "is_error" in item or "result" in item:
+                return item
+    return None
+
+
+def parse_claude_output(stdout: str) -> ClaudeRun | None:
+    """Read Claude Code's `--output-format json` output.
+
+    Args:
+        stdout: everything the CLI printed on stdout.
+
+    Returns:
+        The run, or `None` when no result message could be found.
+    """
+    message = _result_message(stdout)
+    if message is None:
+        return None
+    subtype = str(message.get("subtype") or "")
+    result = message.get("result")
+    errors = message.get("errors")
+    usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
+    raw_models = message.get("modelUsage")
+    models = {
+        str(name): stats
+        for name, stats in (raw_models.items() if isinstance(raw_models, dict) else [])
+        if isinstance(stats, dict)
+    }
+    # The model that cost the most did the work (a small one may have helped).
+    model = max(
+        models,
+        key=lambda name: (
+            _money(models[name].get("costUSD")) or 0.0,
+            _count(models[name].get("outputTokens")),
+        ),
+        default=None,
+    )
+    cost = _money(message.get("total_cost_usd"))
+    if cost is None:
+        cost = _money(message.get("cost_usd"))
+    if cost is None and models:
+        costs = [_money(stats.get("costUSD")) for stats in models.values()]
+        known = [value for value in costs if value is not None]
+        cost = sum(known) if known else None
+
+    def tokens(snake: str, camel: str) -> int:
+        if usage is not None:
+            return _count(usage.get(snake))
+        return sum(_count(stats.get(camel)) for stats in models.values())
+
+    num_turns = message.get("num_turns")
+    session_id = message.get("session_id")
+    return ClaudeRun(
+        is_error=message.get("is_error") is True or subtype.startswith("error"),
+        subtype=subtype,
+        result=result
+        if isinstance(result, str)
+        else ("" if result is None else json.dumps(result)),
+        errors=tuple(str(error) for error in errors) if isinstance(errors, list) else (),
+        session_id=session_id if isinstance(session_id, str) else None,
+        num_turns=_count(num_turns) if num_turns is not None else None,
+        total_cost_usd=cost,
+        model=model,
+        input_tokens=tokens("input_tokens", "inputTokens"),
+        output_tokens=tokens("output_tokens", "outputTokens"),
+        cache_read_input_tokens=tokens("cache_read_input_tokens", "cacheReadInputTokens"),
+        cache_creation_input_tokens=tokens(
+            "cache_creation_input_tokens", "cacheCreationInputTokens"
+        ),
+    )
+
+
+def build_prompt(task: BuildTask, plan_markdown: str) -> str:
+    """The instruction Claude Code gets: the task, the plan, and the rules of the run."""
+    if len(plan_markdown.encode("utf-8")) <= _INLINE_PLAN_MAX:
+        plan = plan_markdown.strip()
+    else:
+        plan = f"The plan is too long to repeat here: read it from `{SCRATCH_DIR}/plan.md`."
+    return (
+        f"You are implementing an approved plan for task {task.task_id}: {task.title}\n\n"
+        f"## Task\n\n{task.body.strip() or '(no description)'}\n\n"
+        f"## Approved plan\n\n{plan}\n\n"
+        "## How to work\n\n"
+        "Implement this plan in the current repository. Commit nothing: agent-team commits "
+        f"your changes when you finish. Do not change `{SCRATCH_DIR}/`. "
+        "End with a short summary of what you changed."
+    )
+
+
+class ClaudeCodeBuilder:
+    """Runs `claude -p <prompt> --output-format json` in the worktree.
+
+    In `subscription` billing mode `ANTHROPIC_API_KEY` and
+    `ANTHROPIC_AUTH_TOKEN` are removed from its environment, because Claude
+    Code prefers an API key over the logged-in subscription and would bill the
+    API. The cost it reports is kept in the result's `usage` either way.
+    """
+
+    name = "claude-code"
+
+    def __init__(
+        self,
+        binary: str,
+        timeout_s: float,
+        billing_mode: str,
+        *,
+        permission_mode: str = "acceptEdits",
+    ) -> None:
+        """Keep the CLI's settings.
+
+        Args:
+            binary: the CLI's name on PATH or its path (`AGENT_TEAM_CLAUDE_BIN`).
+            timeout_s: seconds before the run is killed (`AGENT_TEAM_BUILD_TIMEOUT_S`).
+            billing_mode: `api` or `subscription` (`AGENT_TEAM_BILLING_MODE`).
+            permission_mode: Claude Code's `--permission-mode`; `acceptEdits`
+                lets it edit files with nobody there to approve.
+        """
+        self.binary = binary
+        self.timeout_s = timeout_s
+        self.billing_mode = billing_mode
+        self.permission_mode = permission_mode
+
+    def _unavailable(self, why: str) -> BuilderUnavailableError:
+        return BuilderUnavailableError(
+            f"the Claude Code CLI `{self.binary}` {why}; install Claude Code "
+            "(npm install -g @anthropic-ai/claude-code), set AGENT_TEAM_CLAUDE_BIN to its path, "
+            "or choose AGENT_TEAM_BUILDER=offline"
+        )
+
+    def run(self, task: BuildTask, plan_markdown: str, worktree: Path) -> BuildResult:
+        """Run Claude Code on the plan and record what it changed.
+
+        Args:
+            task: the task.
+            plan_markdown: the approved plan.
+            worktree: the task's worktree (Claude Code's working folder).
+
+        Returns:
+            The recorded build; `usage` holds the reported tokens and cost.
+
+        Raises:
+            BuilderUnavailableError: the CLI is not installed or cannot be run.
+            BuildError: it reported an error, exited non-zero, timed out, or
+                printed no result we could read.
+        """
+        executable = shutil.which(self.binary)
+        if executable is None:
+            raise self._unavailable("was not found")
+        plan_file = write_plan_file(worktree, plan_markdown)
+        env = inherited_env()
+        if self.billing_mode == "subscription":
+            for name in _API_KEY_VARS:
+                env.pop(name, None)
+        argv = [
+            executable,
+            "-p",
+            build_prompt(task, plan_markdown),
+            "--output-format",
+            "json",
+            "--permission-mode",
+            self.permission_mode,
+        ]
+        try:
+            done = run_process(argv, cwd=worktree, env=env, timeout_s=self.timeout_s)
+        except ProcessTimeout as exc:
+            raise BuildError(
+                f"Claude Code timed out after {self.timeout_s:g} s and was stopped; raise "
+                "AGENT_TEAM_BUILD_TIMEOUT_S or split the plan. Output tail: "
+                f"{redact(tail(exc.stderr or exc.stdout, _ERROR_TAIL))}"
+            ) from None
+        except (FileNotFoundError, PermissionError) as exc:
+            raise self._unavailable(f"could not be started ({exc.strerror})") from exc
+        finally:
+            shutil.rmtree(plan_file.parent, ignore_errors=True)
+
+        run = parse_claude_output(done.stdout)
+        if run is None:
+            detail = redact(tail((done.stderr.strip() or done.stdout).strip(), _ERROR_TAIL))
+            if done.returncode != 0:
+                raise BuildError(f"Claude Code exited with code {done.returncode}: {detail}")
+            raise BuildError(
+                "Claude Code printed no JSON result we could read; check that "
+                f"`{self.binary} -p ... --output-format json` works (update Claude Code). "
+                f"Output tail: {detail}"
+            )
+        if run.is_error or done.returncode != 0:
+            text = run.result or "; ".join(run.errors) or done.stderr.strip()
+            cost = f", cost ${run.total_cost_usd:.4f}" if run.total_cost_usd is not None else ""
+            raise BuildError(
+                f"Claude Code reported an error ({run.subtype or 'no subtype'}, exit "
+                f"{done.returncode}{cost}): {redact(tail(text, _ERROR_TAIL))}"
+            )
+        result_text = redact(run.result.strip())
+        summary = next((line for line in result_text.splitlines() if line.strip()), "")
+        return record_build(
+            task,
+            worktree,
+            plan_markdown,
+            builder=self.name,
+            summary=summary or "Claude Code finished without a summary.",
+            output=tail(result_text),
+            usage=run.usage(self.billing_mode),
+        )

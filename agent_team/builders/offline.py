@@ -1,0 +1,60 @@
+"""The default builder: writes the approved plan into the repository.
+
+Why it exists: the whole pipeline, crash recovery included, must run with no
+network and no coding agent installed. It produces a real, deterministic
+commit, so every step after the build (reuse after a crash, the docs node,
+reviews) is exercised exactly as with a real builder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_team.builders.base import BuildResult, BuildTask, plan_hash
+from agent_team.builders.worktree import record_build, task_key
+
+__all__ = ["OfflineBuilder", "plan_document_path"]
+
+
+def plan_document_path(task: BuildTask) -> Path:
+    """Where the offline builder writes a task's plan, relative to the worktree."""
+    return Path("docs") / "agent-team" / f"{task_key(task.task_id)}.md"
+
+
+class OfflineBuilder:
+    """Writes `docs/agent-team/<key>.md` (the plan under a header) and commits it."""
+
+    name = "offline"
+
+    def run(self, task: BuildTask, plan_markdown: str, worktree: Path) -> BuildResult:
+        """Write the plan document and record it as the build.
+
+        Args:
+            task: the task.
+            plan_markdown: the approved plan.
+            worktree: the task's worktree.
+
+        Returns:
+            The recorded build.
+        """
+        relative = plan_document_path(task)
+        title = " ".join(task.title.split()) or task.task_id
+        # No timestamps: the same plan gives the same file, byte for byte.
+        document = (
+            f"# Plan: {title}\n\n"
+            f"Task `{' '.join(task.task_id.split())}`, plan `{plan_hash(plan_markdown)}`, "
+            "written by the agent-team offline builder.\n\n"
+            f"{plan_markdown.replace(chr(13) + chr(10), chr(10)).strip()}\n"
+        )
+        target = worktree / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(document, encoding="utf-8")
+        return record_build(
+            task,
+            worktree,
+            plan_markdown,
+            builder=self.name,
+            summary=f"Wrote the approved plan to {relative.as_posix()} (offline builder: "
+            "no code was changed).",
+            output=f"wrote {relative.as_posix()}",
+        )

@@ -1,0 +1,122 @@
+"""Pick the configured builder, and run a build at most once per plan.
+
+`run_build` is what the `build` node calls. It is safe to call again after a
+crash: the build is recorded as a commit on the task branch and looked up
+before the builder runs (DESIGN.md §4), under a per-task lock so two
+processes cannot both build the same task.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_team.builders.base import Builder, BuildResult, BuildTask, plan_hash
+from agent_team.builders.claude_code import ClaudeCodeBuilder
+from agent_team.builders.command import CommandBuilder
+from agent_team.builders.offline import OfflineBuilder
+from agent_team.builders.worktree import (
+    BUILDER_TRAILER,
+    _prepare,
+    commit_all,
+    find_build,
+    task_lock,
+)
+from agent_team.exceptions import ConfigError
+
+__all__ = ["BUILDER_NAMES", "make_builder", "run_build"]
+
+BUILDER_NAMES = ("offline", "command", "claude-code")
+_BILLING_MODES = ("api", "subscription")
+
+
+def make_builder(
+    name: str,
+    *,
+    build_command: str | None,
+    build_timeout_s: float,
+    claude_bin: str,
+    billing_mode: str,
+) -> Builder:
+    """The builder the settings ask for.
+
+    Args:
+        name: `offline`, `command` or `claude-code` (`AGENT_TEAM_BUILDER`).
+        build_command: the `command` builder's shell command (`AGENT_TEAM_BUILD_COMMAND`).
+        build_timeout_s: seconds a build may take (`AGENT_TEAM_BUILD_TIMEOUT_S`).
+        claude_bin: the Claude Code CLI (`AGENT_TEAM_CLAUDE_BIN`).
+        billing_mode: `api` or `subscription` (`AGENT_TEAM_BILLING_MODE`).
+
+    Raises:
+        ConfigError: an unknown builder, a `command` builder with no command,
+            a timeout that is not positive, or an unknown billing mode.
+    """
+    if build_timeout_s <= 0:
+        raise ConfigError("AGENT_TEAM_BUILD_TIMEOUT_S must be a number of seconds above 0")
+    if name == "offline":
+        return OfflineBuilder()
+    if name == "command":
+        if build_command is None or not build_command.strip():
+            raise ConfigError(
+                "AGENT_TEAM_BUILD_COMMAND is not set; the `command` builder needs the shell "
+                "command to run in the worktree (or choose AGENT_TEAM_BUILDER=offline)"
+            )
+        return CommandBuilder(build_command, build_timeout_s)
+    if name == "claude-code":
+        if billing_mode not in _BILLING_MODES:
+            raise ConfigError(f"AGENT_TEAM_BILLING_MODE must be one of {', '.join(_BILLING_MODES)}")
+        return ClaudeCodeBuilder(claude_bin, build_timeout_s, billing_mode)
+    raise ConfigError(
+        f"AGENT_TEAM_BUILDER: unknown builder {name!r}; choose one of {', '.join(BUILDER_NAMES)}"
+    )
+
+
+def run_build(
+    builder: Builder,
+    task: BuildTask,
+    plan_markdown: str,
+    *,
+    repo_path: Path | None,
+    state_dir: Path,
+) -> BuildResult:
+    """Build an approved plan once: reuse the recorded build if there is one.
+
+    Prepares the task's worktree, returns the recorded build of this plan
+    (`reused=True`, the builder is not run) if the branch has one, else runs
+    the builder. A builder that did not record its work (one not written
+    against `record_build`) gets it committed for it, once, with the trailer;
+    an empty change still gets an empty record commit.
+
+    Args:
+        builder: from `make_builder`.
+        task: the task.
+        plan_markdown: the approved plan.
+        repo_path: the configured repository, used when the task names none.
+        state_dir: where worktrees and generated repositories live.
+
+    Returns:
+        The build.
+
+    Raises:
+        BuildError: the builder or git failed; nothing was recorded, so the
+            next call runs the builder again.
+        BuilderUnavailableError: the builder (or git) cannot run here.
+    """
+    digest = plan_hash(plan_markdown)
+    with task_lock(state_dir, task.task_id):
+        worktree = _prepare(task, repo_path=repo_path, state_dir=state_dir)
+        found = find_build(worktree, digest)
+        if found is not None:
+            return found
+        result = builder.run(task, plan_markdown, worktree.path)
+        if find_build(worktree, digest) is None:
+            sha = commit_all(
+                worktree,
+                f"agent-team: {' '.join(task.title.split())[:72] or worktree.key}\n\n"
+                f"{result.summary}",
+                digest,
+                trailers={BUILDER_TRAILER: builder.name},
+            )
+            result = result.model_copy(
+                update={"commit": sha, "branch": worktree.branch, "plan_hash": digest}
+            )
+        return result
