@@ -7,21 +7,24 @@ configuration or arguments, 1 otherwise), never a traceback.
 
 from __future__ import annotations
 
+import getpass
+import json
 import logging
+import re
 import sys
-from dataclasses import dataclass, field
-from datetime import date
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from agent_team import __version__, db
+from agent_team import __version__, db, inbox
 from agent_team.config import Settings, load_settings
-from agent_team.exceptions import AgentTeamError, ConfigError
-from agent_team.task_model import QuestionStatus
+from agent_team.exceptions import AgentTeamError, ConfigError, UnknownTaskError
+from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
 
 __all__ = ["app", "main"]
 
@@ -35,8 +38,8 @@ app = typer.Typer(
 ledger_app = typer.Typer(help="Maintain the ledger.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, markup=False)
 
 
 @dataclass
@@ -225,6 +228,241 @@ def ledger_replay(
     )
     if report["remaining"]:
         raise typer.Exit(code=1)
+
+
+def _open_writable(ctx: typer.Context) -> db.LedgerConnection:
+    """Open the ledger for a command that writes, creating or upgrading it first."""
+    path = _ctx(ctx).settings().db_path
+    db.init_db(path)
+    return db.connect(path)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _parse_duration(value: str) -> timedelta:
+    match = _DURATION.match(value.lower())
+    if not match:
+        raise typer.BadParameter(f"{value!r} is not a duration; use e.g. 90s, 30m, 24h, 2d")
+    return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
+
+
+@app.command()
+def submit(
+    ctx: typer.Context,
+    title: Annotated[str, typer.Option("--title", help="One line saying what is wanted.")],
+    body: Annotated[str, typer.Option("--body", help="The details (or use --body-file).")] = "",
+    body_file: Annotated[
+        Path | None, typer.Option("--body-file", help="Read the body from this file.", exists=True)
+    ] = None,
+    kind: Annotated[TaskKind, typer.Option("--kind", help="code or confluence.")] = TaskKind.CODE,
+    repo: Annotated[
+        Path | None, typer.Option("--repo", help="The git repository to build in.")
+    ] = None,
+) -> None:
+    """Submit a task; prints its id. A running daemon or `agent-team tick` runs it."""
+    if not title.strip():
+        raise typer.BadParameter("--title must not be empty")
+    text = body_file.read_text(encoding="utf-8") if body_file else body
+    conn = _open_writable(ctx)
+    try:
+        task_id = inbox.submit_task(
+            conn, title=title.strip(), body=text, kind=kind.value, source="cli",
+            repo=str(repo.resolve()) if repo else None,
+        )  # fmt: skip
+    finally:
+        conn.close()
+    sys.stdout.write(task_id + "\n")
+
+
+@app.command()
+def tick(
+    ctx: typer.Context,
+    until_idle: Annotated[
+        bool, typer.Option("--until-idle", help="Repeat until nothing is left to do.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Stop after this many seconds.", min=0.1)
+    ] = 300.0,
+) -> None:
+    """One pass of the daemon's work (sweep, commands, deadlines, budget), then exit."""
+    from agent_team.coordinator import Coordinator  # the graph stack loads only when needed
+
+    coordinator = Coordinator(_ctx(ctx).settings())
+    try:
+        report = coordinator.tick(until_idle=until_idle, timeout_s=timeout)
+    finally:
+        coordinator.close()
+    sweep = report.sweep
+    out.print(
+        f"ran {report.commands} command(s), expired {report.expired}, unparked {report.unparked}; "
+        f"sweep: delivered {sweep.delivered}, continued {sweep.tasks_continued}, "
+        f"released {sweep.claims_released}" + ("" if report.idle else " (not idle yet)")
+    )
+
+
+def _age(stamp: str, now: datetime) -> str:
+    seconds = max(0, int((now - db.from_iso(stamp)).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+@app.command()
+def tasks(
+    ctx: typer.Context,
+    status: Annotated[TaskStatus | None, typer.Option("--status")] = None,
+    kind: Annotated[TaskKind | None, typer.Option("--kind")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
+) -> None:
+    """List tasks, newest first, with phase, age and cost."""
+    settings = _ctx(ctx).settings()
+    conn = _open_ready(ctx)
+    try:
+        rows = db.list_tasks(
+            conn, status=status.value if status else None, kind=kind.value if kind else None,
+            limit=limit,
+        )  # fmt: skip
+        costs = {t.id: sum(u.usd_cost for u in db.task_usage(conn, thread_id=t.id)) for t in rows}
+    finally:
+        conn.close()
+    if not rows:
+        out.print("no tasks")
+        return
+    now = settings.now()
+    table = Table("task", "kind", "status", "phase", "age", "USD", "title")
+    for t in rows:
+        status_text = f"{t.status} ({t.parked_reason})" if t.parked_reason else t.status
+        table.add_row(
+            t.id, t.kind, status_text, t.phase, _age(t.created_at, now), f"{costs[t.id]:.4f}",
+            t.title,
+        )  # fmt: skip
+    out.print(table)
+
+
+def _task_report(conn: db.LedgerConnection, task_id: str, now: datetime) -> dict[str, Any]:
+    task = db.get_task(conn, task_id)
+    if task is None:
+        raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
+    usage = db.task_usage(conn, thread_id=task_id)
+    cost_by_stage: dict[str, float] = {}
+    for row in usage:
+        cost_by_stage[row.stage] = cost_by_stage.get(row.stage, 0.0) + row.usd_cost
+    transitions = []
+    for t in db.list_transitions(conn, task_id):
+        end = db.from_iso(t.exited_at) if t.exited_at else now
+        transitions.append(
+            {**asdict(t), "duration_s": round((end - db.from_iso(t.entered_at)).total_seconds(), 3)}
+        )
+    questions = [
+        {**asdict(q), "answer": q.answer, "payload": q.payload}
+        for q in db.list_questions(conn, thread_id=task_id)
+    ]
+    return {
+        "task": asdict(task),
+        "transitions": transitions,
+        "questions": questions,
+        "usage": [asdict(u) for u in usage],
+        "cost_by_stage": cost_by_stage,
+        "total_usd": sum(cost_by_stage.values()),
+        "total_tokens": sum(u.input_tokens + u.output_tokens for u in usage),
+    }
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    task_id: Annotated[str, typer.Argument(help="The task id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """A task's journey: transitions with durations, questions, cost per stage."""
+    settings = _ctx(ctx).settings()
+    conn = _open_ready(ctx)
+    try:
+        report = _task_report(conn, task_id, settings.now())
+    finally:
+        conn.close()
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        return
+    task = report["task"]
+    out.print(f"{task['id']}: {task['title']} ({task['kind']}, from {task['source']})")
+    parked = f", parked: {task['parked_reason']}" if task["parked_reason"] else ""
+    out.print(f"status {task['status']}, phase {task['phase']}{parked}")
+    journey = Table("from", "to", "status", "entered", "duration s", "USD", "note", title="journey")
+    for t in report["transitions"]:
+        journey.add_row(
+            t["from_phase"] or "", t["to_phase"], t["status"], t["entered_at"],
+            f"{t['duration_s']:.3f}", f"{report['cost_by_stage'].get(t['to_phase'], 0.0):.4f}",
+            t["note"] or "",
+        )  # fmt: skip
+    out.print(journey)
+    if report["questions"]:
+        asked = Table(
+            "question", "kind", "status", "deadline", "answered", "answer", title="questions"
+        )
+        for q in report["questions"]:
+            who = f"{q['answered_via']} at {q['answered_at']}" if q["answered_at"] else ""
+            asked.add_row(
+                q["question_id"], q["kind"], q["status"], q["deadline_at"] or "", who,
+                json.dumps(q["answer"]) if q["answer"] is not None else "",
+            )  # fmt: skip
+        out.print(asked)
+    out.print(f"total ${report['total_usd']:.4f}, {report['total_tokens']} tokens")
+
+
+@app.command()
+def answer(
+    ctx: typer.Context,
+    question_id: Annotated[str, typer.Argument(help="The question id (see `questions`).")],
+    text: Annotated[str, typer.Argument(help="The answer, e.g. 'approve' or 'revise add tests'.")],
+    who: Annotated[str, typer.Option("--as", help="Who is answering.")] = "",
+) -> None:
+    """Answer a gate question. The first answer wins; the task resumes on the next pass."""
+    settings = _ctx(ctx).settings()
+    responder = who.strip() or getpass.getuser()
+    conn = _open_ready(ctx)
+    try:
+        answered = inbox.submit_answer(
+            conn, question_id, text, via=f"cli:{responder}", now=settings.now()
+        )
+    finally:
+        conn.close()
+    out.print(f"answered {answered.question_id}: {answered.answer_json}")
+
+
+@app.command()
+def reopen(
+    ctx: typer.Context,
+    question_id: Annotated[str, typer.Argument(help="An expired question id.")],
+    deadline: Annotated[
+        str, typer.Option("--deadline", help="How long from now, e.g. 24h, 90m, 2d.")
+    ] = "24h",
+) -> None:
+    """Reopen an expired question with a new deadline; it is delivered again."""
+    window = _parse_duration(deadline)
+    settings = _ctx(ctx).settings()
+    conn = _open_ready(ctx)
+    try:
+        reopened = inbox.reopen(conn, question_id, deadline_at=settings.now() + window)
+    finally:
+        conn.close()
+    out.print(f"reopened {reopened.question_id}; deadline {reopened.deadline_at}")
+
+
+@app.command()
+def cancel(
+    ctx: typer.Context, task_id: Annotated[str, typer.Argument(help="The task id.")]
+) -> None:
+    """Cancel a task: open questions are superseded, its worktree is kept for inspection."""
+    conn = _open_ready(ctx)
+    try:
+        inbox.cancel_task(conn, task_id)
+    finally:
+        conn.close()
+    out.print(f"cancel queued for {task_id}")
 
 
 def main() -> None:

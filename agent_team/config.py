@@ -10,6 +10,7 @@ be a secret).
 from __future__ import annotations
 
 import tomllib
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -97,6 +98,10 @@ class Settings(BaseSettings):
     clock_offset_s: float = Field(
         default=0.0, description="Test hook: seconds added to the wall clock (e.g. past midnight)."
     )
+
+    def now(self) -> datetime:
+        """The wall clock in UTC, moved by the `clock_offset_s` test hook."""
+        return datetime.now(UTC) + timedelta(seconds=self.clock_offset_s)
 
     @classmethod
     def settings_customise_sources(

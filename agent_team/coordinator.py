@@ -1,0 +1,462 @@
+"""The coordinator: runs one checkpointed graph per task and carries out the gate protocol.
+
+Everything that must survive a crash goes through the ledger first: a task
+row and a `start` command on submit, an answer and its `resume` command in
+one transaction, a `cancel` command. Workers claim commands with a lease and
+run graphs in a bounded thread pool, never two runs of one task at once in
+this process. After each run the coordinator reads the checkpoint: stopped
+on an interrupt -> `waiting` and the question is delivered; finished -> a
+terminal status. See DESIGN.md §3 and §4.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command as GraphCommand
+
+from agent_team import db, inbox
+from agent_team.builders.registry import make_builder, run_build
+from agent_team.config import Settings
+from agent_team.exceptions import (
+    ParkingError,
+    UnknownTaskError,
+)
+from agent_team.graph import NODE_PHASES, build_graph
+from agent_team.models.caller import ModelCaller
+from agent_team.models.registry import make_chat_model
+from agent_team.nodes.common import GraphDeps
+from agent_team.redact import redact, tail
+from agent_team.task_model import (
+    TERMINAL_STATUSES,
+    CommandKind,
+    Phase,
+    QuestionKind,
+    TaskState,
+    TaskStatus,
+)
+from agent_team.transports.base import Transport
+from agent_team.transports.local import LocalTransport
+
+__all__ = ["Coordinator", "SweepReport", "TickReport"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepReport:
+    delivered: int = 0
+    resumes_added: int = 0
+    claims_released: int = 0
+    tasks_continued: int = 0
+    expired: int = 0
+
+
+@dataclass
+class TickReport:
+    commands: int = 0
+    expired: int = 0
+    unparked: int = 0
+    sweep: SweepReport = field(default_factory=SweepReport)
+    idle: bool = False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Coordinator:
+    """One per process: owns the graph, its checkpointer and the worker pool."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        transport: Transport | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.transport: Transport = transport or LocalTransport()
+        self.clock: Callable[[], datetime] = clock or settings.now
+        self.db_path = settings.db_path
+        db.init_db(self.db_path)
+        db.assert_ready(self.db_path)
+        self.conn = db.connect(self.db_path)
+        # SqliteSaver gets its own connection (DESIGN.md §3): it commits on it.
+        self._checkpoint_conn = db.connect(self.db_path)
+        self.checkpointer = SqliteSaver(self._checkpoint_conn)
+        self.checkpointer.setup()
+        self.consumer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.lease_s = max(settings.build_timeout_s + 300.0, 600.0)
+        self.wake = threading.Event()
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._pool = ThreadPoolExecutor(
+            max_workers=settings.workers, thread_name_prefix="agent-team-run"
+        )
+        self.deps = self._make_deps()
+        self.graph = build_graph(self.deps, self.checkpointer)
+
+    # -- wiring -------------------------------------------------------------------------
+
+    def _make_deps(self) -> GraphDeps:
+        settings = self.settings
+        caller = ModelCaller(
+            conn=self.conn,
+            chat=make_chat_model(settings.model),
+            model=settings.model,
+            billing_mode=settings.billing_mode,
+            daily_budget_usd=settings.daily_budget_usd,
+            daily_token_cap=settings.daily_token_cap,
+            prices=settings.prices,
+            outbox=settings.ledger_outbox,
+            clock=self.clock,
+        )
+        builder = make_builder(
+            settings.builder,
+            build_command=settings.build_command,
+            build_timeout_s=settings.build_timeout_s,
+            claude_bin=settings.claude_bin,
+            billing_mode=settings.billing_mode,
+        )
+        state_dir = settings.state_dir or self.db_path.parent / "state"
+        return GraphDeps(
+            conn=self.conn,
+            caller=caller,
+            build=partial(run_build, builder, repo_path=settings.repo_path, state_dir=state_dir),
+            clock=self.clock,
+            transport=self.transport.name,
+            billing_mode=settings.billing_mode,
+            max_clarify_rounds=settings.max_clarify_rounds,
+            deadlines=self.default_deadlines(),
+            crash_at=settings.crash_at,
+            outbox=settings.ledger_outbox,
+        )
+
+    def default_deadlines(self) -> dict[str, timedelta]:
+        s = self.settings
+        return {
+            QuestionKind.CLARIFY.value: timedelta(hours=s.clarify_deadline_h),
+            QuestionKind.PLAN_DECISION.value: timedelta(hours=s.plan_deadline_h),
+            QuestionKind.CONFLUENCE_APPROVAL.value: timedelta(hours=s.confluence_deadline_h),
+        }
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._checkpoint_conn.close()
+        self.conn.close()
+
+    @staticmethod
+    def _config(task_id: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": task_id}}
+
+    @contextmanager
+    def _task_lock(self, task_id: str) -> Iterator[None]:
+        with self._locks_guard:
+            lock = self._locks.setdefault(task_id, threading.Lock())
+        with lock:
+            yield
+
+    # -- requests (CLI, dashboard, transports, intake) ----------------------------------
+
+    def start_task(self, **request: Any) -> str:
+        """Submit a task (see `inbox.submit_task`) and wake the worker."""
+        task_id = inbox.submit_task(self.conn, **request)
+        log.info("task %s submitted: %s", task_id, request.get("title"))
+        self.wake.set()
+        return task_id
+
+    def answer(self, question_id: str, text: str, *, via: str = "cli") -> db.Question:
+        """Record an answer (see `gates.submit_answer`) and wake the worker at once."""
+        answered = inbox.submit_answer(self.conn, question_id, text, via=via, now=self.clock())
+        self.wake.set()
+        return answered
+
+    def reopen(self, question_id: str, *, deadline: timedelta | None = None) -> db.Question:
+        """Reopen an expired question (see `inbox.reopen`) and deliver it again."""
+        question = db.get_question(self.conn, question_id)
+        if question is None:
+            raise UnknownTaskError(f"no question {question_id!r}")
+        window = {question.kind: deadline} if deadline else self.default_deadlines()
+        reopened = inbox.reopen(
+            self.conn,
+            question_id,
+            deadline_at=inbox.deadline_for(question.kind, window, self.clock()),
+        )
+        self.deliver_open(reopened.thread_id)
+        return reopened
+
+    def cancel(self, task_id: str) -> None:
+        """Queue a cancel (see `inbox.cancel_task`) and wake the worker."""
+        inbox.cancel_task(self.conn, task_id)
+        self.wake.set()
+
+    # -- the worker ---------------------------------------------------------------------
+
+    def run_pending(self) -> int:
+        """Claim runnable commands and run them on the pool; returns how many ran."""
+        commands = db.claim_commands(
+            self.conn, consumer=self.consumer, limit=self.settings.workers, lease_s=self.lease_s
+        )
+        futures = [self._pool.submit(self._handle, command) for command in commands]
+        for future in futures:
+            future.result()
+        return len(commands)
+
+    def _handle(self, command: db.Command) -> None:
+        try:
+            with self._task_lock(command.task_id):
+                if command.kind == CommandKind.CANCEL:
+                    self._cancel_now(command.task_id)
+                elif command.kind == CommandKind.RESUME:
+                    self._resume(command)
+                else:
+                    self._start(command)
+            db.complete_command(self.conn, command_id=command.command_id, consumer=self.consumer)
+        except Exception as exc:  # a bug or an unreachable ledger: keep the command for a retry
+            log.exception("command %s failed", command.command_id)
+            db.fail_command(
+                self.conn, command_id=command.command_id, error=redact(str(exc)),
+                retry=command.attempts < 3, consumer=self.consumer,
+            )  # fmt: skip
+
+    def _start(self, command: db.Command) -> None:
+        task = db.get_task(self.conn, command.task_id)
+        if task is None or task.status in TERMINAL_STATUSES:
+            return
+        snapshot = self.graph.get_state(self._config(task.id))
+        if not snapshot.values:
+            initial: TaskState = {
+                "task_id": task.id,
+                "kind": task.kind,
+                "title": task.title,
+                "body": task.body,
+                "repo": command.payload.get("repo"),
+            }
+            self._run(task.id, initial)
+        elif snapshot.interrupts or not snapshot.next:
+            self._after_run(task.id)  # already waiting or finished: make sure it shows
+        else:
+            self._run(task.id, None)  # continue from the last checkpoint
+
+    def _resume(self, command: db.Command) -> None:
+        question_id = str(command.payload.get("question_id"))
+        task = db.get_task(self.conn, command.task_id)
+        if task is None or task.status in TERMINAL_STATUSES:
+            db.supersede_question(self.conn, question_id=question_id)
+            return
+        snapshot = self.graph.get_state(self._config(task.id))
+        waiting = [
+            pending for pending in snapshot.interrupts
+            if isinstance(pending.value, dict) and pending.value.get("question_id") == question_id
+        ]  # fmt: skip
+        if not waiting:
+            # The graph moved on (or never asked this): LangGraph would ignore the value.
+            log.info("task %s no longer waits on %s; superseding it", task.id, question_id)
+            db.supersede_question(self.conn, question_id=question_id)
+            return
+        answer = command.payload.get("answer")
+        self._run(task.id, GraphCommand(resume={waiting[0].id: answer}))
+
+    def _run(self, task_id: str, payload: TaskState | GraphCommand[Any] | None) -> None:
+        db.set_task_status(self.conn, task_id, TaskStatus.RUNNING)
+        try:
+            self.graph.invoke(payload, self._config(task_id), durability="sync")
+        except ParkingError as exc:
+            self._park(task_id, exc.parked_reason, str(exc))
+            return
+        except Exception as exc:
+            message = tail(redact(f"{type(exc).__name__}: {exc}"), 2000)
+            log.warning("task %s failed: %s", task_id, message)
+            self._finish(task_id, TaskStatus.FAILED, message)
+            return
+        self._after_run(task_id)
+
+    def _after_run(self, task_id: str) -> None:
+        snapshot = self.graph.get_state(self._config(task_id))
+        if snapshot.interrupts:
+            phase = NODE_PHASES.get(snapshot.next[0], Phase.INTAKE) if snapshot.next else None
+            db.set_task_status(self.conn, task_id, TaskStatus.WAITING, phase=phase)
+            if phase is not None:
+                db.record_transition(
+                    self.conn, thread_id=task_id, to_phase=phase, status=TaskStatus.WAITING
+                )
+            self.deliver_open(task_id)
+        elif not snapshot.next:
+            outcome = snapshot.values.get("outcome")
+            status = TaskStatus.CANCELLED if outcome == "cancelled" else TaskStatus.DONE
+            build = snapshot.values.get("build") or {}
+            note = f"branch {build['branch']} at {build['commit']}" if build else None
+            self._finish(task_id, status, note)
+
+    def _park(self, task_id: str, reason: str, message: str) -> None:
+        task = db.get_task(self.conn, task_id)
+        db.set_task_status(self.conn, task_id, TaskStatus.PARKED, parked_reason=reason)
+        if task is not None:
+            db.record_transition(
+                self.conn, thread_id=task_id, to_phase=task.phase, status=TaskStatus.PARKED,
+                note=redact(message),
+            )  # fmt: skip
+            self._notify(task_id, "parked", redact(message))
+
+    def _finish(self, task_id: str, status: TaskStatus, note: str | None) -> None:
+        phase = Phase.DONE if status != TaskStatus.FAILED else None
+        db.set_task_status(self.conn, task_id, status, phase=phase)
+        db.close_terminal(self.conn, thread_id=task_id, status=status, note=note)
+        for question in db.list_questions(self.conn, status="open", thread_id=task_id):
+            db.supersede_question(self.conn, question_id=question.question_id)
+        self._notify(task_id, status.value, note or status.value)
+
+    def _cancel_now(self, task_id: str) -> None:
+        task = db.get_task(self.conn, task_id)
+        if task is None or task.status in TERMINAL_STATUSES:
+            return
+        self._finish(task_id, TaskStatus.CANCELLED, "cancelled by an operator")
+
+    def _notify(self, task_id: str, event: str, text: str) -> None:
+        task = db.get_task(self.conn, task_id)
+        if task is None:
+            return
+        try:
+            self.transport.notify(task, event, text)
+        except Exception:  # a notification must never fail the task
+            log.exception("could not notify task %s (%s)", task_id, event)
+
+    def deliver_open(self, task_id: str | None = None) -> int:
+        """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2)."""
+        delivered = 0
+        for question in db.list_questions(self.conn, status="open", thread_id=task_id):
+            if question.channel_ref is not None:
+                continue
+            task = db.get_task(self.conn, question.thread_id)
+            if task is None:
+                continue
+            try:
+                ref = self.transport.deliver(question, task)
+            except Exception:
+                log.exception("delivering %s failed; the sweep retries", question.question_id)
+                continue
+            if db.record_delivery(
+                self.conn, question_id=question.question_id, channel_ref=ref, posted_at=self.clock()
+            ):
+                delivered += 1
+        return delivered
+
+    # -- timers and recovery ------------------------------------------------------------
+
+    def check_deadlines(self) -> int:
+        """Expire overdue questions and park their tasks. Never defaults an approval to yes."""
+        expired = 0
+        for question in db.overdue_questions(self.conn, self.clock()):
+            if not db.expire_question(self.conn, question_id=question.question_id):
+                continue  # answered in the meantime: the answer won
+            expired += 1
+            self._park(
+                question.thread_id,
+                "question_expired",
+                f"question {question.question_id} expired at {question.deadline_at}; "
+                f"reopen it with `agent-team reopen {question.question_id}`",
+            )
+        return expired
+
+    def _all_tasks(self, status: TaskStatus) -> list[db.Task]:
+        found: list[db.Task] = []
+        while True:
+            page = db.list_tasks(self.conn, status=status.value, limit=500, offset=len(found))
+            found.extend(page)
+            if len(page) < 500:
+                return found
+
+    def unpark_budget(self) -> int:
+        """Tasks parked on today's budget continue once the UTC day has turned."""
+        today = db.day_bucket(self.clock())
+        resumed = 0
+        for task in self._all_tasks(TaskStatus.PARKED):
+            if task.parked_reason != "budget_exhausted" or task.updated_at[:10] >= today:
+                continue
+            db.set_task_status(self.conn, task.id, TaskStatus.QUEUED, phase=task.phase)
+            db.enqueue_command(
+                self.conn, command_id=f"unpark:{task.id}:{today}", kind=CommandKind.START.value,
+                task_id=task.id, payload={},
+            )  # fmt: skip
+            resumed += 1
+        return resumed
+
+    def recovery_sweep(self) -> SweepReport:
+        """Put every half-finished thing back on its way after a crash (DESIGN.md §4)."""
+        report = SweepReport()
+        host = socket.gethostname()
+        for command in db.list_commands(self.conn, state="claimed"):
+            owner = (command.claimed_by or "").split(":")
+            if len(owner) == 3 and owner[0] == host and owner[1].isdigit():
+                pid = int(owner[1])
+                if (pid == os.getpid() and command.claimed_by != self.consumer) or (
+                    pid != os.getpid() and not _pid_alive(pid)
+                ):
+                    if db.release_command(
+                        self.conn, command_id=command.command_id, consumer=command.claimed_by or ""
+                    ):
+                        report.claims_released += 1
+        for question in db.list_questions(self.conn, status="answered"):
+            if db.get_command(self.conn, db.resume_command_id(question.question_id)) is None:
+                report.resumes_added += int(
+                    db.enqueue_command(
+                        self.conn, command_id=db.resume_command_id(question.question_id),
+                        kind=CommandKind.RESUME.value, task_id=question.thread_id,
+                        payload={"question_id": question.question_id, "answer": question.answer},
+                    )
+                )  # fmt: skip
+        busy = {
+            c.task_id
+            for c in db.list_commands(self.conn, state="pending")
+            + db.list_commands(self.conn, state="claimed")
+        }
+        for status in (TaskStatus.RUNNING, TaskStatus.QUEUED):
+            for task in self._all_tasks(status):
+                if task.id in busy:
+                    continue
+                db.enqueue_command(
+                    self.conn, command_id=f"recover:{task.id}:{uuid.uuid4().hex[:8]}",
+                    kind=CommandKind.START.value, task_id=task.id, payload={},
+                )  # fmt: skip
+                report.tasks_continued += 1
+        report.delivered = self.deliver_open()
+        report.expired = self.check_deadlines()
+        return report
+
+    def tick(self, *, until_idle: bool = False, timeout_s: float = 300.0) -> TickReport:
+        """One pass (sweep, commands, deadlines, budget); with `until_idle`, repeat until quiet."""
+        report = TickReport(sweep=self.recovery_sweep())
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ran = self.run_pending()
+            report.commands += ran
+            expired = self.check_deadlines()
+            unparked = self.unpark_budget()
+            report.expired += expired
+            report.unparked += unparked
+            if not until_idle or (ran == 0 and unparked == 0):
+                report.idle = ran == 0 and unparked == 0
+                return report
+            if time.monotonic() > deadline:
+                return report

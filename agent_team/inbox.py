@@ -1,0 +1,174 @@
+"""Requests about tasks from any process: submit, answer, reopen, cancel.
+
+The CLI, the dashboard, intake and the Slack listener all come through here.
+Nothing here touches the graph: each request lands in the ledger (a task row
+and a `start` command; an answer and its `resume` command in one
+transaction; a reopened question; a `cancel` command), and whichever
+coordinator drains the commands inbox acts on it (DESIGN.md §3).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from agent_team import db
+from agent_team.answers import parse_answer
+from agent_team.exceptions import QuestionClosedError, TaskRefusedError, UnknownTaskError
+from agent_team.task_model import (
+    TERMINAL_STATUSES,
+    CommandKind,
+    QuestionStatus,
+    TaskKind,
+    TaskStatus,
+)
+
+__all__ = ["cancel_task", "closed_message", "reopen", "submit_answer", "submit_task"]
+
+
+def submit_task(
+    conn: sqlite3.Connection,
+    *,
+    title: str,
+    body: str = "",
+    kind: str = TaskKind.CODE.value,
+    source: str = "cli",
+    source_ref: str | None = None,
+    repo: str | None = None,
+    task_id: str | None = None,
+    confluence_enabled: bool = False,
+) -> str:
+    """Record a task and its `start` command; returns the task id.
+
+    Idempotent for a given `task_id`: a second submit changes nothing. If the
+    process dies between the two writes, the recovery sweep starts the task.
+
+    Raises:
+        TaskRefusedError: a `confluence` task while the docs lane is off.
+    """
+    if kind == TaskKind.CONFLUENCE and not confluence_enabled:
+        raise TaskRefusedError(
+            "confluence tasks need the documentation lane, which is off in this build; "
+            "submit a `code` task instead"
+        )
+    new_id = task_id or f"t{uuid.uuid4().hex[:10]}"
+    db.create_task(
+        conn, task_id=new_id, kind=kind, title=title, body=body, source=source,
+        source_ref=source_ref,
+    )  # fmt: skip
+    payload: dict[str, Any] = {"repo": repo} if repo else {}
+    db.enqueue_command(
+        conn, command_id=f"start:{new_id}", kind=CommandKind.START.value, task_id=new_id,
+        payload=payload,
+    )  # fmt: skip
+    return new_id
+
+
+def reopen(conn: sqlite3.Connection, question_id: str, *, deadline_at: datetime) -> db.Question:
+    """expired -> open with a new deadline; the task waits on it again.
+
+    Delivery is left to the coordinator (the question has no `channel_ref`
+    now, so the next delivery pass posts it again).
+
+    Raises:
+        UnknownTaskError: no such question.
+        QuestionClosedError: the question is not expired.
+    """
+    question = db.get_question(conn, question_id)
+    if question is None:
+        raise UnknownTaskError(f"no question {question_id!r}")
+    if not db.reopen_question(conn, question_id=question_id, deadline_at=deadline_at):
+        raise QuestionClosedError(
+            f"question {question_id} is {question.status}; only expired questions reopen"
+        )
+    task = db.get_task(conn, question.thread_id)
+    if task is not None and task.status not in TERMINAL_STATUSES:
+        db.set_task_status(conn, task.id, TaskStatus.WAITING, phase=task.phase)
+        db.record_transition(
+            conn, thread_id=task.id, to_phase=task.phase, status=TaskStatus.WAITING,
+            note=f"question {question_id} reopened",
+        )  # fmt: skip
+    reopened = db.get_question(conn, question_id)
+    assert reopened is not None
+    return reopened
+
+
+def cancel_task(conn: sqlite3.Connection, task_id: str) -> None:
+    """Queue a cancel; the worker closes the task and supersedes its open questions.
+
+    Raises:
+        UnknownTaskError: no such task.
+        TaskRefusedError: the task already finished.
+    """
+    task = db.get_task(conn, task_id)
+    if task is None:
+        raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
+    if task.status in TERMINAL_STATUSES:
+        raise TaskRefusedError(f"task {task_id} is already {task.status}")
+    db.enqueue_command(
+        conn, command_id=f"cancel:{task_id}", kind=CommandKind.CANCEL.value, task_id=task_id,
+        payload={},
+    )  # fmt: skip
+
+
+def deadline_for(kind: str, deadlines: dict[str, timedelta], now: datetime) -> datetime:
+    """`now` plus the configured window for a question kind (24 h if none is set)."""
+    return now + deadlines.get(kind, timedelta(hours=24))
+
+
+def closed_message(question: db.Question) -> str:
+    """What to tell a person whose answer arrived too late, by the question's state."""
+    qid = question.question_id
+    if question.status == QuestionStatus.ANSWERED:
+        return (
+            f"question {qid} was already answered by {question.answered_via} "
+            f"at {question.answered_at}; nothing changed"
+        )
+    if question.status == QuestionStatus.EXPIRED:
+        return (
+            f"question {qid} expired at {question.deadline_at}; reopen it: agent-team reopen {qid}"
+        )
+    if question.status == QuestionStatus.SUPERSEDED:
+        return f"question {qid} was superseded: the task moved on; nothing changed"
+    return (
+        f"question {qid} is past its deadline ({question.deadline_at}); "
+        f"an operator can reopen it once it expires: agent-team reopen {qid}"
+    )
+
+
+def submit_answer(
+    conn: sqlite3.Connection, question_id: str, text: str, *, via: str, now: datetime
+) -> db.Question:
+    """Validate `text` for the question's kind and record it if it is the first answer.
+
+    Returns:
+        The answered question.
+
+    Raises:
+        UnknownTaskError: no such question.
+        InvalidAnswerError: outside the kind's grammar; the question stays open.
+        QuestionClosedError: someone else won, or it expired / was superseded.
+    """
+    question = db.get_question(conn, question_id)
+    if question is None:
+        raise UnknownTaskError(
+            f"no question {question_id!r}; list open ones with `agent-team questions --status open`"
+        )
+    if question.status != QuestionStatus.OPEN:
+        raise QuestionClosedError(closed_message(question))
+    normalised = parse_answer(question.kind, text)
+    won = db.answer_question(
+        conn,
+        question_id=question_id,
+        answer_json=json.dumps(normalised, sort_keys=True),
+        answered_via=via,
+        answered_at=now,
+    )
+    latest = db.get_question(conn, question_id)
+    assert latest is not None
+    if not won:
+        raise QuestionClosedError(closed_message(latest))
+    return latest

@@ -1,0 +1,91 @@
+"""What every node shares: its dependencies, phase entry, and the gate helper.
+
+Nodes are re-run from their first line when a graph resumes, so everything
+here is idempotent: entering the phase a task is already in is a no-op and
+asking a question that exists returns the existing row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from langgraph.types import interrupt
+
+from agent_team import db
+from agent_team.answers import parse_answer
+from agent_team.builders.base import BuildResult, BuildTask
+from agent_team.models.caller import ModelCaller
+from agent_team.task_model import Phase, QuestionKind, TaskState, TaskStatus, question_id_for
+
+__all__ = ["CRASH_EXIT_CODE", "GraphDeps", "ask_human", "crash_point", "enter"]
+
+log = logging.getLogger(__name__)
+
+CRASH_EXIT_CODE = 137  # what a shell reports for SIGKILL, so crash tests read naturally
+
+
+@dataclass
+class GraphDeps:
+    """Everything the nodes need, built once per process by the coordinator."""
+
+    conn: sqlite3.Connection
+    caller: ModelCaller
+    build: Callable[[BuildTask, str], BuildResult]
+    clock: Callable[[], datetime]
+    transport: str = "local"
+    billing_mode: str = "api"
+    max_clarify_rounds: int = 2
+    deadlines: dict[str, timedelta] = field(default_factory=dict)
+    crash_at: str | None = None
+    outbox: Any = None
+
+
+def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:
+    """Test hook (`AGENT_TEAM_CRASH_AT=<phase>:<before|after>`): die like `kill -9` here."""
+    if deps.crash_at == f"{phase.value}:{when}":
+        log.warning("AGENT_TEAM_CRASH_AT=%s reached; exiting abruptly", deps.crash_at)
+        os._exit(CRASH_EXIT_CODE)
+
+
+def enter(deps: GraphDeps, state: TaskState, phase: Phase) -> None:
+    """Record that the task entered `phase` (a no-op when a resumed node re-enters it)."""
+    task_id = state["task_id"]
+    db.record_transition(deps.conn, thread_id=task_id, to_phase=phase, status=TaskStatus.RUNNING)
+    db.set_task_status(deps.conn, task_id, TaskStatus.RUNNING, phase=phase)
+    crash_point(deps, phase, "before")
+
+
+def ask_human(
+    deps: GraphDeps, state: TaskState, kind: QuestionKind, payload: dict[str, Any]
+) -> dict[str, Any]:
+    """Ask once per turn and wait: the gate protocol's step 1 (DESIGN.md §3).
+
+    The question row is inserted idempotently under a deterministic id, then
+    `interrupt()` stops the graph. On resume LangGraph re-runs the node, the
+    insert is a no-op, and `interrupt()` returns the normalised answer.
+    """
+    turn = state.get("turn", 0) + 1
+    question_id = question_id_for(state["task_id"], turn)
+    deadline = deps.deadlines.get(kind.value)
+    db.ensure_question(
+        deps.conn,
+        question_id=question_id,
+        thread_id=state["task_id"],
+        turn=turn,
+        kind=kind.value,
+        transport=deps.transport,
+        deadline_at=deps.clock() + deadline if deadline else None,
+        payload_json=json.dumps(payload, sort_keys=True),
+    )
+    answer = interrupt({"question_id": question_id, "kind": kind.value, **payload})
+    if isinstance(answer, dict):
+        return answer
+    # A resume value from outside the coordinator: hold it to the same grammar.
+    return parse_answer(kind.value, str(answer))

@@ -1,0 +1,211 @@
+"""The pipeline end to end through the CLI: submit, tick, answer, tick ... done."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.e2e.conftest import LONG_BODY, SHORT_BODY, Cli
+
+DAY_S = 86400
+
+
+def journey(report: dict[str, object]) -> list[tuple[str, str]]:
+    return [(t["to_phase"], t["status"]) for t in report["transitions"]]  # type: ignore[attr-defined]
+
+
+def build_commits(cli: Cli, task_id: str) -> list[str]:
+    """Commits on the task's branch that record a build (one per approved plan)."""
+    worktree = cli.home / "state" / "worktrees" / task_id
+    fmt = "--format=%H %(trailers:key=Agent-Team-Plan,valueonly)"
+    log = subprocess.run(
+        ["git", "-C", str(worktree), "log", fmt], capture_output=True, text=True, check=True
+    ).stdout
+    return [line for line in log.splitlines() if line.split(" ", 1)[-1].strip()]
+
+
+def assert_one_open_row_at_most(report: dict[str, object]) -> None:
+    rows = report["transitions"]
+    assert sum(1 for t in rows if t["exited_at"] is None) <= 1  # type: ignore[attr-defined]
+
+
+def test_approve_path_builds_once_and_finishes(cli: Cli) -> None:
+    task_id = cli.submit("Remember the email", LONG_BODY)
+    cli.tick()
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "waiting"
+    question = cli.open_question(task_id)
+    assert question["kind"] == "plan_decision"
+    assert "Store the email in a cookie" in question["payload"]["plan_markdown"]
+
+    cli.answer(question["question_id"], "approve looks right")
+    cli.tick()
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "done"
+    assert report["task"]["phase"] == "done"
+    assert journey(report) == [
+        ("intake", "running"),
+        ("clarify", "running"),
+        ("plan", "running"),
+        ("plan_review", "running"),
+        ("plan_review", "waiting"),
+        ("plan_review", "running"),
+        ("build", "running"),
+        ("done", "done"),
+    ]
+    assert all(t["exited_at"] for t in report["transitions"])
+    assert report["questions"][0]["answer"] == {"decision": "approve", "text": "looks right"}
+    assert report["questions"][0]["answered_via"] == "cli:tester"
+    assert set(report["cost_by_stage"]) == {"clarify", "plan"}
+    assert report["total_tokens"] > 0
+    assert len(build_commits(cli, task_id)) == 1
+    doc = cli.home / "state" / "worktrees" / task_id / "docs" / "agent-team" / f"{task_id}.md"
+    assert "Prefill the email field" in doc.read_text()
+
+
+def test_revise_loop_asks_again_with_a_new_plan(cli: Cli) -> None:
+    task_id = cli.submit("Remember the email", LONG_BODY)
+    cli.tick()
+    first = cli.open_question(task_id)
+    cli.answer(first["question_id"], "revise add a rollback step")
+    cli.tick()
+    second = cli.open_question(task_id)
+    assert second["question_id"] != first["question_id"]
+    assert second["turn"] == first["turn"] + 1
+    assert "Address review feedback: add a rollback step" in second["payload"]["plan_markdown"]
+    cli.answer(second["question_id"], "lgtm")
+    cli.tick()
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "done"
+    assert [q["status"] for q in report["questions"]] == ["answered", "answered"]
+    assert sum(u["calls"] for u in report["usage"] if u["stage"] == "plan") == 2
+    assert len(build_commits(cli, task_id)) == 1
+
+
+def test_edit_path_builds_the_humans_plan(cli: Cli) -> None:
+    task_id = cli.submit("Remember the email", LONG_BODY)
+    cli.tick()
+    question = cli.open_question(task_id)
+    cli.answer(question["question_id"], "edit Keep it small.\n- Use localStorage instead\n- Ship")
+    cli.tick()
+    assert cli.show(task_id)["task"]["status"] == "done"
+    doc = cli.home / "state" / "worktrees" / task_id / "docs" / "agent-team" / f"{task_id}.md"
+    text = doc.read_text()
+    assert "Use localStorage instead" in text
+    assert "Store the email in a cookie" not in text
+
+
+def test_reject_cancels_without_building(cli: Cli) -> None:
+    task_id = cli.submit("Remember the email", LONG_BODY)
+    cli.tick()
+    cli.answer(cli.open_question(task_id)["question_id"], "reject not now")
+    cli.tick()
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "cancelled"
+    assert ("build", "running") not in journey(report)
+    assert journey(report)[-1] == ("done", "cancelled")
+    assert not (cli.home / "state" / "worktrees" / task_id).exists()
+
+
+def test_clarify_path_for_a_short_body(cli: Cli) -> None:
+    task_id = cli.submit("Login", SHORT_BODY)
+    cli.tick()
+    question = cli.open_question(task_id)
+    assert question["kind"] == "clarify"
+    invalid = cli.answer(question["question_id"], "   ", check=False)
+    assert invalid.returncode == 1 and "empty" in invalid.stderr
+    cli.answer(
+        question["question_id"],
+        "Remember the email address on the login form so returning users type less.",
+    )
+    cli.tick()
+    review = cli.open_question(task_id)
+    assert review["kind"] == "plan_decision"
+    cli.answer(review["question_id"], "ship it")
+    cli.tick()
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "done"
+    assert [q["kind"] for q in report["questions"]] == ["clarify", "plan_decision"]
+
+
+def test_invalid_and_duplicate_answers_change_nothing(cli: Cli) -> None:
+    task_id = cli.submit("Remember the email", LONG_BODY)
+    cli.tick()
+    qid = cli.open_question(task_id)["question_id"]
+    maybe = cli.answer(qid, "maybe", check=False)
+    assert maybe.returncode == 1
+    assert "approve [comment]" in maybe.stderr and "Traceback" not in maybe.stderr
+    assert cli.open_question(task_id)["question_id"] == qid
+
+    cli.answer(qid, "approve")
+    again = cli.answer(qid, "reject", check=False)
+    assert again.returncode == 1
+    assert "already answered by cli:tester" in again.stderr
+    cli.tick()
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "done"
+    assert report["questions"][0]["answer"]["decision"] == "approve"
+
+
+def test_answer_to_a_superseded_question_is_refused(cli: Cli) -> None:
+    task_id = cli.submit("Remember the email", LONG_BODY)
+    cli.tick()
+    qid = cli.open_question(task_id)["question_id"]
+    cli.run("cancel", task_id)
+    cli.tick()
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "cancelled"
+    assert report["questions"][0]["status"] == "superseded"
+    late = cli.answer(qid, "approve", check=False)
+    assert late.returncode == 1 and "superseded" in late.stderr
+
+
+def test_deadline_expiry_parks_then_reopen_and_answer_finish(cli: Cli) -> None:
+    task_id = cli.submit("Remember the email", LONG_BODY)
+    cli.tick()
+    qid = cli.open_question(task_id)["question_id"]
+    later = {"AGENT_TEAM_CLOCK_OFFSET_S": str(73 * 3600)}  # plan deadline is 72 h
+    cli.tick(**later)
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "parked"
+    assert report["task"]["parked_reason"] == "question_expired"
+    assert report["questions"][0]["status"] == "expired"
+    refused = cli.answer(qid, "approve", check=False, **later)
+    assert refused.returncode == 1 and "expired" in refused.stderr
+
+    cli.run("reopen", qid, "--deadline", "2h", extra_env=later)
+    cli.tick(**later)
+    assert cli.show(task_id)["task"]["status"] == "waiting"
+    cli.answer(qid, "approve", **later)
+    cli.tick(**later)
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "done"
+    assert_one_open_row_at_most(report)
+
+
+def test_budget_exhaustion_parks_and_unparks_after_midnight(cli: Cli) -> None:
+    tiny = {"AGENT_TEAM_DAILY_TOKEN_CAP": "1"}
+    task_id = cli.submit("Remember the email", LONG_BODY)
+    cli.tick(**tiny)
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "parked"
+    assert report["task"]["parked_reason"] == "budget_exhausted"
+    assert report["total_tokens"] == 0, "nothing is spent past the cap"
+
+    cli.tick(**tiny)  # same UTC day: stays parked
+    assert cli.show(task_id)["task"]["status"] == "parked"
+
+    tomorrow = {"AGENT_TEAM_CLOCK_OFFSET_S": str(DAY_S)}
+    cli.tick(**tomorrow)
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "waiting"
+    assert cli.open_question(task_id)["kind"] == "plan_decision"
+
+
+def test_a_confluence_task_is_refused_with_a_clear_message(cli: Cli, tmp_path: Path) -> None:
+    result = cli.run(
+        "submit", "--title", "Docs", "--body", "Write docs", "--kind", "confluence", check=False
+    )
+    assert result.returncode == 1
+    assert "documentation lane" in result.stderr
+    assert "Traceback" not in result.stderr
