@@ -28,6 +28,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command as GraphCommand
+from langgraph.types import StateSnapshot
 
 from agent_team import db, inbox
 from agent_team.builders.registry import make_builder, run_build
@@ -254,10 +255,15 @@ class Coordinator:
                 "repo": command.payload.get("repo"),
             }
             self._run(task.id, initial)
-        elif snapshot.interrupts or not snapshot.next:
-            self._after_run(task.id)  # already waiting or finished: make sure it shows
         else:
-            self._run(task.id, None)  # continue from the last checkpoint
+            self._continue(task.id, snapshot)
+
+    def _continue(self, task_id: str, snapshot: StateSnapshot) -> None:
+        """Pick a graph up where its last checkpoint left it."""
+        if snapshot.interrupts or not snapshot.next:
+            self._after_run(task_id)  # already waiting or finished: make sure it shows
+        else:
+            self._run(task_id, None)  # a run cut short (crash): continue from the checkpoint
 
     def _resume(self, command: db.Command) -> None:
         question_id = str(command.payload.get("question_id"))
@@ -271,9 +277,13 @@ class Coordinator:
             if isinstance(pending.value, dict) and pending.value.get("question_id") == question_id
         ]  # fmt: skip
         if not waiting:
-            # The graph moved on (or never asked this): LangGraph would ignore the value.
-            log.info("task %s no longer waits on %s; superseding it", task.id, question_id)
-            db.supersede_question(self.conn, question_id=question_id)
+            question = db.get_question(self.conn, question_id)
+            applied = question is not None and snapshot.values.get("turn", 0) >= question.turn
+            if not applied:
+                # The graph moved on without it: LangGraph would silently ignore the value.
+                log.info("task %s no longer waits on %s; superseding it", task.id, question_id)
+                db.supersede_question(self.conn, question_id=question_id)
+            self._continue(task.id, snapshot)
             return
         answer = command.payload.get("answer")
         self._run(task.id, GraphCommand(resume={waiting[0].id: answer}))
