@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -214,15 +214,46 @@ class Coordinator:
 
     # -- the worker ---------------------------------------------------------------------
 
-    def run_pending(self) -> int:
-        """Claim runnable commands and run them on the pool; returns how many ran."""
+    def _dispatch(self, slots: int) -> list[Future[None]]:
+        if slots < 1:
+            return []
         commands = db.claim_commands(
-            self.conn, consumer=self.consumer, limit=self.settings.workers, lease_s=self.lease_s
+            self.conn, consumer=self.consumer, limit=slots, lease_s=self.lease_s
         )
         futures = [self._pool.submit(self._handle, command) for command in commands]
         for future in futures:
+            future.add_done_callback(lambda _: self.wake.set())
+        return futures
+
+    def run_pending(self) -> int:
+        """Claim up to `workers` runnable commands, run them, wait; returns how many ran."""
+        futures = self._dispatch(self.settings.workers)
+        for future in futures:
             future.result()
-        return len(commands)
+        return len(futures)
+
+    def serve(self, stop: threading.Event, *, poll_s: float = 1.0, timers_s: float = 5.0) -> None:
+        """The worker loop a daemon runs until `stop` is set.
+
+        In-process answers and finished runs set `wake`, so they are acted on
+        at once; commands written by other processes (the CLI) are found by
+        polling the inbox every `poll_s` seconds. Deadlines, budget unparking
+        and delivery retries run every `timers_s` seconds. Runs in flight when
+        `stop` is set are left to finish (`close()` waits for them).
+        """
+        self.recovery_sweep()
+        in_flight: set[Future[None]] = set()
+        next_timers = 0.0
+        while not stop.is_set():
+            self.wake.clear()
+            in_flight = {future for future in in_flight if not future.done()}
+            in_flight.update(self._dispatch(self.settings.workers - len(in_flight)))
+            if time.monotonic() >= next_timers:
+                self.check_deadlines()
+                self.unpark_budget()
+                self.deliver_open()
+                next_timers = time.monotonic() + timers_s
+            self.wake.wait(poll_s)
 
     def _handle(self, command: db.Command) -> None:
         try:

@@ -1,0 +1,94 @@
+"""The daemon's worker loop: woken at once in-process, polling for other processes' commands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from agent_team import db
+from agent_team.config import load_settings
+from agent_team.coordinator import Coordinator
+
+BODY = (
+    "Remember the email address on the login page between visits.\n"
+    "- Store it in a cookie\n- Prefill the field\n- Test both paths\n"
+)
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached before the deadline")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[tuple[Coordinator, float]]:
+    """A coordinator serving in a thread with a very long poll, so only `wake` is fast."""
+    settings = load_settings(db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state")
+    coordinator = Coordinator(settings)
+    stop = threading.Event()
+    poll_s = 120.0
+    thread = threading.Thread(
+        target=coordinator.serve, args=(stop,), kwargs={"poll_s": poll_s}, daemon=True
+    )
+    thread.start()
+    yield coordinator, poll_s
+    stop.set()
+    coordinator.wake.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    coordinator.close()
+
+
+def status(coordinator: Coordinator, task_id: str) -> str:
+    task = db.get_task(coordinator.conn, task_id)
+    assert task is not None
+    return task.status
+
+
+def test_in_process_submit_and_answer_wake_the_loop(running: tuple[Coordinator, float]) -> None:
+    coordinator, poll_s = running
+    started = time.monotonic()
+    task_id = coordinator.start_task(title="Remember the email", body=BODY)
+    wait_for(lambda: status(coordinator, task_id) == "waiting")
+    (question,) = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
+    assert question.channel_ref == f"local:{question.question_id}"
+    coordinator.answer(question.question_id, "approve")
+    wait_for(lambda: status(coordinator, task_id) == "done")
+    # Both steps finished without waiting out a single poll interval: `wake` did it.
+    assert time.monotonic() - started < poll_s
+
+
+def test_an_answer_from_another_process_is_found_by_polling(tmp_path: Path) -> None:
+    settings = load_settings(db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state")
+    coordinator = Coordinator(settings)
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=coordinator.serve, args=(stop,), kwargs={"poll_s": 0.1}, daemon=True
+    )
+    thread.start()
+    try:
+        task_id = coordinator.start_task(title="Remember the email", body=BODY)
+        wait_for(lambda: status(coordinator, task_id) == "waiting")
+        (question,) = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
+        subprocess.run(
+            [str(Path(sys.executable).with_name("agent-team")), "--db", str(settings.db_path),
+             "answer", question.question_id, "lgtm", "--as", "other-process"],
+            check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=60,
+        )  # fmt: skip
+        wait_for(lambda: status(coordinator, task_id) == "done")
+        answered = db.get_question(coordinator.conn, question.question_id)
+        assert answered is not None and answered.answered_via == "cli:other-process"
+    finally:
+        stop.set()
+        coordinator.wake.set()
+        thread.join(timeout=30)
+        coordinator.close()
