@@ -9,12 +9,23 @@ answer leaves the question open.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from agent_team.exceptions import InvalidAnswerError
+from agent_team.models.schemas import Plan
 from agent_team.task_model import QuestionKind
 
-__all__ = ["PLAN_DECISION_HELP", "PUBLISH_HELP", "parse_answer"]
+__all__ = [
+    "ANSWER_MODELS",
+    "PLAN_DECISION_HELP",
+    "PUBLISH_HELP",
+    "ClarifyAnswer",
+    "PlanDecisionAnswer",
+    "PublishAnswer",
+    "parse_answer",
+]
 
 PLAN_DECISION_HELP = (
     "answer with one of: `approve [comment]`, `revise <feedback>`, "
@@ -75,8 +86,92 @@ def _split_keyword(text: str, words: dict[str, str]) -> tuple[str, str] | None:
     return None
 
 
-def parse_answer(kind: str, text: str) -> dict[str, Any]:
+class ClarifyAnswer(BaseModel):
+    """Free text with the missing details."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    text: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, data: Any) -> Any:
+        return {"text": data} if isinstance(data, str) else data
+
+    @field_validator("text")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the answer is empty; reply with the information asked for")
+        return value.strip()
+
+
+class PlanDecisionAnswer(BaseModel):
+    """approve / revise / edit / reject, with the text each needs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    decision: Literal["approve", "revise", "edit", "reject"]
+    text: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, data: Any) -> Any:
+        if not isinstance(data, str):
+            return data
+        found = _split_keyword(data.strip(), _PLAN_WORDS)
+        if found is None:
+            raise ValueError(f"{data.strip()[:40]!r} is not a plan decision; {PLAN_DECISION_HELP}")
+        return {"decision": found[0], "text": found[1]}
+
+    @model_validator(mode="after")
+    def _text_where_needed(self) -> PlanDecisionAnswer:
+        if self.decision == "revise" and not self.text.strip():
+            raise ValueError("`revise` needs feedback: `revise <what to change>`")
+        if self.decision == "edit":
+            if not self.text.strip():
+                raise ValueError("`edit` needs the full plan: `edit <the plan text>`")
+            Plan.from_text(self.text)  # refuse a plan with no steps now, not mid-build
+        return self
+
+
+class PublishAnswer(BaseModel):
+    """publish / reject of an exact Confluence change."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    decision: Literal["publish", "reject"]
+    text: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, data: Any) -> Any:
+        if not isinstance(data, str):
+            return data
+        found = _split_keyword(data.strip(), _PUBLISH_WORDS)
+        if found is None:
+            raise ValueError(f"{data.strip()[:40]!r} is not a publish decision; {PUBLISH_HELP}")
+        return {"decision": found[0], "text": found[1]}
+
+
+ANSWER_MODELS: dict[str, type[BaseModel]] = {
+    QuestionKind.CLARIFY.value: ClarifyAnswer,
+    QuestionKind.PLAN_DECISION.value: PlanDecisionAnswer,
+    QuestionKind.CONFLUENCE_APPROVAL.value: PublishAnswer,
+}
+
+
+def _reason(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False, include_input=False)[0]
+    ctx_error = (error.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, InvalidAnswerError | ValueError):
+        return str(ctx_error)
+    return str(error.get("msg", "invalid answer")).removeprefix("Value error, ")
+
+
+def parse_answer(kind: str, text: str | dict[str, Any]) -> dict[str, Any]:
     """Normalise a person's answer for a question of `kind`.
+
+    The same models validate the resume value inside the graph
+    (`interrupt(response_schema=...)`), so a value the coordinator accepted is
+    never refused by the gate node, and a refused one is never saved.
 
     Returns:
         clarify: `{"text": ...}`; plan_decision: `{"decision": approve|revise|
@@ -86,27 +181,10 @@ def parse_answer(kind: str, text: str) -> dict[str, Any]:
     Raises:
         InvalidAnswerError: the answer does not fit; the message says what does.
     """
-    cleaned = text.strip()
-    if kind == QuestionKind.CLARIFY:
-        if not cleaned:
-            raise InvalidAnswerError("the answer is empty; reply with the information asked for")
-        return {"text": cleaned}
-    if kind == QuestionKind.PLAN_DECISION:
-        found = _split_keyword(cleaned, _PLAN_WORDS)
-        if found is None:
-            raise InvalidAnswerError(
-                f"{cleaned[:40]!r} is not a plan decision; {PLAN_DECISION_HELP}"
-            )
-        decision, rest = found
-        if decision == "revise" and not rest:
-            raise InvalidAnswerError("`revise` needs feedback: `revise <what to change>`")
-        if decision == "edit" and not rest:
-            raise InvalidAnswerError("`edit` needs the full plan: `edit <the plan text>`")
-        return {"decision": decision, "text": rest}
-    if kind == QuestionKind.CONFLUENCE_APPROVAL:
-        found = _split_keyword(cleaned, _PUBLISH_WORDS)
-        if found is None:
-            raise InvalidAnswerError(f"{cleaned[:40]!r} is not a publish decision; {PUBLISH_HELP}")
-        decision, rest = found
-        return {"decision": decision, "text": rest}
-    raise InvalidAnswerError(f"unknown question kind {kind!r}")
+    model = ANSWER_MODELS.get(kind)
+    if model is None:
+        raise InvalidAnswerError(f"unknown question kind {kind!r}")
+    try:
+        return model.model_validate(text).model_dump()
+    except ValidationError as exc:
+        raise InvalidAnswerError(_reason(exc)) from None

@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -27,6 +27,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.errors import is_invalid_resume
 from langgraph.types import Command as GraphCommand
 from langgraph.types import StateSnapshot
 
@@ -47,6 +48,7 @@ from agent_team.task_model import (
     CommandKind,
     Phase,
     QuestionKind,
+    QuestionStatus,
     TaskState,
     TaskStatus,
 )
@@ -115,6 +117,8 @@ class Coordinator:
         self._pool = ThreadPoolExecutor(
             max_workers=settings.workers, thread_name_prefix="agent-team-run"
         )
+        self._in_flight: set[Future[None]] = set()
+        self._in_flight_guard = threading.Lock()
         self.deps = self._make_deps()
         self.graph = build_graph(self.deps, self.checkpointer)
 
@@ -220,7 +224,12 @@ class Coordinator:
         commands = db.claim_commands(
             self.conn, consumer=self.consumer, limit=slots, lease_s=self.lease_s
         )
-        futures = [self._pool.submit(self._handle, command) for command in commands]
+        # One job per task runs its commands in the order they were queued (a cancel
+        # queued before a resume is handled first); different tasks run in parallel.
+        by_task: dict[str, list[db.Command]] = {}
+        for command in commands:
+            by_task.setdefault(command.task_id, []).append(command)
+        futures = [self._pool.submit(self._handle_in_order, batch) for batch in by_task.values()]
         for future in futures:
             future.add_done_callback(lambda _: self.wake.set())
         return futures
@@ -232,28 +241,57 @@ class Coordinator:
             future.result()
         return len(futures)
 
-    def serve(self, stop: threading.Event, *, poll_s: float = 1.0, timers_s: float = 5.0) -> None:
+    def serve(
+        self,
+        stop: threading.Event,
+        *,
+        poll_s: float = 1.0,
+        timers_s: float = 5.0,
+        sweep: bool = True,
+        beat: Callable[[], None] | None = None,
+    ) -> None:
         """The worker loop a daemon runs until `stop` is set.
 
         In-process answers and finished runs set `wake`, so they are acted on
         at once; commands written by other processes (the CLI) are found by
         polling the inbox every `poll_s` seconds. Deadlines, budget unparking
-        and delivery retries run every `timers_s` seconds. Runs in flight when
-        `stop` is set are left to finish (`close()` waits for them).
+        and delivery retries run every `timers_s` seconds. Once `stop` is set
+        no new command is claimed; runs in flight go on (`wait_idle` waits).
         """
-        self.recovery_sweep()
-        in_flight: set[Future[None]] = set()
+        if sweep:
+            self.recovery_sweep()
         next_timers = 0.0
         while not stop.is_set():
             self.wake.clear()
-            in_flight = {future for future in in_flight if not future.done()}
-            in_flight.update(self._dispatch(self.settings.workers - len(in_flight)))
+            with self._in_flight_guard:
+                self._in_flight = {future for future in self._in_flight if not future.done()}
+                free = self.settings.workers - len(self._in_flight)
+            started = self._dispatch(free)
+            with self._in_flight_guard:
+                self._in_flight.update(started)
             if time.monotonic() >= next_timers:
                 self.check_deadlines()
                 self.unpark_budget()
                 self.deliver_open()
                 next_timers = time.monotonic() + timers_s
+            if beat is not None:
+                beat()
             self.wake.wait(poll_s)
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait for the runs `serve` started; False if some are still going after `timeout_s`."""
+        with self._in_flight_guard:
+            pending = list(self._in_flight)
+        _done, not_done = wait(pending, timeout=timeout_s)
+        return not not_done
+
+    def counts(self) -> dict[str, int]:
+        """Tasks per status, for systemd's STATUS= line and the health page."""
+        return db.count_tasks_by_status(self.conn)
+
+    def _handle_in_order(self, commands: list[db.Command]) -> None:
+        for command in commands:
+            self._handle(command)
 
     def _handle(self, command: db.Command) -> None:
         try:
@@ -283,11 +321,17 @@ class Coordinator:
                 "kind": task.kind,
                 "title": task.title,
                 "body": task.body,
-                "repo": command.payload.get("repo"),
+                "repo": command.payload.get("repo") or self._submitted_repo(task.id),
             }
             self._run(task.id, initial)
         else:
             self._continue(task.id, snapshot)
+
+    def _submitted_repo(self, task_id: str) -> str | None:
+        """The repository named at submit (recovery and unpark commands carry no payload)."""
+        original = db.get_command(self.conn, f"start:{task_id}")
+        repo = original.payload.get("repo") if original is not None else None
+        return str(repo) if repo else None
 
     def _continue(self, task_id: str, snapshot: StateSnapshot) -> None:
         """Pick a graph up where its last checkpoint left it."""
@@ -320,13 +364,19 @@ class Coordinator:
         self._run(task.id, GraphCommand(resume={waiting[0].id: answer}))
 
     def _run(self, task_id: str, payload: TaskState | GraphCommand[Any] | None) -> None:
-        db.set_task_status(self.conn, task_id, TaskStatus.RUNNING)
+        # Every node marks the task running as it enters (nodes/common.enter).
         try:
             self.graph.invoke(payload, self._config(task_id), durability="sync")
         except ParkingError as exc:
             self._park(task_id, exc.parked_reason, str(exc))
             return
         except Exception as exc:
+            if is_invalid_resume(exc):
+                # Refused before LangGraph saved it: the task still waits on its question.
+                # Cannot happen for answers that came through inbox.submit_answer (same model).
+                log.error("task %s refused a resume value: %s", task_id, redact(str(exc)))
+                raise
+
             message = tail(redact(f"{type(exc).__name__}: {exc}"), 2000)
             log.warning("task %s failed: %s", task_id, message)
             self._finish(task_id, TaskStatus.FAILED, message)
@@ -337,11 +387,10 @@ class Coordinator:
         snapshot = self.graph.get_state(self._config(task_id))
         if snapshot.interrupts:
             phase = NODE_PHASES.get(snapshot.next[0], Phase.INTAKE) if snapshot.next else None
-            db.set_task_status(self.conn, task_id, TaskStatus.WAITING, phase=phase)
             if phase is not None:
-                db.record_transition(
-                    self.conn, thread_id=task_id, to_phase=phase, status=TaskStatus.WAITING
-                )
+                db.enter_phase(self.conn, task_id=task_id, phase=phase, status=TaskStatus.WAITING)
+            else:
+                db.set_task_status(self.conn, task_id, TaskStatus.WAITING)
             self.deliver_open(task_id)
         elif not snapshot.next:
             outcome = snapshot.values.get("outcome")
@@ -364,8 +413,9 @@ class Coordinator:
         phase = Phase.DONE if status != TaskStatus.FAILED else None
         db.set_task_status(self.conn, task_id, status, phase=phase)
         db.close_terminal(self.conn, thread_id=task_id, status=status, note=note)
-        for question in db.list_questions(self.conn, status="open", thread_id=task_id):
-            db.supersede_question(self.conn, question_id=question.question_id)
+        for question in db.list_questions(self.conn, thread_id=task_id):
+            if question.status in (QuestionStatus.OPEN, QuestionStatus.EXPIRED):
+                db.supersede_question(self.conn, question_id=question.question_id)
         self._notify(task_id, status.value, note or status.value)
 
     def _cancel_now(self, task_id: str) -> None:
@@ -437,7 +487,8 @@ class Coordinator:
                 continue
             db.set_task_status(self.conn, task.id, TaskStatus.QUEUED, phase=task.phase)
             db.enqueue_command(
-                self.conn, command_id=f"unpark:{task.id}:{today}", kind=CommandKind.START.value,
+                self.conn, command_id=f"unpark:{task.id}:{today}:{uuid.uuid4().hex[:6]}",
+                kind=CommandKind.START.value,
                 task_id=task.id, payload={},
             )  # fmt: skip
             resumed += 1

@@ -80,6 +80,12 @@ def reopen(conn: sqlite3.Connection, question_id: str, *, deadline_at: datetime)
     question = db.get_question(conn, question_id)
     if question is None:
         raise UnknownTaskError(f"no question {question_id!r}")
+    owner = db.get_task(conn, question.thread_id)
+    if owner is not None and owner.status in TERMINAL_STATUSES:
+        raise TaskRefusedError(
+            f"task {owner.id} is {owner.status}; its questions cannot be reopened "
+            "(submit the task again instead)"
+        )
     if not db.reopen_question(conn, question_id=question_id, deadline_at=deadline_at):
         raise QuestionClosedError(
             f"question {question_id} is {question.status}; only expired questions reopen"

@@ -1,8 +1,9 @@
 """Opening the ledger and running short write transactions on it.
 
-Why a fresh connection per write: a `sqlite3.Connection` has one transaction
-state, so threads sharing it could interleave `BEGIN`/`COMMIT`. Every
-compare-and-set therefore opens its own short-lived connection, takes the
+Why writes never use the caller's connection: a `sqlite3.Connection` has one
+transaction state, so threads sharing it could interleave `BEGIN`/`COMMIT`.
+Every compare-and-set therefore runs on a connection owned by the calling
+thread (opened once, reused, dropped after any error), takes the
 write lock up front with `BEGIN IMMEDIATE` (no lock upgrade, so no deadlock
 between readers turning writers), and retries a bounded number of times when
 the lock stays busy past the busy timeout.
@@ -11,9 +12,12 @@ the lock stays busy past the busy timeout.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sqlite3
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +29,7 @@ __all__ = [
     "WRITE_ATTEMPTS",
     "LedgerConnection",
     "connect",
+    "connect_readonly",
     "fetch_all",
     "fetch_one",
     "ledger_path",
@@ -43,6 +48,15 @@ class LedgerConnection(sqlite3.Connection):
     """A sqlite3 connection that remembers the file it was opened on."""
 
     ledger_file: Path
+    file_id: tuple[int, int] | None = None
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
 
 
 def connect(path: str | Path) -> LedgerConnection:
@@ -73,6 +87,25 @@ def connect(path: str | Path) -> LedgerConnection:
     return conn
 
 
+def connect_readonly(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection (dashboard, status): it can never write or create the file.
+
+    Raises:
+        LedgerError: the file is missing or not a SQLite database.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise LedgerError(f"no ledger at {file}; create it with `agent-team migrate --db {file}`")
+    conn = sqlite3.connect(
+        f"{file.resolve().as_uri()}?mode=ro",
+        uri=True,
+        timeout=BUSY_TIMEOUT_S,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    return conn
+
+
 def _switch_to_wal(conn: sqlite3.Connection) -> None:
     """WAL is a property of the file and persists, so only `connect()` sets it.
 
@@ -100,6 +133,7 @@ def _open(file: Path) -> LedgerConnection:
         factory=LedgerConnection,
     )
     conn.ledger_file = file
+    conn.file_id = _file_id(file)
     # Per-connection settings: every connection needs them, not just the first.
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
@@ -123,20 +157,57 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+_WRITERS_PER_THREAD = 4
+_writers = threading.local()
+
+
+def _writer(path: Path) -> LedgerConnection:
+    """This thread's write connection to `path` (a few per thread, least recently used out).
+
+    Each thread owns its connections, so no transaction state is ever shared
+    between threads; reusing them saves opening a file per compare-and-set.
+    The process id is part of the key: a connection must not cross a fork.
+    """
+    cache: OrderedDict[tuple[int, Path], LedgerConnection] | None = getattr(_writers, "conns", None)
+    if cache is None:
+        cache = _writers.conns = OrderedDict()
+    key = (os.getpid(), path)
+    conn = cache.get(key)
+    if conn is not None and conn.file_id != _file_id(path):
+        # The file was replaced (a restore, a test's new ledger): never write to the old one.
+        del cache[key]
+        conn.close()
+        conn = None
+    if conn is None:
+        conn = cache[key] = _open(path)
+        while len(cache) > _WRITERS_PER_THREAD:
+            _key, oldest = cache.popitem(last=False)
+            oldest.close()
+    cache.move_to_end(key)
+    return conn
+
+
+def _drop_writer(path: Path) -> None:
+    cache: OrderedDict[tuple[int, Path], LedgerConnection] | None = getattr(_writers, "conns", None)
+    conn = cache.pop((os.getpid(), path), None) if cache is not None else None
+    if conn is not None:
+        conn.close()
+
+
 def write_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
-    """Run `work` in one `BEGIN IMMEDIATE` transaction on a fresh connection.
+    """Run `work` in one `BEGIN IMMEDIATE` transaction on this thread's own connection.
 
     `work` must be safe to re-run from the start: on a busy lock the whole
     transaction is rolled back and tried again, at most `WRITE_ATTEMPTS` times.
+    After any error the connection is closed and a fresh one is used next.
 
     Raises:
         LedgerBusyError: the lock stayed busy through every attempt.
     """
     path = ledger_path(conn)
     for attempt in range(1, WRITE_ATTEMPTS + 1):
-        own: LedgerConnection | None = None
         try:
-            own = _open(path)
+            own = _writer(path)
             own.execute("BEGIN IMMEDIATE")
             try:
                 result = work(own)
@@ -147,13 +218,14 @@ def write_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connecti
                 raise
             return result
         except sqlite3.OperationalError as exc:
+            _drop_writer(path)
             if not _is_busy(exc):
                 raise
             log.warning("ledger busy (attempt %d of %d): %s", attempt, WRITE_ATTEMPTS, exc)
             time.sleep(min(0.05 * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
-        finally:
-            if own is not None:
-                own.close()
+        except BaseException:
+            _drop_writer(path)
+            raise
     raise LedgerBusyError(
         f"the ledger {path} stayed locked through {WRITE_ATTEMPTS} attempts; "
         "check for a process holding a long write transaction"

@@ -148,10 +148,18 @@ def answer_question(
         payload = json.dumps(
             {"question_id": question_id, "answer": json.loads(answer_json)}, sort_keys=True
         )
+        # The command's time is taken under the lock (not the answer's time), so commands
+        # keep commit order: a resume never overtakes a cancel queued before it.
         db.execute(
             "INSERT INTO commands (command_id, kind, task_id, payload_json, state, created_at) "
             "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (command_id) DO NOTHING",
-            (resume_command_id(question_id), CommandKind.RESUME.value, row[0], payload, when),
+            (
+                resume_command_id(question_id),
+                CommandKind.RESUME.value,
+                row[0],
+                payload,
+                to_iso(utc_now()),
+            ),
         )
         return True
 
@@ -197,11 +205,11 @@ def reopen_question(
 
 
 def supersede_question(conn: sqlite3.Connection, *, question_id: str) -> bool:
-    """open/answered -> superseded: the graph moved on without (or past) this question."""
+    """open/answered/expired -> superseded: the task moved on or ended without it."""
     return _flip(
         conn,
         question_id,
-        (_OPEN, QuestionStatus.ANSWERED.value),
+        (_OPEN, QuestionStatus.ANSWERED.value, QuestionStatus.EXPIRED.value),
         "status = 'superseded'",
     )
 

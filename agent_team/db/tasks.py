@@ -11,7 +11,7 @@ from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import Phase, TaskKind, TaskStatus
 
-__all__ = ["create_task", "get_task", "list_tasks", "set_task_status"]
+__all__ = ["count_tasks_by_status", "create_task", "get_task", "list_tasks", "set_task_status"]
 
 
 def create_task(
@@ -107,3 +107,11 @@ def set_task_status(
         return cur.rowcount == 1
 
     return write_transaction(conn, work)
+
+
+def count_tasks_by_status(conn: sqlite3.Connection) -> dict[str, int]:
+    """Tasks per status, every status present (0 when none)."""
+    counts = {status.value: 0 for status in TaskStatus}
+    for row in fetch_all(conn, "SELECT status, COUNT(*) AS n FROM tasks GROUP BY status"):
+        counts[row["status"]] = int(row["n"])
+    return counts

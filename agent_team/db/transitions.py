@@ -12,9 +12,10 @@ from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.connection import fetch_all, write_transaction
 from agent_team.db.records import Transition, row_to
 from agent_team.db.validate import require_member
+from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import Phase, TaskStatus
 
-__all__ = ["close_terminal", "list_transitions", "record_transition"]
+__all__ = ["close_terminal", "enter_phase", "list_transitions", "record_transition"]
 
 
 def record_transition(
@@ -38,28 +39,68 @@ def record_transition(
     require_member(status, TaskStatus, "task status")
 
     def work(db: sqlite3.Connection) -> int:
-        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-        current = db.execute(
-            "SELECT transition_id, to_phase, status FROM task_transitions "
-            "WHERE thread_id = ? AND exited_at IS NULL",
-            (thread_id,),
-        ).fetchone()
-        from_phase = None
-        if current is not None:
-            if current[1] == to_phase and current[2] == status:
-                return int(current[0])
-            db.execute(
-                "UPDATE task_transitions SET exited_at = ? WHERE transition_id = ?",
-                (now, current[0]),
-            )
-            from_phase = current[1]
-        cur = db.execute(
-            "INSERT INTO task_transitions (thread_id, from_phase, to_phase, entered_at, status, "
-            "note) VALUES (?, ?, ?, ?, ?, ?)",
-            (thread_id, from_phase, to_phase, now, status, note),
+        return _transition(db, thread_id, to_phase, status, note)
+
+    return write_transaction(conn, work)
+
+
+def _transition(
+    db: sqlite3.Connection, thread_id: str, to_phase: str, status: str, note: str | None
+) -> int:
+    now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
+    current = db.execute(
+        "SELECT transition_id, to_phase, status FROM task_transitions "
+        "WHERE thread_id = ? AND exited_at IS NULL",
+        (thread_id,),
+    ).fetchone()
+    from_phase = None
+    if current is not None:
+        if current[1] == to_phase and current[2] == status:
+            return int(current[0])
+        db.execute(
+            "UPDATE task_transitions SET exited_at = ? WHERE transition_id = ?", (now, current[0])
         )
-        assert cur.lastrowid is not None
-        return cur.lastrowid
+        from_phase = current[1]
+    cur = db.execute(
+        "INSERT INTO task_transitions (thread_id, from_phase, to_phase, entered_at, status, "
+        "note) VALUES (?, ?, ?, ?, ?, ?)",
+        (thread_id, from_phase, to_phase, now, status, note),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def enter_phase(
+    conn: sqlite3.Connection,
+    *,
+    task_id: str,
+    phase: str,
+    status: str,
+    note: str | None = None,
+) -> int:
+    """`record_transition` and the task row's status and phase, in one transaction.
+
+    A node entering its phase and the coordinator marking a task waiting both
+    change the two together; one transaction keeps them consistent and
+    halves the writes on the hot path. Parking needs a reason, so use
+    `set_task_status` for it.
+
+    Returns:
+        The id of the task's open transition row.
+    """
+    require_member(phase, Phase, "phase")
+    require_member(status, TaskStatus, "task status")
+    if status == TaskStatus.PARKED:
+        raise LedgerInputError("enter_phase cannot park a task; use set_task_status with a reason")
+
+    def work(db: sqlite3.Connection) -> int:
+        transition_id = _transition(db, task_id, phase, status, note)
+        db.execute(
+            "UPDATE tasks SET status = ?, phase = ?, parked_reason = NULL, updated_at = ? "
+            "WHERE id = ? AND (status != ? OR phase != ? OR parked_reason IS NOT NULL)",
+            (status, phase, to_iso(utc_now()), task_id, status, phase),
+        )
+        return transition_id
 
     return write_transaction(conn, work)
 

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
 from agent_team import db
@@ -119,6 +120,7 @@ class ModelCaller:
         self._clock = clock
         self._secrets = tuple(secret for secret in secrets if secret)
         self._lock = threading.Lock()
+        self._structured: dict[type[BaseModel], Runnable[Any, Any]] = {}
         self._inflight_usd = 0.0
         self._inflight_tokens = 0
         self.calls = 0
@@ -234,7 +236,11 @@ class ModelCaller:
         self, stage: str, schema: type[BaseModel], messages: Sequence[BaseMessage]
     ) -> dict[str, Any]:
         try:
-            runnable = self._chat.with_structured_output(schema, include_raw=True)
+            runnable = self._structured.get(schema)
+            if runnable is None:  # built once per schema: binding tools is not free
+                runnable = self._structured[schema] = self._chat.with_structured_output(
+                    schema, include_raw=True
+                )
             result = runnable.invoke(list(messages))
         except Exception as exc:
             # `from None`: the original exception's text is not redacted and would reach

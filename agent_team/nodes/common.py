@@ -17,9 +17,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from langgraph.types import interrupt
+from pydantic import BaseModel
 
 from agent_team import db
-from agent_team.answers import parse_answer
+from agent_team.answers import ANSWER_MODELS
 from agent_team.builders.base import BuildResult, BuildTask
 from agent_team.models.caller import ModelCaller
 from agent_team.task_model import Phase, QuestionKind, TaskState, TaskStatus, question_id_for
@@ -56,9 +57,7 @@ def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:
 
 def enter(deps: GraphDeps, state: TaskState, phase: Phase) -> None:
     """Record that the task entered `phase` (a no-op when a resumed node re-enters it)."""
-    task_id = state["task_id"]
-    db.record_transition(deps.conn, thread_id=task_id, to_phase=phase, status=TaskStatus.RUNNING)
-    db.set_task_status(deps.conn, task_id, TaskStatus.RUNNING, phase=phase)
+    db.enter_phase(deps.conn, task_id=state["task_id"], phase=phase, status=TaskStatus.RUNNING)
     crash_point(deps, phase, "before")
 
 
@@ -84,8 +83,11 @@ def ask_human(
         deadline_at=deps.clock() + deadline if deadline else None,
         payload_json=json.dumps(payload, sort_keys=True),
     )
-    answer = interrupt({"question_id": question_id, "kind": kind.value, **payload})
-    if isinstance(answer, dict):
-        return answer
-    # A resume value from outside the coordinator: hold it to the same grammar.
-    return parse_answer(kind.value, str(answer))
+    # LangGraph validates the resume value against the answer model *before* saving it,
+    # so a bad value is refused and the interrupt can be answered again.
+    answer = interrupt(
+        {"question_id": question_id, "kind": kind.value, **payload},
+        response_schema=ANSWER_MODELS[kind.value],
+    )
+    assert isinstance(answer, BaseModel)
+    return answer.model_dump()

@@ -54,11 +54,18 @@ def status(coordinator: Coordinator, task_id: str) -> str:
     return task.status
 
 
+def delivered(coordinator: Coordinator, task_id: str) -> bool:
+    """The task waits and its question has been delivered (status is set first)."""
+    questions = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
+    return bool(questions) and all(q.channel_ref for q in questions)
+
+
 def test_in_process_submit_and_answer_wake_the_loop(running: tuple[Coordinator, float]) -> None:
     coordinator, poll_s = running
     started = time.monotonic()
     task_id = coordinator.start_task(title="Remember the email", body=BODY)
-    wait_for(lambda: status(coordinator, task_id) == "waiting")
+    wait_for(lambda: delivered(coordinator, task_id))
+    assert status(coordinator, task_id) == "waiting"
     (question,) = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
     assert question.channel_ref == f"local:{question.question_id}"
     coordinator.answer(question.question_id, "approve")
