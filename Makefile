@@ -19,9 +19,11 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed-run
 
-## run: install agent-team and bring up its ledger on the embedded defaults
+## run: install agent-team and start the daemon on its embedded defaults
+##      (SQLite ./agent-team.db, local answers, offline model and builder,
+##      dashboard on http://127.0.0.1:8765 with a token printed on first run)
 run: $(VENV)/.installed-run
-	$(BIN)/agent-team migrate
+	$(BIN)/agent-team daemon --demo
 
 ## test: install the dev tools, then lint, type-check and run the whole suite
 test: check pytest

@@ -10,20 +10,21 @@ from __future__ import annotations
 import getpass
 import json
 import logging
+import os
 import re
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from agent_team import __version__, db, inbox
+from agent_team import __version__, db, inbox, reports
 from agent_team.config import Settings, load_settings
-from agent_team.exceptions import AgentTeamError, ConfigError, UnknownTaskError
+from agent_team.exceptions import AgentTeamError, ConfigError
 from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
 
 __all__ = ["app", "main"]
@@ -342,35 +343,6 @@ def tasks(
     out.print(table)
 
 
-def _task_report(conn: db.LedgerConnection, task_id: str, now: datetime) -> dict[str, Any]:
-    task = db.get_task(conn, task_id)
-    if task is None:
-        raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
-    usage = db.task_usage(conn, thread_id=task_id)
-    cost_by_stage: dict[str, float] = {}
-    for row in usage:
-        cost_by_stage[row.stage] = cost_by_stage.get(row.stage, 0.0) + row.usd_cost
-    transitions = []
-    for t in db.list_transitions(conn, task_id):
-        end = db.from_iso(t.exited_at) if t.exited_at else now
-        transitions.append(
-            {**asdict(t), "duration_s": round((end - db.from_iso(t.entered_at)).total_seconds(), 3)}
-        )
-    questions = [
-        {**asdict(q), "answer": q.answer, "payload": q.payload}
-        for q in db.list_questions(conn, thread_id=task_id)
-    ]
-    return {
-        "task": asdict(task),
-        "transitions": transitions,
-        "questions": questions,
-        "usage": [asdict(u) for u in usage],
-        "cost_by_stage": cost_by_stage,
-        "total_usd": sum(cost_by_stage.values()),
-        "total_tokens": sum(u.input_tokens + u.output_tokens for u in usage),
-    }
-
-
 @app.command()
 def show(
     ctx: typer.Context,
@@ -381,7 +353,7 @@ def show(
     settings = _ctx(ctx).settings()
     conn = _open_ready(ctx)
     try:
-        report = _task_report(conn, task_id, settings.now())
+        report = reports.task_report(conn, task_id, settings.now())
     finally:
         conn.close()
     if as_json:
@@ -395,7 +367,7 @@ def show(
     for t in report["transitions"]:
         journey.add_row(
             t["from_phase"] or "", t["to_phase"], t["status"], t["entered_at"],
-            f"{t['duration_s']:.3f}", f"{report['cost_by_stage'].get(t['to_phase'], 0.0):.4f}",
+            f"{t['duration_s']:.3f}", f"{t['cost_usd']:.4f}",
             t["note"] or "",
         )  # fmt: skip
     out.print(journey)
@@ -465,10 +437,84 @@ def cancel(
     out.print(f"cancel queued for {task_id}")
 
 
-def main() -> None:
+@app.command()
+def daemon(
+    ctx: typer.Context,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="First-run mode: generate a dashboard token (printed once) and print "
+            "how to submit and answer a task.",
+        ),
+    ] = False,
+) -> None:
+    """Run agent-team as a service: worker, timers, dashboard and API, until SIGTERM."""
+    from agent_team.daemon import Daemon, ensure_demo_token
+
+    settings = _ctx(ctx).settings()
+    token: str | None = None
+    if demo:
+        settings, token = ensure_demo_token(settings, settings.db_path.parent / "state")
+    service = Daemon(settings, announce=lambda line: out.print(line))
+    if demo:
+        service.announce = lambda line: _demo_banner(line, token, settings)
+    code = service.run()
+    if service.cut_short:
+        os._exit(code)  # runs still in flight resume on the next start; don't wait for them
+    raise typer.Exit(code)
+
+
+def _demo_banner(line: str, token: str | None, settings: Settings) -> None:
+    exe = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "agent-team"
+    cli = f".venv/bin/{exe}" if Path(".venv/bin", exe).exists() else exe
+    db_flag = f" --db {settings.db_path}" if settings.db_path != Path("agent-team.db") else ""
+    out.print(line)
+    if token:
+        out.print(
+            f"dashboard token (shown once, kept in {settings.db_path.parent / 'state'}): {token}"
+        )
+    out.print("In another terminal:")
+    out.print(
+        f'  {cli}{db_flag} submit --title "Try agent-team" --body "Add a short greeting to the '
+        'README so new readers know what the project does and how to start it."'
+    )
+    out.print(f"  {cli}{db_flag} questions --status open")
+    out.print(f"  {cli}{db_flag} answer <question id> approve")
+    out.print("Stop with Ctrl-C; everything is kept in the ledger and resumes on the next start.")
+
+
+@app.command()
+def doctor(ctx: typer.Context) -> None:
+    """Check the configuration and environment; each failed check says how to fix it."""
+    from agent_team.doctor import run_checks
+
+    results = run_checks(_ctx(ctx).settings())
+    table = Table("", "check", "detail", "fix")
+    for result in results:
+        table.add_row("✓" if result.ok else "✗", result.name, result.detail, result.fix)
+    out.print(table)
+    if not all(result.ok for result in results):
+        raise typer.Exit(1)
+
+
+@app.command()
+def backup(
+    ctx: typer.Context,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the backups.")],
+    keep: Annotated[int, typer.Option("--keep", help="How many backups to keep.", min=1)] = 7,
+) -> None:
+    """An online backup of the ledger (safe while the daemon runs); keeps the newest N."""
+    path = _ctx(ctx).settings().db_path
+    db.assert_ready(path)
+    made, removed = db.backup_ledger(path, out_dir, keep=keep)
+    out.print(f"backup {made} ({made.stat().st_size} bytes); removed {len(removed)} old")
+
+
+def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the app, turning our errors into one line each."""
     try:
-        app()
+        app(args=argv)
     except ConfigError as exc:
         err.print(f"agent-team: {exc}", soft_wrap=True)
         sys.exit(2)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -25,7 +25,7 @@ from pydantic_settings import (
 
 from agent_team.exceptions import ConfigError
 
-__all__ = ["ENV_PREFIX", "Settings", "load_settings"]
+__all__ = ["ENV_PREFIX", "Settings", "SystemdEnv", "load_settings", "load_systemd_env"]
 
 ENV_PREFIX = "AGENT_TEAM_"
 
@@ -90,6 +90,19 @@ class Settings(BaseSettings):
     build_timeout_s: float = Field(default=1800.0, gt=0)
     claude_bin: str = Field(default="claude", description="The Claude Code CLI binary.")
 
+    # Daemon and dashboard
+    dashboard_host: str = Field(default="127.0.0.1", description="Bind address of the HTTP server.")
+    dashboard_port: int = Field(default=8765, ge=0, le=65535, description="0 picks a free port.")
+    dashboard_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token for the dashboard's write endpoints; unset disables writes.",
+    )
+    dashboard_url: str | None = Field(
+        default=None, description="Public URL of the dashboard, for links in messages."
+    )
+    stop_grace_s: float = Field(default=30.0, ge=0, description="How long a stop waits for runs.")
+    poll_s: float = Field(default=1.0, gt=0, le=60, description="Inbox poll interval.")
+
     # Test hooks (never set these in production)
     crash_at: str | None = Field(
         default=None,
@@ -133,6 +146,29 @@ class _OwnDotEnvSource(DotEnvSettingsSource):
         }
 
 
+class SystemdEnv(BaseSettings):
+    """What systemd tells its services through the environment (no AGENT_TEAM_ prefix)."""
+
+    model_config = SettingsConfigDict(extra="ignore", env_ignore_empty=True)
+
+    notify_socket: str | None = None
+    watchdog_usec: int | None = None
+    watchdog_pid: int | None = None
+    state_directory: str | None = None
+
+    def state_dir(self) -> Path | None:
+        """The first folder of `StateDirectory=` (systemd may list several, colon-separated)."""
+        return Path(self.state_directory.split(":")[0]) if self.state_directory else None
+
+
+def load_systemd_env() -> SystemdEnv:
+    try:
+        return SystemdEnv()
+    except ValidationError as exc:
+        fields = ", ".join(str(e["loc"][0]).upper() for e in exc.errors(include_input=False))
+        raise ConfigError(f"systemd variables are malformed: {fields}") from None
+
+
 def _describe(error: dict[str, Any], config_file: Path | None) -> str:
     loc = error.get("loc") or ("?",)
     field = str(loc[0])
@@ -171,9 +207,14 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         model_config = SettingsConfigDict(toml_file=toml_file)
 
     try:
-        return _Loaded(**{key: value for key, value in overrides.items() if value is not None})
+        settings = _Loaded(**{key: value for key, value in overrides.items() if value is not None})
     except ValidationError as exc:
         problems = "; ".join(
             _describe(dict(error), config_file) for error in exc.errors(include_input=False)
         )
         raise ConfigError(f"invalid configuration: {problems}") from None
+    state = load_systemd_env().state_dir()
+    if state is not None and "db_path" not in settings.model_fields_set:
+        # Under systemd's StateDirectory= the ledger lives there unless set explicitly.
+        settings = settings.model_copy(update={"db_path": state / "agent-team.db"})
+    return settings

@@ -7,6 +7,7 @@ so one connection from `connect()` may be shared by many threads.
 
 from __future__ import annotations
 
+from agent_team.db.backup import backup_ledger, list_backups
 from agent_team.db.budget import (
     OUTBOX_FILENAME,
     default_outbox_path,
@@ -27,12 +28,13 @@ from agent_team.db.commands import (
     list_commands,
     release_command,
 )
-from agent_team.db.connection import LedgerConnection, connect, ledger_path
+from agent_team.db.connection import LedgerConnection, connect, connect_readonly, ledger_path
 from agent_team.db.intake import (
     delete_issue_ingested,
     issue_already_ingested,
     record_issue_ingested,
 )
+from agent_team.db.pages_reads import TaskCost, task_costs
 from agent_team.db.questions import (
     answer_question,
     ensure_question,
@@ -46,6 +48,18 @@ from agent_team.db.questions import (
     reopen_question,
     resume_command_id,
     supersede_question,
+)
+from agent_team.db.reads import (
+    AnswerResume,
+    OpenQuestions,
+    Spend,
+    answer_resume_times,
+    count_tasks,
+    open_questions_summary,
+    read_snapshot,
+    spent_by_mode,
+    transition_costs,
+    unattributed_spend,
 )
 from agent_team.db.records import (
     Command,
@@ -65,26 +79,46 @@ from agent_team.db.schema import (
     schema_version,
 )
 from agent_team.db.stats import table_counts
-from agent_team.db.tasks import create_task, get_task, list_tasks, set_task_status
-from agent_team.db.transitions import close_terminal, list_transitions, record_transition
+from agent_team.db.tasks import (
+    count_tasks_by_status,
+    create_task,
+    get_task,
+    list_tasks,
+    set_task_status,
+)
+from agent_team.db.transitions import (
+    close_terminal,
+    enter_phase,
+    list_transitions,
+    record_transition,
+)
 
 __all__ = [
     "LEDGER_TABLES",
     "OUTBOX_FILENAME",
     "SCHEMA_VERSION",
+    "AnswerResume",
     "Command",
     "LedgerConnection",
+    "OpenQuestions",
     "Question",
     "ReplayReport",
+    "Spend",
     "Task",
+    "TaskCost",
     "Transition",
     "UsageSummaryRow",
     "answer_question",
+    "answer_resume_times",
     "assert_ready",
+    "backup_ledger",
     "claim_commands",
     "close_terminal",
     "complete_command",
     "connect",
+    "connect_readonly",
+    "count_tasks",
+    "count_tasks_by_status",
     "create_task",
     "day_bucket",
     "default_outbox_path",
@@ -92,6 +126,7 @@ __all__ = [
     "dump_schema",
     "enqueue_command",
     "ensure_question",
+    "enter_phase",
     "expire_question",
     "fail_command",
     "find_open_question_by_channel_ref",
@@ -103,12 +138,15 @@ __all__ = [
     "init_db",
     "issue_already_ingested",
     "ledger_path",
+    "list_backups",
     "list_commands",
     "list_questions",
     "list_tasks",
     "list_transitions",
     "migrate",
+    "open_questions_summary",
     "overdue_questions",
+    "read_snapshot",
     "record_delivery",
     "record_issue_ingested",
     "record_transition",
@@ -120,11 +158,15 @@ __all__ = [
     "schema_version",
     "set_task_status",
     "spent",
+    "spent_by_mode",
     "supersede_question",
     "table_counts",
+    "task_costs",
     "task_usage",
     "to_iso",
     "tokens_spent",
+    "transition_costs",
+    "unattributed_spend",
     "usage_summary",
     "utc_now",
 ]

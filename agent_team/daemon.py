@@ -1,0 +1,267 @@
+"""The agent-team process: the coordinator's worker loop, the HTTP server, systemd, signals.
+
+Start-up is `init_db` + `assert_ready` (inside the Coordinator), the recovery
+sweep, the HTTP server, then the loops; READY=1 goes to systemd only when
+all of that stands. SIGTERM/SIGINT stop new work, let running node
+executions finish within `AGENT_TEAM_STOP_GRACE_S`, and exit 0; whatever was
+cut off resumes on the next start (the ledger and checkpoints say where).
+
+Integrations plug in here and nowhere else:
+
+    daemon.routes.append(Route("/slack/events", ...))      # an HTTP route
+    daemon.loops.append(Loop("github-poller", poll_forever)) # a supervised loop
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+from pydantic import SecretStr
+from starlette.routing import BaseRoute
+
+from agent_team.config import Settings, load_systemd_env
+from agent_team.coordinator import Coordinator
+from agent_team.dashboard.app import DashboardContext, create_app
+from agent_team.exceptions import AgentTeamError
+from agent_team.health import Health
+from agent_team.redact import redact
+from agent_team.systemd import Notifier
+from agent_team.transports.base import Transport
+
+__all__ = ["Daemon", "DaemonError", "Loop", "ensure_demo_token"]
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 60.0
+STABLE_AFTER_S = 30.0  # a loop that ran this long before dying restarts from the short backoff
+
+
+class DaemonError(AgentTeamError):
+    """The daemon cannot start (port in use, server failed to come up, ...)."""
+
+
+@dataclass
+class Loop:
+    """A supervised loop: `run(stop, first)` works until `stop` is set.
+
+    `first` is False when the supervisor restarts the loop after a crash.
+    """
+
+    name: str
+    run: Callable[[threading.Event, bool], None]
+
+
+class Daemon:
+    """One process: build it, add routes and loops, then `run()`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        transport: Transport | None = None,
+        announce: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.announce = announce or (lambda line: log.info("%s", line))
+        self.notifier = Notifier(load_systemd_env())
+        self.health = Health()
+        self.stop = threading.Event()
+        self.coordinator = Coordinator(settings, transport=transport)
+        self.ctx = DashboardContext(
+            settings, health=self.health, coordinator=self.coordinator, clock=settings.now
+        )
+        self.routes: list[BaseRoute] = []
+        self.loops: list[Loop] = [Loop("worker", self._worker)]
+        self.cut_short = False  # runs were still going when the grace period ended
+        self.bound: tuple[str, int] | None = None
+        self._server: uvicorn.Server | None = None
+        self._threads: list[threading.Thread] = []
+
+    # -- loops -------------------------------------------------------------------------
+
+    def _worker(self, stop: threading.Event, first: bool) -> None:
+        self.coordinator.serve(
+            stop,
+            poll_s=self.settings.poll_s,
+            sweep=not first,  # the first sweep ran before READY=1
+            beat=lambda: self.health.beat("worker"),
+        )
+
+    def _supervise(self, loop: Loop) -> None:
+        backoff = 1.0
+        first = True
+        while not self.stop.is_set():
+            self.health.started(loop.name)
+            started = time.monotonic()
+            try:
+                loop.run(self.stop, first)
+                if self.stop.is_set():
+                    break
+                raise RuntimeError(f"loop {loop.name} returned while the daemon runs")
+            except Exception as exc:
+                message = redact(f"{type(exc).__name__}: {exc}")
+                log.exception("loop %s died; restarting in %.0f s", loop.name, backoff)
+                self.health.died(loop.name, message)
+            if time.monotonic() - started > STABLE_AFTER_S:
+                backoff = 1.0
+            if self.stop.wait(backoff):
+                break
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            first = False
+        self.health.stopped(loop.name)
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _bind(self) -> socket.socket:
+        host, port = self.settings.dashboard_host, self.settings.dashboard_port
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            raise DaemonError(
+                f"cannot listen on {host}:{port} ({exc.strerror}); stop whatever uses it "
+                "or set AGENT_TEAM_DASHBOARD_PORT / AGENT_TEAM_DASHBOARD_HOST"
+            ) from None
+        sock.listen(128)
+        address = sock.getsockname()
+        self.bound = (str(address[0]), int(address[1]))
+        return sock
+
+    def _start_http(self) -> None:
+        sock = self._bind()
+        app = create_app(self.ctx, self.routes)
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
+        )
+        server = uvicorn.Server(config)
+        self._server = server
+
+        def serve_http() -> None:
+            self.health.started("http")
+            try:
+                server.run(sockets=[sock])  # signal handlers stay ours: not the main thread
+            except BaseException as exc:  # uvicorn raises SystemExit on a failed start
+                self.health.died("http", redact(f"{type(exc).__name__}: {exc}"))
+                return
+            self.health.stopped("http")
+
+        thread = threading.Thread(target=serve_http, name="agent-team-http", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        deadline = time.monotonic() + 15
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise DaemonError("the HTTP server did not start; see the log above")
+            time.sleep(0.01)
+
+    @property
+    def url(self) -> str:
+        host, port = self.bound or (self.settings.dashboard_host, self.settings.dashboard_port)
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}/"
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def _status_line(self) -> str:
+        counts = self.coordinator.counts()
+        return (
+            f"running {counts['running']} / waiting {counts['waiting']} / "
+            f"parked {counts['parked']} / queued {counts['queued']}"
+        )
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %s: stopping (grace %.0f s)", signum, self.settings.stop_grace_s)
+        self.request_stop()
+
+    def request_stop(self) -> None:
+        self.stop.set()
+        self.coordinator.wake.set()
+
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT (or `request_stop()`); returns the exit code."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        sweep = self.coordinator.recovery_sweep()
+        log.info("recovery sweep: %s", sweep)
+        self._start_http()
+        for loop in self.loops:
+            thread = threading.Thread(
+                target=self._supervise, args=(loop,), name=f"agent-team-{loop.name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        self.notifier.ready(self._status_line())
+        self.announce(f"agent-team is running: {self.url}")
+        self._main_loop()
+        return self._shutdown()
+
+    def _main_loop(self) -> None:
+        interval = 5.0
+        if self.notifier.watchdog_s:
+            interval = min(interval, self.notifier.watchdog_s / 2)
+        while not self.stop.wait(interval):
+            if self._worker_fresh():
+                self.notifier.watchdog()
+            self.notifier.status(self._status_line())
+
+    def _worker_fresh(self) -> bool:
+        """The watchdog is fed only while the worker loop keeps beating."""
+        limit = timedelta(seconds=max(30.0, self.settings.poll_s * 10))
+        now = datetime.now(UTC)
+        for status in self.health.loops():
+            if status.name == "worker":
+                return bool(status.alive and status.last_beat and now - status.last_beat < limit)
+        return False
+
+    def _shutdown(self) -> int:
+        self.notifier.stopping()
+        self.request_stop()
+        if self._server is not None:
+            self._server.should_exit = True
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self.coordinator.wait_idle(self.settings.stop_grace_s):
+            self.coordinator.close()
+        else:
+            self.cut_short = True
+            log.warning(
+                "runs still going after %.0f s; exiting, they resume on the next start",
+                self.settings.stop_grace_s,
+            )
+        return 0
+
+
+def ensure_demo_token(settings: Settings, state_dir: Path) -> tuple[Settings, str | None]:
+    """For the newcomer's first run: a dashboard token, generated once and kept 0600.
+
+    Returns:
+        The settings with the token, and the token if it was generated now
+        (so it is printed exactly once).
+    """
+    if settings.dashboard_token is not None:
+        return settings, None
+    path = state_dir / "dashboard-token"
+    fresh: str | None = None
+    if path.is_file():
+        token = path.read_text(encoding="utf-8").strip()
+    else:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        token = fresh = secrets.token_urlsafe(24)
+        path.touch(mode=0o600)
+        path.write_text(token + "\n", encoding="utf-8")
+    return settings.model_copy(update={"dashboard_token": SecretStr(token)}), fresh

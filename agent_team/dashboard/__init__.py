@@ -1,0 +1,7 @@
+"""The HTTP side of the daemon: JSON API, pages, health and metrics."""
+
+from __future__ import annotations
+
+from agent_team.dashboard.app import DashboardContext, create_app
+
+__all__ = ["DashboardContext", "create_app"]

@@ -1,0 +1,499 @@
+"""The dashboard's JSON API, `/healthz` and `/metrics`.
+
+Handlers stay thin (DESIGN.md §7): parse and validate, read the ledger on a
+read-only connection per request, or hand a write to `inbox` (the same path
+the CLI and Slack use), then wake the coordinator. Every refusal is JSON
+`{"error": ...}` naming the parameter or field at fault; an unexpected
+exception is logged and answered with a bare 500, never a traceback.
+
+Writes need `Authorization: Bearer <AGENT_TEAM_DASHBOARD_TOKEN>`. A bearer
+header cannot be sent by a cross-site form, so the token also guards
+against CSRF; with no token configured, writes are off.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import json
+import logging
+import math
+import re
+import sqlite3
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import date, datetime
+from enum import StrEnum
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from agent_team import db, inbox, reports
+from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP
+from agent_team.dashboard.app import DashboardContext
+from agent_team.dashboard.metrics import make_registry
+from agent_team.exceptions import (
+    InvalidAnswerError,
+    LedgerBusyError,
+    LedgerError,
+    LedgerInputError,
+    QuestionClosedError,
+    TaskRefusedError,
+    UnknownTaskError,
+)
+from agent_team.health import LoopStatus
+from agent_team.redact import redact
+from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind, TaskStatus
+
+__all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "ApiError", "routes"]
+
+log = logging.getLogger(__name__)
+
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 50
+MAX_BODY_BYTES = 1_000_000
+MAX_TITLE_CHARS = 300
+MAX_NAME_CHARS = 100
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_ACCEPTED: dict[str, str] = {
+    QuestionKind.CLARIFY.value: "any non-empty text with the information asked for",
+    QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
+    QuestionKind.CONFLUENCE_APPROVAL.value: PUBLISH_HELP,
+}
+_TOKEN_HINT = "send `Authorization: Bearer <AGENT_TEAM_DASHBOARD_TOKEN>`"
+
+
+class ApiError(Exception):
+    """A refusal to answer with `status` and a JSON body naming what was wrong."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        extra: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = dict(extra or {})
+        self.headers = dict(headers or {})
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(
+            {"error": self.message, **self.extra}, status_code=self.status, headers=self.headers
+        )
+
+
+def _bad_parameter(name: str, message: str) -> ApiError:
+    return ApiError(400, f"{name}: {message}", extra={"parameter": name})
+
+
+def _bad_field(name: str, message: str) -> ApiError:
+    return ApiError(400, f"{name}: {message}", extra={"field": name})
+
+
+def _translate(exc: Exception) -> ApiError:
+    """Our errors as HTTP; anything else is logged and becomes a bare 500."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, UnknownTaskError):
+        return ApiError(404, str(exc))
+    if isinstance(exc, QuestionClosedError):
+        return ApiError(409, str(exc))
+    if isinstance(exc, InvalidAnswerError | TaskRefusedError):
+        return ApiError(422, str(exc))
+    if isinstance(exc, LedgerInputError):
+        return ApiError(400, str(exc))
+    if isinstance(exc, LedgerBusyError):
+        return ApiError(503, "the ledger is busy; try again shortly")
+    if isinstance(exc, LedgerError | sqlite3.Error):
+        log.error("dashboard: the ledger is unavailable: %s", exc)
+        return ApiError(503, "the ledger is unavailable; check the daemon's log")
+    log.exception("dashboard: unexpected error", exc_info=exc)
+    return ApiError(500, "internal error")
+
+
+_Sync = Callable[[Request], Response]
+_Async = Callable[[Request], Awaitable[Response]]
+
+
+def _guard_sync(handler: _Sync) -> _Sync:
+    """Run a sync handler (Starlette puts it on a worker thread), turning errors into JSON."""
+
+    @functools.wraps(handler)
+    def endpoint(request: Request) -> Response:
+        try:
+            return handler(request)
+        except Exception as exc:
+            return _translate(exc).response()
+
+    return endpoint
+
+
+def _guard_async(handler: _Async) -> _Async:
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Exception as exc:
+            return _translate(exc).response()
+
+    return endpoint
+
+
+# --- parameters ---------------------------------------------------------------------------
+
+
+def _choice(request: Request, name: str, allowed: type[StrEnum]) -> str | None:
+    """An optional query parameter that must be one of an enum's values (blank: not given)."""
+    value = request.query_params.get(name, "").strip()
+    if not value:
+        return None
+    choices = [member.value for member in allowed]
+    if value not in choices:
+        raise _bad_parameter(name, f"{value!r} is not one of: {', '.join(choices)}")
+    return value
+
+
+def _integer(request: Request, name: str, default: int, low: int, high: int | None) -> int:
+    raw = request.query_params.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _bad_parameter(name, f"{raw[:40]!r} is not a whole number") from None
+    if value < low or (high is not None and value > high):
+        allowed = f"between {low} and {high}" if high is not None else f"{low} or more"
+        raise _bad_parameter(name, f"{value} is out of range; use {allowed}")
+    return value
+
+
+def _day(request: Request, now: datetime) -> str:
+    raw = request.query_params.get("day", "").strip()
+    if not raw:
+        return db.day_bucket(now)
+    try:
+        if not _DAY.fullmatch(raw):
+            raise ValueError(raw)
+        return date.fromisoformat(raw).isoformat()
+    except ValueError:
+        raise _bad_parameter("day", f"{raw[:40]!r} is not a date; use YYYY-MM-DD") from None
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object, read with a size cap so a huge body cannot exhaust memory."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise ApiError(413, f"the body is over {MAX_BODY_BYTES} bytes")
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "the body is not valid JSON; send a JSON object") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    return data
+
+
+def _text_field(
+    data: Mapping[str, Any], name: str, *, required: bool, max_chars: int | None = None
+) -> str | None:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise _bad_field(name, "is required")
+        return None
+    if not isinstance(value, str):
+        raise _bad_field(name, "must be a string")
+    if required and not value.strip():
+        raise _bad_field(name, "must not be blank")
+    if max_chars is not None and len(value.strip()) > max_chars:
+        raise _bad_field(name, f"is longer than {max_chars} characters")
+    return value
+
+
+def _no_other_fields(data: Mapping[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise _bad_field(unknown[0], f"is not a field here; send only {', '.join(sorted(allowed))}")
+
+
+# --- views --------------------------------------------------------------------------------
+
+
+def _age_s(stamp: str, now: datetime) -> float:
+    return round(max(0.0, (now - db.from_iso(stamp)).total_seconds()), 3)
+
+
+def _task_row(task: db.Task, cost: db.TaskCost, now: datetime) -> dict[str, Any]:
+    """A task in a list: no body (it can be long), with its age and spend."""
+    return {
+        "id": task.id,
+        "kind": task.kind,
+        "source": task.source,
+        "source_ref": task.source_ref,
+        "title": task.title,
+        "status": task.status,
+        "phase": task.phase,
+        "parked_reason": task.parked_reason,
+        "created_at": task.created_at,
+        "updated_at": task.updated_at,
+        "age_s": _age_s(task.created_at, now),
+        "cost_usd": cost.usd,
+        "tokens": cost.tokens,
+    }
+
+
+def _when(moment: datetime | None) -> str | None:
+    return db.to_iso(moment) if moment is not None else None
+
+
+def _loop_view(status: LoopStatus) -> dict[str, Any]:
+    return {
+        "name": status.name,
+        "alive": status.alive,
+        "started_at": _when(status.started_at),
+        "last_beat": _when(status.last_beat),
+        "restarts": status.restarts,
+        "last_error": redact(status.last_error) if status.last_error else None,
+    }
+
+
+def _jsonable(value: object) -> Any:
+    """A health fact as JSON; facts are free-form, so anything unknown becomes its text."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    return redact(str(value))
+
+
+# --- the API ------------------------------------------------------------------------------
+
+
+class _Api:
+    def __init__(self, ctx: DashboardContext) -> None:
+        self.ctx = ctx
+        self.registry = make_registry(ctx)
+
+    # reads
+
+    def task_by_query(self, request: Request) -> Response:
+        task_id = request.query_params.get("id", "").strip()
+        if not task_id:
+            raise _bad_parameter("id", "is required: /api/task?id=<task id>")
+        return self._task(task_id)
+
+    def task_by_path(self, request: Request) -> Response:
+        task_id = str(request.path_params["task_id"]).strip()
+        if not task_id:
+            raise _bad_parameter("id", "is required: /api/task/<task id>")
+        return self._task(task_id)
+
+    def _task(self, task_id: str) -> Response:
+        now = self.ctx.clock()
+        with self.ctx.read() as conn, db.read_snapshot(conn):
+            try:
+                report = reports.task_report(conn, task_id, now)
+            except UnknownTaskError:
+                raise ApiError(404, f"no task {task_id!r}", extra={"id": task_id}) from None
+        return JSONResponse(report)
+
+    def tasks(self, request: Request) -> Response:
+        status = _choice(request, "status", TaskStatus)
+        kind = _choice(request, "kind", TaskKind)
+        limit = _integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+        offset = _integer(request, "offset", 0, 0, None)
+        now = self.ctx.clock()
+        with self.ctx.read() as conn, db.read_snapshot(conn):
+            rows = db.list_tasks(conn, status=status, kind=kind, limit=limit, offset=offset)
+            costs = db.task_costs(conn, [task.id for task in rows])
+            total = db.count_tasks(conn, status=status, kind=kind)
+        return JSONResponse(
+            {
+                "tasks": [_task_row(task, costs[task.id], now) for task in rows],
+                "total": total,
+                "limit": limit,
+                "offset": offset,
+            }
+        )
+
+    def questions(self, request: Request) -> Response:
+        status = _choice(request, "status", QuestionStatus)
+        task_id = request.query_params.get("task", "").strip() or None
+        with self.ctx.read() as conn:
+            rows = db.list_questions(conn, status=status, thread_id=task_id)
+        return JSONResponse({"questions": [reports.question_view(q) for q in rows]})
+
+    def budget(self, request: Request) -> Response:
+        settings = self.ctx.settings
+        day = _day(request, self.ctx.clock())
+        with self.ctx.read() as conn, db.read_snapshot(conn):
+            rows = db.usage_summary(conn, day=day)
+            spent = db.spent_by_mode(conn, day=day)
+        modes: dict[str, dict[str, Any]] = {}
+        for mode in BillingMode:
+            spend = spent.get(mode.value, db.Spend())
+            # Mirrors the caps the model caller enforces (models/caller.py): USD caps
+            # priced models in `api` mode only; tokens cap everything else, per mode.
+            usd_cap = settings.daily_budget_usd if mode is BillingMode.API else None
+            modes[mode.value] = {
+                "spent_usd": spend.usd_cost,
+                "tokens": spend.tokens,
+                "usd_cap": usd_cap,
+                "usd_remaining": max(0.0, usd_cap - spend.usd_cost)
+                if usd_cap is not None
+                else None,
+                "token_cap": settings.daily_token_cap,
+                "tokens_remaining": max(0, settings.daily_token_cap - spend.tokens),
+            }
+        return JSONResponse(
+            {
+                "day": day,
+                "billing_mode": settings.billing_mode,
+                "caps": {
+                    "daily_budget_usd": settings.daily_budget_usd,
+                    "daily_token_cap": settings.daily_token_cap,
+                },
+                "modes": modes,
+                "rows": [
+                    {
+                        "billing_mode": row.billing_mode,
+                        "model": row.model,
+                        "stage": row.stage,
+                        "calls": row.calls,
+                        "input_tokens": row.input_tokens,
+                        "output_tokens": row.output_tokens,
+                        "usd_cost": row.usd_cost,
+                    }
+                    for row in rows
+                ],
+            }
+        )
+
+    def healthz(self, request: Request) -> Response:
+        ledger: dict[str, Any] = {
+            "ok": False,
+            "schema_version": None,
+            "expected_schema_version": db.SCHEMA_VERSION,
+            "error": None,
+        }
+        try:
+            with self.ctx.read() as conn:
+                ledger["schema_version"] = db.schema_version(conn)
+            ledger["ok"] = True
+        except (LedgerError, sqlite3.Error) as exc:
+            log.warning("healthz: cannot read the ledger: %s", exc)
+            ledger["error"] = f"cannot read the ledger ({type(exc).__name__}); see the daemon's log"
+        loops = self.ctx.health.loops()
+        healthy = bool(ledger["ok"]) and all(status.alive for status in loops)
+        body = {
+            "status": "ok" if healthy else "unhealthy",
+            "db": ledger,
+            "loops": [_loop_view(status) for status in loops],
+            "facts": _jsonable(self.ctx.health.facts()),
+        }
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    def metrics(self, request: Request) -> Response:
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+    # writes
+
+    def _authorize(self, request: Request) -> None:
+        """Bearer token, compared in constant time; no token configured means no writes."""
+        secret = self.ctx.settings.dashboard_token
+        expected = secret.get_secret_value() if secret is not None else ""
+        if not expected:
+            raise ApiError(403, "writes are disabled: set AGENT_TEAM_DASHBOARD_TOKEN")
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        given = given.strip()
+        if scheme.lower() != "bearer" or not given:
+            raise ApiError(
+                401, f"a bearer token is required; {_TOKEN_HINT}",
+                headers={"WWW-Authenticate": 'Bearer realm="agent-team"'},
+            )  # fmt: skip
+        if not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
+            raise ApiError(
+                401, f"the bearer token is wrong; {_TOKEN_HINT}",
+                headers={"WWW-Authenticate": 'Bearer realm="agent-team", error="invalid_token"'},
+            )  # fmt: skip
+
+    async def submit_task(self, request: Request) -> Response:
+        self._authorize(request)
+        data = await _json_body(request)
+        _no_other_fields(data, {"title", "body", "kind"})
+        title = _text_field(data, "title", required=True, max_chars=MAX_TITLE_CHARS)
+        body = _text_field(data, "body", required=False) or ""
+        kind = _text_field(data, "kind", required=False) or TaskKind.CODE.value
+        if kind not in {member.value for member in TaskKind}:
+            raise _bad_field("kind", f"{kind[:40]!r} is not one of: {', '.join(TaskKind)}")
+        assert title is not None
+
+        def work() -> str:
+            with self.ctx.write() as conn:
+                return inbox.submit_task(
+                    conn, title=title.strip(), body=body, kind=kind, source="dashboard"
+                )
+
+        task_id = await run_in_threadpool(work)
+        self.ctx.wake()
+        return JSONResponse(
+            {"task_id": task_id}, status_code=201, headers={"Location": f"/api/task/{task_id}"}
+        )
+
+    async def answer(self, request: Request) -> Response:
+        self._authorize(request)
+        question_id = str(request.path_params["question_id"]).strip()
+        data = await _json_body(request)
+        _no_other_fields(data, {"answer", "name"})
+        text = _text_field(data, "answer", required=True)
+        name = _text_field(data, "name", required=True, max_chars=MAX_NAME_CHARS)
+        assert text is not None and name is not None
+        if not name.strip().isprintable():
+            raise _bad_field("name", "must be printable text on one line")
+
+        def work() -> db.Question:
+            with self.ctx.write() as conn:
+                try:
+                    return inbox.submit_answer(
+                        conn, question_id, text, via=f"dashboard:{name.strip()}",
+                        now=self.ctx.clock(),
+                    )  # fmt: skip
+                except InvalidAnswerError as exc:
+                    question = db.get_question(conn, question_id)
+                    accepted = _ACCEPTED.get(question.kind) if question is not None else None
+                    raise ApiError(422, str(exc), extra={"accepted": accepted}) from None
+
+        answered = await run_in_threadpool(work)
+        self.ctx.wake()
+        return JSONResponse({"question": reports.question_view(answered)})
+
+
+def routes(ctx: DashboardContext) -> list[BaseRoute]:
+    """The API's routes; `create_app` mounts them beside the pages."""
+    api = _Api(ctx)
+    return [
+        Route("/api/task", _guard_sync(api.task_by_query), methods=["GET"]),
+        Route("/api/task/{task_id}", _guard_sync(api.task_by_path), methods=["GET"]),
+        Route("/api/tasks", _guard_sync(api.tasks), methods=["GET"]),
+        Route("/api/tasks", _guard_async(api.submit_task), methods=["POST"]),
+        Route("/api/questions", _guard_sync(api.questions), methods=["GET"]),
+        Route("/api/questions/{question_id}/answer", _guard_async(api.answer), methods=["POST"]),
+        Route("/api/budget", _guard_sync(api.budget), methods=["GET"]),
+        Route("/healthz", _guard_sync(api.healthz), methods=["GET"]),
+        Route("/metrics", _guard_sync(api.metrics), methods=["GET"]),
+    ]

@@ -1,0 +1,85 @@
+"""create_app(): the one Starlette app the daemon serves.
+
+Routes come from small modules (`api`, `pages`) plus whatever the daemon
+passes in `extra_routes` (Slack's `/slack/events`, GitHub's `/github/webhook`
+in later issues): adding a route is one line in `daemon.py`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Mount
+from starlette.staticfiles import StaticFiles
+
+from agent_team import db
+from agent_team.config import Settings
+from agent_team.health import Health
+
+if TYPE_CHECKING:
+    from agent_team.coordinator import Coordinator
+
+__all__ = ["DashboardContext", "create_app"]
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+@dataclass
+class DashboardContext:
+    """What the HTTP handlers may use. Reads open their own read-only connection."""
+
+    settings: Settings
+    health: Health = field(default_factory=Health)
+    coordinator: Coordinator | None = None
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+    @property
+    def db_path(self) -> Path:
+        return self.settings.db_path
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection for one request; writers are never blocked by it (WAL)."""
+        conn = db.connect_readonly(self.db_path)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """The coordinator's connection when in the daemon, else a fresh one."""
+        if self.coordinator is not None:
+            yield self.coordinator.conn
+            return
+        conn = db.connect(self.db_path)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def wake(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator.wake.set()
+
+
+def create_app(ctx: DashboardContext, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
+    """The daemon's HTTP app: API, pages, static files, and the integrations' routes."""
+    from agent_team.dashboard import api, pages
+
+    routes: list[BaseRoute] = [
+        *api.routes(ctx),
+        *pages.routes(ctx),
+        Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
+        *extra_routes,
+    ]
+    app = Starlette(routes=routes)
+    app.state.ctx = ctx
+    return app

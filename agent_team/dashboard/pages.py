@@ -1,0 +1,572 @@
+"""The dashboard's HTML pages: the overview (`/`) and a task's drill-down (`/task/{id}`).
+
+Handlers stay thin (DESIGN.md §7): they read the ledger through `db` and
+`reports.task_report` (the same story the CLI and `/api/task` tell), turn
+rows into small view objects, and render Jinja templates with autoescaping
+on. Issue text, plans and answers are untrusted, so nothing is ever marked
+safe except the output of `safe_markdown`, which escapes every character it
+is given. Every shown text also goes through `redact`, and errors render a
+short page: the dashboard never shows a token, a secret or a traceback.
+
+Writing (answering a question) is not done here: the task page's form posts
+with `fetch` to the JSON API (`POST /api/questions/{id}/answer`, bearer
+token), which owns authorization and validation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from agent_team import db
+from agent_team.dashboard.app import STATIC_DIR, DashboardContext
+from agent_team.dashboard.safe_markdown import render_markdown
+from agent_team.exceptions import ConfigError, LedgerError, UnknownTaskError
+from agent_team.models.pricing import price_for
+from agent_team.redact import redact
+from agent_team.reports import task_report
+from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus
+
+__all__ = ["TEMPLATES_DIR", "render_page", "routes"]
+
+log = logging.getLogger(__name__)
+
+TEMPLATES_DIR = Path(__file__).parent / "templates"
+TASK_LIMIT = 100
+# A budget bar turns amber from this share of the cap; red at the cap.
+_WARN_SHARE = 0.8
+# A timeline segment shows its phase name inside only when it has this share of the width.
+_LABEL_SHARE = 0.09
+
+_KIND_LABELS = {
+    QuestionKind.CLARIFY.value: "clarifying question",
+    QuestionKind.PLAN_DECISION.value: "plan approval",
+    QuestionKind.CONFLUENCE_APPROVAL.value: "publish approval",
+}
+# One-click fills for the answer field; each is valid in `answers.parse_answer`'s grammar
+# (or, ending in a space, the start of an answer the person completes).
+_QUICK_FILLS = {
+    QuestionKind.PLAN_DECISION.value: ("approve", "revise ", "reject "),
+    QuestionKind.CONFLUENCE_APPROVAL.value: ("publish", "reject "),
+}
+
+
+# ---- formatting ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """A ledger timestamp as the page shows it: ISO for machines and JS, a label for people."""
+
+    iso: str
+    label: str
+    relative: str
+
+
+def _span(seconds: float) -> str:
+    """A duration as people read it: `850 ms`, `12.4 s`, `3m 05s`, `2h 10m`, `3d 4h`."""
+    s = max(0.0, seconds)
+    if s < 1:
+        return f"{round(s * 1000)} ms"
+    if s < 60:
+        return f"{s:.1f} s"
+    whole = int(s)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s"
+
+
+def _age(seconds: float) -> str:
+    """An age to the second at most: `12 s`, `3m 05s`, `2h 10m`."""
+    return f"{max(0, int(seconds))} s" if seconds < 60 else _span(seconds)
+
+
+def _stamp(text: str | None, now: datetime) -> Stamp | None:
+    if not text:
+        return None
+    moment = db.from_iso(text)
+    label = f"{moment:%Y-%m-%d %H:%M} UTC"
+    delta = (moment - now).total_seconds()
+    if delta > 0:
+        relative = f"in {_span(delta)}"
+    else:
+        relative = f"{_span(-delta)} ago" if delta <= -1 else "just now"
+    return Stamp(iso=db.to_iso(moment), label=label, relative=relative)
+
+
+def _usd(amount: float) -> str:
+    if amount == 0:
+        return "$0"
+    if amount < 0.01:
+        return f"${amount:.4f}"
+    return f"${amount:,.2f}"
+
+
+def _tokens(count: int) -> str:
+    """Exact below a million (`12,345`), then `5M` / `2.5M`."""
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f}".removesuffix(".0") + "M"
+    return f"{count:,}"
+
+
+def _who(answered_via: str | None) -> str:
+    """`dashboard:alice` -> `alice via dashboard`; the transport comes first in the ledger."""
+    if not answered_via:
+        return "someone"
+    transport, _, name = answered_via.partition(":")
+    return f"{name} via {transport}" if name else transport
+
+
+# ---- view objects --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    id: str
+    title: str
+    kind: str
+    status: str
+    phase: str
+    parked_reason: str | None
+    age: str
+    created: Stamp | None
+    cost: str
+
+
+@dataclass(frozen=True, slots=True)
+class OpenQuestionRow:
+    question_id: str
+    task_id: str
+    task_title: str
+    kind_label: str
+    text: str
+    deadline: Stamp | None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetView:
+    unit: str  # "USD" or "tokens"
+    used: str
+    cap: str
+    percent: float  # of the cap, clamped to 0..100 for the bar's width
+    share: str  # the unclamped share as text, e.g. "112%"
+    level: str  # ok | warn | over
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    phase: str
+    status: str
+    grow: float
+    label: str
+    title: str
+    is_open: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    phase: str
+    status: str
+    entered: Stamp | None
+    duration: str
+    cost: str
+    tokens: str
+    note: str
+    is_open: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionCard:
+    question_id: str
+    kind: str
+    kind_label: str
+    status: str
+    turn: int
+    text: str
+    help: Markup | str  # rendered by `safe_markdown` (our text, but kept in the ledger)
+    deadline: Stamp | None
+    is_open: bool
+    action: str
+    decision: str | None
+    answer_text: str | None
+    answered_by: str | None
+    answered_at: Stamp | None
+    quick_fills: tuple[str, ...] = field(default=())
+
+
+# ---- rendering -----------------------------------------------------------------------------
+
+
+def _asset_versions() -> dict[str, str]:
+    """A short content hash per static file, so browsers never run yesterday's JS."""
+    versions: dict[str, str] = {}
+    for path in STATIC_DIR.glob("*"):
+        if path.is_file():
+            versions[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:10]
+    return versions
+
+
+def _environment() -> jinja2.Environment:
+    # Autoescape everything (not only *.html): every template here renders HTML.
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+_ENV = _environment()
+_VERSIONS = _asset_versions()
+
+
+def render_page(
+    request: Request, template: str, context: dict[str, Any], *, status_code: int = 200
+) -> HTMLResponse:
+    """Render a template with what every page needs: the path prefix and asset links.
+
+    `base` is the ASGI root path, so links keep working behind a reverse proxy
+    that mounts the dashboard under a prefix.
+    """
+    base = str(request.scope.get("root_path", "")).rstrip("/")
+
+    def static(name: str) -> str:
+        version = _VERSIONS.get(name)
+        return f"{base}/static/{name}" + (f"?v={version}" if version else "")
+
+    html = _ENV.get_template(template).render(
+        {"base": base, "static": static, "live": False, **context}
+    )
+    # The pages are live views of changing state: never serve one from a cache.
+    headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+    return HTMLResponse(html, status_code=status_code, headers=headers)
+
+
+def _error_page(request: Request, status_code: int, heading: str, message: str) -> HTMLResponse:
+    return render_page(
+        request,
+        "error.html",
+        {"status_code": status_code, "heading": heading, "message": message},
+        status_code=status_code,
+    )
+
+
+# ---- the pages -----------------------------------------------------------------------------
+
+
+class _Pages:
+    """The page handlers, bound to one dashboard context."""
+
+    def __init__(self, ctx: DashboardContext) -> None:
+        self.ctx = ctx
+        token = ctx.settings.dashboard_token
+        self._secrets = (token.get_secret_value(),) if token is not None else ()
+
+    def _clean(self, text: str | None) -> str:
+        """Text fit to show: secrets and credential-shaped strings removed."""
+        return redact(text or "", self._secrets)
+
+    # -- overview --------------------------------------------------------------------------
+
+    def _budget(self, conn: sqlite3.Connection, now: datetime) -> BudgetView:
+        """Today's spend against the cap that applies, as `ModelCaller` enforces it.
+
+        USD when the configured model has a price and billing is `api`;
+        otherwise tokens against the token cap (unpriced models, and
+        subscription billing where USD is informational only).
+        """
+        settings = self.ctx.settings
+        mode = settings.billing_mode
+        try:
+            price = price_for(settings.model, settings.prices)
+        except ConfigError:
+            price = None
+        day = db.day_bucket(now)
+        if price is not None and mode == BillingMode.API.value:
+            used_usd = db.spent(conn, day=day, billing_mode=mode)
+            cap_usd = settings.daily_budget_usd
+            share = used_usd / cap_usd if cap_usd > 0 else (1.0 if used_usd > 0 else 0.0)
+            used, cap, unit = _usd(used_usd), _usd(cap_usd), "USD"
+            note = f"{mode} billing, {settings.model}; resets at UTC midnight"
+        else:
+            used_tokens = db.tokens_spent(conn, day=day, billing_mode=mode)
+            cap_tokens = settings.daily_token_cap
+            share = (
+                used_tokens / cap_tokens if cap_tokens > 0 else (1.0 if used_tokens > 0 else 0.0)
+            )
+            used, cap, unit = _tokens(used_tokens), _tokens(cap_tokens), "tokens"
+            why = "no price known" if price is None else "subscription billing"
+            note = f"{settings.model} ({why}): capped by tokens; resets at UTC midnight"
+        level = "over" if share >= 1 else "warn" if share >= _WARN_SHARE else "ok"
+        return BudgetView(
+            unit=unit,
+            used=used,
+            cap=cap,
+            percent=round(min(1.0, max(0.0, share)) * 100, 1),
+            share=f"{share * 100:.0f}%",
+            level=level,
+            note=note,
+        )
+
+    def _overview_context(self) -> dict[str, Any]:
+        now = self.ctx.clock()
+        with self.ctx.read() as conn, db.read_snapshot(conn):
+            tasks = db.list_tasks(conn, limit=TASK_LIMIT)
+            costs = db.task_costs(conn, [t.id for t in tasks])
+            counts = db.count_tasks_by_status(conn)
+            questions = db.list_questions(conn, status=QuestionStatus.OPEN.value)
+            titles = {t.id: t.title for t in tasks}
+            for question in questions:
+                if question.thread_id not in titles:
+                    owner = db.get_task(conn, question.thread_id)
+                    titles[question.thread_id] = owner.title if owner else question.thread_id
+            budget = self._budget(conn, now)
+        rows = []
+        for t in tasks:
+            created = _stamp(t.created_at, now)
+            cost = costs.get(t.id, db.TaskCost(0.0, 0))
+            rows.append(
+                TaskRow(
+                    id=t.id,
+                    title=self._clean(t.title),
+                    kind=t.kind,
+                    status=t.status,
+                    phase=t.phase,
+                    parked_reason=self._clean(t.parked_reason) if t.parked_reason else None,
+                    age=_age((now - db.from_iso(t.created_at)).total_seconds()),
+                    created=created,
+                    cost=f"{_usd(cost.usd)}"
+                    + (f" · {_tokens(cost.tokens)} tok" if cost.tokens else ""),
+                )
+            )
+        open_rows = [
+            OpenQuestionRow(
+                question_id=q.question_id,
+                task_id=q.thread_id,
+                task_title=self._clean(titles.get(q.thread_id, q.thread_id)),
+                kind_label=_KIND_LABELS.get(q.kind, q.kind),
+                text=self._clean(_question_text(q.payload)),
+                deadline=_stamp(q.deadline_at, now),
+            )
+            for q in questions
+        ]
+        # Soonest deadline first: that is the one to answer next.
+        open_rows.sort(key=lambda r: (r.deadline is None, r.deadline.iso if r.deadline else ""))
+        return {
+            "live": True,
+            "now_label": f"{now:%H:%M:%S} UTC",
+            "tasks": rows,
+            "total_tasks": sum(counts.values()),
+            "shown_tasks": len(rows),
+            "counts": [(status, n) for status, n in counts.items() if n],
+            "open_questions": open_rows,
+            "budget": budget,
+        }
+
+    async def overview(self, request: Request) -> Response:
+        try:
+            context = await run_in_threadpool(self._overview_context)
+            return render_page(request, "overview.html", context)
+        except Exception as exc:
+            return _failure_page(request, exc)
+
+    # -- task ------------------------------------------------------------------------------
+
+    def _task_context(self, task_id: str) -> dict[str, Any]:
+        now = self.ctx.clock()
+        with self.ctx.read() as conn, db.read_snapshot(conn):
+            report = task_report(conn, task_id, now)
+        task = report["task"]
+        transitions: list[dict[str, Any]] = report["transitions"]
+        total_s = sum(float(t["duration_s"]) for t in transitions)
+        segments: list[Segment] = []
+        steps: list[Step] = []
+        for t in transitions:
+            seconds = float(t["duration_s"])
+            share = seconds / total_s if total_s > 0 else 1 / max(1, len(transitions))
+            cost = float(t.get("cost_usd") or 0.0)
+            tokens = int(t.get("tokens") or 0)
+            is_open = t["exited_at"] is None
+            duration = _span(seconds)
+            segments.append(
+                Segment(
+                    phase=t["to_phase"],
+                    status=t["status"],
+                    # Flex grow as a percentage of the whole: grows summing below 1 would
+                    # leave the bar part empty (CSS flexbox). A zero-length step still gets
+                    # the CSS min width.
+                    grow=round(share * 100, 4),
+                    label=t["to_phase"] if share >= _LABEL_SHARE else "",
+                    title=f"{t['to_phase']} ({t['status']}): {duration}"
+                    + (" so far" if is_open else "")
+                    + f", {_usd(cost)}",
+                    is_open=is_open,
+                )
+            )
+            steps.append(
+                Step(
+                    phase=t["to_phase"],
+                    status=t["status"],
+                    entered=_stamp(t["entered_at"], now),
+                    duration=duration,
+                    cost=_usd(cost),
+                    tokens=_tokens(tokens) if tokens else "",
+                    note=self._clean(t["note"]),
+                    is_open=is_open,
+                )
+            )
+        questions = [self._question_card(q, now) for q in report["questions"]]
+        plan_markdown, plan_from = _plan_source(report["questions"])
+        totals: dict[str, Any] = report["totals"]
+        build = report.get("build")
+        return {
+            "live": True,
+            "now_label": f"{now:%H:%M:%S} UTC",
+            "task": {
+                "id": task["id"],
+                "title": self._clean(task["title"]),
+                "body": self._clean(task["body"]),
+                "kind": task["kind"],
+                "source": task["source"],
+                "source_ref": self._clean(task["source_ref"]) if task["source_ref"] else None,
+                "status": task["status"],
+                "phase": task["phase"],
+                "parked_reason": self._clean(task["parked_reason"])
+                if task["parked_reason"]
+                else None,
+                "created": _stamp(task["created_at"], now),
+            },
+            "totals": {
+                "cost": _usd(float(totals["cost_usd"])),
+                "tokens": _tokens(int(totals["tokens"])),
+                "wall": _span(float(totals["wall_s"])),
+                "unattributed": _usd(float(totals["unattributed_cost_usd"])),
+                "has_unattributed": float(totals["unattributed_cost_usd"]) > 0,
+            },
+            "segments": segments,
+            "steps": steps,
+            "timeline_start": steps[0].entered if steps else None,
+            "timeline_total": _span(total_s),
+            "questions": questions,
+            "open_count": sum(1 for q in questions if q.is_open),
+            "plan_html": render_markdown(self._clean(plan_markdown)) if plan_markdown else None,
+            "plan_from": plan_from,
+            "build": {k: self._clean(str(v)) for k, v in build.items()} if build else None,
+        }
+
+    def _question_card(self, q: dict[str, Any], now: datetime) -> QuestionCard:
+        payload = q.get("payload") if isinstance(q.get("payload"), dict) else {}
+        answer = q.get("answer") if isinstance(q.get("answer"), dict) else None
+        is_open = q["status"] == QuestionStatus.OPEN
+        return QuestionCard(
+            question_id=q["question_id"],
+            kind=q["kind"],
+            kind_label=_KIND_LABELS.get(q["kind"], q["kind"]),
+            status=q["status"],
+            turn=int(q["turn"]),
+            text=self._clean(_question_text(payload)),
+            help=render_markdown(self._clean(str(payload.get("help") or ""))) if payload else "",
+            deadline=_stamp(q.get("deadline_at"), now),
+            is_open=is_open,
+            action=f"/api/questions/{quote(q['question_id'], safe='')}/answer",
+            decision=str(answer["decision"]) if answer and answer.get("decision") else None,
+            answer_text=self._clean(str(answer.get("text") or "")) if answer else None,
+            answered_by=_who(q.get("answered_via")) if q.get("answered_at") else None,
+            answered_at=_stamp(q.get("answered_at"), now),
+            quick_fills=_QUICK_FILLS.get(q["kind"], ()) if is_open else (),
+        )
+
+    async def task(self, request: Request) -> Response:
+        task_id = str(request.path_params["task_id"])
+        try:
+            context = await run_in_threadpool(self._task_context, task_id)
+            return render_page(request, "task.html", context)
+        except UnknownTaskError:
+            return _error_page(
+                request,
+                404,
+                "No such task",
+                "There is no task with that id. It may have been mistyped, or it lives in "
+                "another ledger.",
+            )
+        except Exception as exc:
+            return _failure_page(request, exc)
+
+
+def _failure_page(request: Request, exc: Exception) -> HTMLResponse:
+    """A failed page becomes a short explanation; the details go to the log only."""
+    if isinstance(exc, LedgerError):
+        log.error("dashboard page %s: the ledger is not readable: %s", request.url.path, exc)
+        return _error_page(
+            request,
+            503,
+            "The ledger is not available",
+            "The dashboard cannot read the task ledger right now. Check that the daemon is "
+            "running and its database is migrated (agent-team migrate); the daemon log has "
+            "the details.",
+        )
+    log.error("dashboard page %s failed", request.url.path, exc_info=exc)
+    return _error_page(
+        request,
+        500,
+        "Something went wrong",
+        "This page could not be built. The daemon log has the details.",
+    )
+
+
+def _question_text(payload: Any) -> str:
+    if isinstance(payload, dict):
+        text = payload.get("text") or payload.get("question")
+        if isinstance(text, str):
+            return text
+    return ""
+
+
+def _plan_source(questions: Iterable[dict[str, Any]]) -> tuple[str | None, str | None]:
+    """The plan to show: the open plan question's, else the last one asked.
+
+    Returns:
+        (plan markdown, where it came from) or (None, None) if no plan was asked about.
+    """
+    plans = [
+        q
+        for q in questions
+        if q["kind"] == QuestionKind.PLAN_DECISION
+        and isinstance(q.get("payload"), dict)
+        and isinstance(q["payload"].get("plan_markdown"), str)
+    ]
+    if not plans:
+        return None, None
+    chosen = next((q for q in plans if q["status"] == QuestionStatus.OPEN), plans[-1])
+    where = f"question {chosen['question_id']} ({chosen['status']})"
+    return str(chosen["payload"]["plan_markdown"]), where
+
+
+def routes(ctx: DashboardContext) -> list[BaseRoute]:
+    """The HTML pages; `create_app` mounts them beside the API and the static files."""
+    pages = _Pages(ctx)
+    return [
+        Route("/", pages.overview, methods=["GET"], name="overview"),
+        Route("/task/{task_id}", pages.task, methods=["GET"], name="task_page"),
+    ]

@@ -1,0 +1,230 @@
+// agent-team dashboard: countdowns, live refresh, answer forms. Plain JS, no build step.
+//
+// Live refresh fetches the same page every REFRESH_MS and swaps only the
+// regions marked `data-live`, skipping any region the person is working in
+// (focus inside, or a form they typed into), so typing an answer is never lost.
+(function () {
+  "use strict";
+
+  var REFRESH_MS = 10000;
+  var TOKEN_KEY = "agent-team.dashboard-token";
+  var NAME_KEY = "agent-team.answer-name";
+
+  // ---- countdowns ------------------------------------------------------------------------
+
+  function two(n) {
+    return String(n).padStart(2, "0");
+  }
+
+  // The same format as the server's `pages._span` for whole seconds: 3d 4h, 2h 05m, 3m 07s, 12 s.
+  function formatSpan(ms) {
+    var s = Math.floor(Math.abs(ms) / 1000);
+    var d = Math.floor(s / 86400);
+    var h = Math.floor((s % 86400) / 3600);
+    var m = Math.floor((s % 3600) / 60);
+    var sec = s % 60;
+    if (d > 0) return d + "d " + h + "h";
+    if (h > 0) return h + "h " + two(m) + "m";
+    if (m > 0) return m + "m " + two(sec) + "s";
+    return sec + " s";
+  }
+
+  function tickCountdowns() {
+    var now = Date.now();
+    var nodes = document.querySelectorAll("[data-deadline]");
+    for (var i = 0; i < nodes.length; i++) {
+      var el = nodes[i];
+      var at = Date.parse(el.getAttribute("data-deadline"));
+      if (isNaN(at)) continue;
+      var left = at - now;
+      el.textContent = left > 0 ? "in " + formatSpan(left) : "overdue by " + formatSpan(left);
+      el.classList.toggle("overdue", left <= 0);
+      el.classList.toggle("soon", left > 0 && left < 3600 * 1000);
+    }
+  }
+
+  // ---- storage (private browsing may refuse it) -------------------------------------------
+
+  function load(key) {
+    try {
+      return window.localStorage.getItem(key) || "";
+    } catch (e) {
+      return "";
+    }
+  }
+
+  function save(key, value) {
+    try {
+      if (value) window.localStorage.setItem(key, value);
+      else window.localStorage.removeItem(key);
+    } catch (e) {
+      /* nothing to do: the form still works, it just will not remember */
+    }
+  }
+
+  // ---- answer forms -----------------------------------------------------------------------
+
+  function show(result, kind, text) {
+    result.className = "form-result " + kind;
+    result.textContent = text;
+  }
+
+  function errorText(status, body) {
+    if (body && typeof body === "object") {
+      var msg = body.error || body.detail || body.message;
+      if (typeof msg === "string" && msg) return msg;
+      if (msg && typeof msg.message === "string") return msg.message;
+    }
+    if (status === 401 || status === 403) return "The token was not accepted.";
+    return "The answer was not accepted (HTTP " + status + ").";
+  }
+
+  function bindForm(form) {
+    if (form.getAttribute("data-bound")) return;
+    form.setAttribute("data-bound", "1");
+    var token = form.querySelector("input[name=token]");
+    var name = form.querySelector("input[name=name]");
+    if (token && !token.value) token.value = load(TOKEN_KEY);
+    if (name && !name.value) name.value = load(NAME_KEY);
+    form.addEventListener("input", function () {
+      form.setAttribute("data-dirty", "1");
+    });
+    var quick = form.querySelectorAll("[data-fill]");
+    for (var i = 0; i < quick.length; i++) {
+      quick[i].addEventListener("click", function (ev) {
+        var field = form.querySelector("input[name=answer]");
+        field.value = ev.currentTarget.getAttribute("data-fill");
+        form.setAttribute("data-dirty", "1");
+        field.focus();
+        field.setSelectionRange(field.value.length, field.value.length);
+      });
+    }
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      submitAnswer(form);
+    });
+  }
+
+  function submitAnswer(form) {
+    var result = form.querySelector(".form-result");
+    var button = form.querySelector("button[type=submit]");
+    var answer = form.querySelector("input[name=answer]").value.trim();
+    var name = form.querySelector("input[name=name]").value.trim();
+    var token = form.querySelector("input[name=token]").value.trim();
+    if (!answer || !name || !token) {
+      show(result, "error", "Fill in the answer, your name and the token.");
+      return;
+    }
+    form.setAttribute("data-busy", "1");
+    button.disabled = true;
+    show(result, "", "Sending…");
+    fetch(form.getAttribute("data-action"), {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        Accept: "application/json",
+        Authorization: "Bearer " + token,
+      },
+      body: JSON.stringify({ answer: answer, name: name }),
+      cache: "no-store",
+      credentials: "same-origin",
+    })
+      .then(function (res) {
+        return res
+          .json()
+          .catch(function () {
+            return null;
+          })
+          .then(function (body) {
+            return { res: res, body: body };
+          });
+      })
+      .then(function (r) {
+        if (r.res.ok) {
+          save(TOKEN_KEY, token);
+          save(NAME_KEY, name);
+          show(result, "ok", "Accepted — the task resumes. Reloading…");
+          window.setTimeout(function () {
+            window.location.reload();
+          }, 1200);
+          return;
+        }
+        if (r.res.status === 401 || r.res.status === 403) save(TOKEN_KEY, "");
+        show(result, "error", errorText(r.res.status, r.body));
+        form.removeAttribute("data-busy");
+        button.disabled = false;
+      })
+      .catch(function () {
+        show(result, "error", "Could not reach the dashboard; check the connection and retry.");
+        form.removeAttribute("data-busy");
+        button.disabled = false;
+      });
+  }
+
+  function bindAll(root) {
+    var forms = root.querySelectorAll("form[data-answer-form]");
+    for (var i = 0; i < forms.length; i++) bindForm(forms[i]);
+  }
+
+  // ---- live refresh -----------------------------------------------------------------------
+
+  function busy(region) {
+    var active = document.activeElement;
+    if (active && active !== document.body && region.contains(active)) return true;
+    return region.querySelector("form[data-dirty], form[data-busy]") !== null;
+  }
+
+  function stamp(ok) {
+    var live = document.querySelector("[data-live-stamp]");
+    if (!live) return;
+    live.classList.toggle("stale", !ok);
+    var label = live.querySelector(".live-label");
+    if (!label) return;
+    // UTC, like every time the server renders.
+    var t = new Date();
+    var at = two(t.getUTCHours()) + ":" + two(t.getUTCMinutes()) + ":" + two(t.getUTCSeconds());
+    label.textContent = ok ? "updated " + at + " UTC" : "offline, retrying";
+  }
+
+  function refresh() {
+    if (document.hidden) return;
+    fetch(window.location.href, { cache: "no-store", headers: { Accept: "text/html" } })
+      .then(function (res) {
+        if (!res.ok) throw new Error("HTTP " + res.status);
+        return res.text();
+      })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        var regions = document.querySelectorAll("[data-live]");
+        for (var i = 0; i < regions.length; i++) {
+          var region = regions[i];
+          var key = region.getAttribute("data-live");
+          var next = fresh.querySelector('[data-live="' + key + '"]');
+          if (!next || busy(region)) continue;
+          var node = document.importNode(next, true);
+          region.replaceWith(node);
+          bindAll(node);
+        }
+        tickCountdowns();
+        stamp(true);
+      })
+      .catch(function () {
+        stamp(false);
+      });
+  }
+
+  function start() {
+    bindAll(document);
+    tickCountdowns();
+    window.setInterval(tickCountdowns, 1000);
+    if (document.querySelector("[data-live]")) {
+      window.setInterval(refresh, REFRESH_MS);
+      document.addEventListener("visibilitychange", function () {
+        if (!document.hidden) refresh();
+      });
+    }
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

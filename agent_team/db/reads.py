@@ -1,0 +1,181 @@
+"""Read-only queries for the dashboard, `/metrics` and reports.
+
+Why a module of its own: these queries aggregate across tables (cost per
+transition row, counts and latencies for metrics), so each request or scrape
+is a fixed number of queries rather than one per row. (Per-task costs for a
+page of tasks are `pages_reads.task_costs`; tasks per status are
+`tasks.count_tasks_by_status`.)
+
+Nothing here writes; every function works on a read-only connection from
+`connect_readonly()`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date
+
+from agent_team.db.clock import day_bucket
+from agent_team.db.connection import fetch_all, fetch_one, where_equal
+from agent_team.db.questions import resume_command_id
+from agent_team.db.validate import require_member
+from agent_team.task_model import CommandKind, CommandState, TaskKind, TaskStatus
+
+__all__ = [
+    "AnswerResume",
+    "OpenQuestions",
+    "Spend",
+    "answer_resume_times",
+    "count_tasks",
+    "open_questions_summary",
+    "read_snapshot",
+    "spent_by_mode",
+    "transition_costs",
+    "unattributed_spend",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """USD and tokens (input plus output) of some budget rows."""
+
+    usd_cost: float = 0.0
+    tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OpenQuestions:
+    """How many questions are open, and when the oldest delivered one was posted."""
+
+    count: int
+    oldest_posted_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerResume:
+    """When a question was answered and when its resume command finished."""
+
+    question_id: str
+    answered_at: str
+    done_at: str
+
+
+@contextmanager
+def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Run several reads in one transaction, so they see one state of the ledger (WAL snapshot).
+
+    Without it a page of tasks and its cost map could come from two different
+    moments. Use it only on a connection this caller owns (one per request):
+    a connection shared between threads has one transaction state.
+    """
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")  # nothing was written; this only ends the snapshot
+
+
+def _require_filters(status: str | None, kind: str | None) -> None:
+    if status is not None:
+        require_member(status, TaskStatus, "task status")
+    if kind is not None:
+        require_member(kind, TaskKind, "task kind")
+
+
+def count_tasks(
+    conn: sqlite3.Connection, *, status: str | None = None, kind: str | None = None
+) -> int:
+    """How many tasks `list_tasks` would return with these filters and no limit."""
+    _require_filters(status, kind)
+    where, params = where_equal({"status": status, "kind": kind})
+    row = fetch_one(conn, f"SELECT COUNT(*) AS n FROM tasks {where}", params)
+    assert row is not None
+    return int(row["n"])
+
+
+# A budget row belongs to the transition row of the same task and stage whose
+# half-open window [entered_at, exited_at) holds its `recorded_at` (an open row
+# has no end). Windows of one task never overlap, so each budget row counts at
+# most once. Times are the ledger's fixed-format UTC text, which sorts as time.
+_WINDOW = (
+    "b.thread_id = t.thread_id AND b.stage = t.to_phase AND b.recorded_at >= t.entered_at "
+    "AND (t.exited_at IS NULL OR b.recorded_at < t.exited_at)"
+)
+
+
+def transition_costs(conn: sqlite3.Connection, thread_id: str) -> dict[int, Spend]:
+    """Spend per transition row of a task: its stage's budget rows recorded inside the row's window.
+
+    A stage entered several times (e.g. `plan_review` running, waiting,
+    running) gets each call counted on the row during which it was made,
+    never on every row of that stage.
+    """
+    rows = fetch_all(
+        conn,
+        "SELECT t.transition_id, COALESCE(SUM(b.usd_cost), 0) AS usd_cost, "
+        "COALESCE(SUM(b.input_tokens + b.output_tokens), 0) AS tokens "
+        f"FROM task_transitions t LEFT JOIN budget_ledger b ON {_WINDOW} "
+        "WHERE t.thread_id = ? GROUP BY t.transition_id",
+        (thread_id,),
+    )
+    return {
+        int(row["transition_id"]): Spend(float(row["usd_cost"]), int(row["tokens"])) for row in rows
+    }
+
+
+def unattributed_spend(conn: sqlite3.Connection, thread_id: str) -> Spend:
+    """A task's budget rows that fall in no transition window of their stage.
+
+    Normally zero: a node records its transition before its model calls. A
+    non-zero value shows spend the journey view cannot place (e.g. a row
+    replayed from the outbox with a stage no transition has).
+    """
+    row = fetch_one(
+        conn,
+        "SELECT COALESCE(SUM(b.usd_cost), 0) AS usd_cost, "
+        "COALESCE(SUM(b.input_tokens + b.output_tokens), 0) AS tokens FROM budget_ledger b "
+        f"WHERE b.thread_id = ? AND NOT EXISTS (SELECT 1 FROM task_transitions t WHERE {_WINDOW})",
+        (thread_id,),
+    )
+    assert row is not None
+    return Spend(float(row["usd_cost"]), int(row["tokens"]))
+
+
+def open_questions_summary(conn: sqlite3.Connection) -> OpenQuestions:
+    """Open questions and the earliest `posted_at` among them (undelivered ones have none)."""
+    row = fetch_one(
+        conn,
+        "SELECT COUNT(*) AS n, MIN(posted_at) AS oldest FROM pending_questions "
+        "WHERE status = 'open'",
+    )
+    assert row is not None
+    return OpenQuestions(count=int(row["n"]), oldest_posted_at=row["oldest"])
+
+
+def answer_resume_times(conn: sqlite3.Connection) -> list[AnswerResume]:
+    """Answered questions whose resume command is done, for the answer -> resume latency."""
+    rows = fetch_all(
+        conn,
+        "SELECT q.question_id, q.answered_at, c.done_at FROM pending_questions q "
+        "JOIN commands c ON c.command_id = ? || q.question_id "
+        "WHERE q.answered_at IS NOT NULL AND c.kind = ? AND c.state = ? "
+        "AND c.done_at IS NOT NULL ORDER BY q.rowid",
+        (resume_command_id(""), CommandKind.RESUME.value, CommandState.DONE.value),
+    )
+    return [AnswerResume(row["question_id"], row["answered_at"], row["done_at"]) for row in rows]
+
+
+def spent_by_mode(conn: sqlite3.Connection, *, day: str | date) -> dict[str, Spend]:
+    """Spend on a UTC day per billing mode, in one query; modes with none are left out."""
+    rows = fetch_all(
+        conn,
+        "SELECT billing_mode, SUM(usd_cost) AS usd_cost, "
+        "SUM(input_tokens + output_tokens) AS tokens FROM budget_ledger "
+        "WHERE day_bucket = ? GROUP BY billing_mode",
+        (day_bucket(day),),
+    )
+    return {row["billing_mode"]: Spend(float(row["usd_cost"]), int(row["tokens"])) for row in rows}

@@ -1,0 +1,140 @@
+"""`agent-team doctor`: checks that say what is wrong and how to fix it.
+
+Each integration registers its own check with `@check`, so the table grows
+with the product without touching this module's callers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent_team import db
+from agent_team.config import Settings
+from agent_team.exceptions import AgentTeamError
+from agent_team.models.registry import PROVIDERS, parse_model_spec
+
+__all__ = ["CHECKS", "CheckResult", "check", "run_checks"]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+CheckFn = Callable[[Settings], CheckResult]
+CHECKS: list[CheckFn] = []
+
+
+def check(fn: CheckFn) -> CheckFn:
+    """Register a doctor check (integrations decorate theirs with this)."""
+    CHECKS.append(fn)
+    return fn
+
+
+def run_checks(settings: Settings) -> list[CheckResult]:
+    """Run every check; a check that raises is reported as failed, never as a traceback."""
+    results = []
+    for fn in CHECKS:
+        try:
+            results.append(fn(settings))
+        except Exception as exc:
+            name = fn.__name__.removeprefix("check_").replace("_", " ")
+            results.append(CheckResult(name, False, f"the check itself failed: {exc}"))
+    return results
+
+
+@check
+def check_config(settings: Settings) -> CheckResult:
+    return CheckResult("config", True, f"ledger {settings.db_path}, model {settings.model}")
+
+
+@check
+def check_ledger(settings: Settings) -> CheckResult:
+    path = settings.db_path
+    if not path.exists():
+        return CheckResult(
+            "ledger", True, f"{path} does not exist yet; the daemon creates it on start"
+        )
+    try:
+        db.assert_ready(path)
+    except AgentTeamError as exc:
+        return CheckResult("ledger", False, str(exc), f"agent-team migrate --db {path}")
+    return CheckResult("ledger", True, f"{path} at schema version {db.SCHEMA_VERSION}")
+
+
+@check
+def check_dashboard_port(settings: Settings) -> CheckResult:
+    host, port = settings.dashboard_host, settings.dashboard_port
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return CheckResult(
+                "dashboard port", False, f"{host}:{port} is not free ({exc.strerror})",
+                "stop what uses it (a running daemon?) or set AGENT_TEAM_DASHBOARD_PORT",
+            )  # fmt: skip
+    writes = "writes enabled" if settings.dashboard_token else "writes disabled (no token)"
+    return CheckResult("dashboard port", True, f"{host}:{port} is free; {writes}")
+
+
+@check
+def check_builder(settings: Settings) -> CheckResult:
+    if settings.builder == "offline":
+        return CheckResult("builder", True, "offline (writes the plan and commits it)")
+    if settings.builder == "command":
+        if not settings.build_command:
+            return CheckResult(
+                "builder", False, "AGENT_TEAM_BUILDER=command but no command is set",
+                "set AGENT_TEAM_BUILD_COMMAND",
+            )  # fmt: skip
+        return CheckResult("builder", True, f"command: {settings.build_command}")
+    found = shutil.which(settings.claude_bin)
+    if found is None:
+        return CheckResult(
+            "builder", False, f"claude-code: {settings.claude_bin!r} is not on PATH",
+            "install Claude Code, set AGENT_TEAM_CLAUDE_BIN, or use AGENT_TEAM_BUILDER=offline",
+        )  # fmt: skip
+    if shutil.which("git") is None:
+        return CheckResult("builder", False, "git is not installed", "install git")
+    return CheckResult("builder", True, f"claude-code at {found}")
+
+
+@check
+def check_budget(settings: Settings) -> CheckResult:
+    if settings.daily_budget_usd <= 0 and settings.daily_token_cap <= 0:
+        return CheckResult(
+            "budget cap", False, "both daily caps are 0: every model call is refused",
+            "set AGENT_TEAM_DAILY_BUDGET_USD or AGENT_TEAM_DAILY_TOKEN_CAP",
+        )  # fmt: skip
+    return CheckResult(
+        "budget cap",
+        True,
+        f"${settings.daily_budget_usd:g}/day ({settings.billing_mode}), "
+        f"{settings.daily_token_cap:,} tokens/day for unpriced models",
+    )
+
+
+@check
+def check_model(settings: Settings) -> CheckResult:
+    try:
+        spec = parse_model_spec(settings.model)
+    except AgentTeamError as exc:
+        return CheckResult("model", False, str(exc), "set AGENT_TEAM_MODEL")
+    provider = PROVIDERS.get(spec.provider)
+    if provider is None:
+        return CheckResult("model", True, f"{settings.model} (built in, no network)")
+    if importlib.util.find_spec(provider.module) is None:
+        return CheckResult(
+            "model", False, f"{settings.model}: the {provider.module} package is missing",
+            f"pip install 'agent-team[{provider.extra}]'",
+        )  # fmt: skip
+    return CheckResult("model", True, f"{settings.model} via {provider.module}")

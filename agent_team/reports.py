@@ -1,0 +1,135 @@
+"""A task's drill-down, shared by `agent-team show` and the dashboard's `/api/task`.
+
+Why one place: the CLI and the API must tell the same story about a task
+(durations, cost per stage, questions), so both call `task_report` and only
+format its result differently. Everything returned is plain JSON.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from agent_team import db
+from agent_team.exceptions import UnknownTaskError
+from agent_team.task_model import TERMINAL_STATUSES, TaskStatus
+
+__all__ = ["build_from_note", "question_view", "task_report"]
+
+# The coordinator closes a finished task's journey with the note
+# "branch <branch> at <commit>" (coordinator.py, `_after_run`). It is the only
+# durable record of the build outside the LangGraph checkpoint, which is pruned.
+_BUILD_NOTE = re.compile(r"branch (?P<branch>\S+) at (?P<commit>[0-9a-f]{7,64})")
+
+
+def build_from_note(note: str | None) -> dict[str, str] | None:
+    """`{branch, commit}` from a done transition's note, or None if it is not a build note.
+
+    Only an exact match counts, so a free-text note can never be mistaken
+    for a build.
+    """
+    if note is None:
+        return None
+    match = _BUILD_NOTE.fullmatch(note.strip())
+    if match is None:
+        return None
+    return {"branch": match["branch"], "commit": match["commit"]}
+
+
+def question_view(question: db.Question) -> dict[str, Any]:
+    """A question as JSON: the ledger columns, with the answer and payload parsed.
+
+    `text` is the question as asked (from the payload kept for redelivery).
+    """
+    payload = question.payload
+    text = payload.get("text") if isinstance(payload, dict) else None
+    return {
+        "question_id": question.question_id,
+        "thread_id": question.thread_id,
+        "turn": question.turn,
+        "kind": question.kind,
+        "status": question.status,
+        "transport": question.transport,
+        "channel_ref": question.channel_ref,
+        "posted_at": question.posted_at,
+        "deadline_at": question.deadline_at,
+        "answered_at": question.answered_at,
+        "answered_via": question.answered_via,
+        "answer": question.answer,
+        "text": text if isinstance(text, str) else None,
+        "payload": payload,
+    }
+
+
+def _seconds(start: str, end: datetime) -> float:
+    return round((end - db.from_iso(start)).total_seconds(), 3)
+
+
+def task_report(conn: sqlite3.Connection, task_id: str, now: datetime) -> dict[str, Any]:
+    """Everything known about one task, from the ledger alone.
+
+    Each transition row carries its duration (an open row: until `now`) and
+    the cost of its stage's model calls made while that row was open (a
+    time-window join, see `db.transition_costs`), so a stage entered several
+    times is never counted twice. Spend the windows cannot place is reported
+    as `totals.unattributed_cost_usd` rather than hidden.
+
+    Args:
+        conn: a ledger connection (read-only is enough).
+        task_id: the task.
+        now: the wall clock, for open rows and the age of a running task.
+
+    Raises:
+        UnknownTaskError: no such task.
+    """
+    task = db.get_task(conn, task_id)
+    if task is None:
+        raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
+    usage = db.task_usage(conn, thread_id=task_id)
+    cost_by_stage: dict[str, float] = {}
+    for row in usage:
+        cost_by_stage[row.stage] = cost_by_stage.get(row.stage, 0.0) + row.usd_cost
+    row_costs = db.transition_costs(conn, task_id)
+    transitions: list[dict[str, Any]] = []
+    rows = db.list_transitions(conn, task_id)
+    for t in rows:
+        end = db.from_iso(t.exited_at) if t.exited_at else now
+        spend = row_costs.get(t.transition_id, db.Spend())
+        transitions.append(
+            {
+                **asdict(t),
+                "duration_s": _seconds(t.entered_at, end),
+                "cost_usd": spend.usd_cost,
+                "tokens": spend.tokens,
+            }
+        )
+    total_usd = sum(row.usd_cost for row in usage)
+    total_tokens = sum(row.input_tokens + row.output_tokens for row in usage)
+    finished = task.status in TERMINAL_STATUSES and all(t.exited_at for t in rows)
+    if finished:
+        exits = [t.exited_at for t in rows if t.exited_at]
+        wall_end = db.from_iso(max(exits)) if exits else db.from_iso(task.updated_at)
+    else:
+        wall_end = now
+    done_rows = [t for t in rows if t.status == TaskStatus.DONE]
+    build = build_from_note(done_rows[-1].note) if done_rows else None
+    return {
+        "task": asdict(task),
+        "transitions": transitions,
+        "questions": [question_view(q) for q in db.list_questions(conn, thread_id=task_id)],
+        "usage": [asdict(u) for u in usage],
+        "cost_by_stage": cost_by_stage,
+        "totals": {
+            "cost_usd": total_usd,
+            "tokens": total_tokens,
+            "wall_s": _seconds(task.created_at, wall_end),
+            "unattributed_cost_usd": db.unattributed_spend(conn, task_id).usd_cost,
+        },
+        "build": build,
+        # Kept for `agent-team show --json` readers from before `totals` existed.
+        "total_usd": total_usd,
+        "total_tokens": total_tokens,
+    }

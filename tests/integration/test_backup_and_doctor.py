@@ -1,0 +1,94 @@
+"""`agent-team backup` and `agent-team doctor`."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agent_team import db
+from agent_team.cli import app
+from agent_team.config import load_settings
+from agent_team.doctor import run_checks
+
+
+def test_backup_is_consistent_while_writing_and_keeps_n(ledger_file: Path, tmp_path: Path) -> None:
+    conn = db.connect(ledger_file)
+    stop = threading.Event()
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set():
+            db.record_usage(
+                conn, thread_id=f"t{n}", stage="plan", model="m", billing_mode="api",
+                input_tokens=1, output_tokens=1, usd_cost=0.01,
+            )  # fmt: skip
+            n += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    out = tmp_path / "backups"
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    try:
+        made = [
+            db.backup_ledger(ledger_file, out, keep=3, now=start + timedelta(minutes=i))[0]
+            for i in range(5)
+        ]
+    finally:
+        stop.set()
+        writer.join()
+        conn.close()
+    assert db.list_backups(out) == made[-3:]
+    for path in made[-3:]:
+        copy = sqlite3.connect(path)
+        assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert copy.execute("SELECT schema_version FROM schema_meta").fetchone()[0] == 6
+        copy.close()
+    assert not list(out.glob("*.partial"))
+    with pytest.raises(ValueError):
+        db.backup_ledger(ledger_file, out, keep=0)
+
+
+def test_backup_command(ledger_file: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["--db", str(ledger_file), "backup", "--out", str(tmp_path / "b"), "--keep", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    assert len(db.list_backups(tmp_path / "b")) == 1
+
+
+def test_doctor_flags_a_busy_port_and_a_missing_builder(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        settings = load_settings(
+            db_path=tmp_path / "x.db", dashboard_port=port, builder="claude-code",
+            claude_bin=str(tmp_path / "no-claude"),
+        )  # fmt: skip
+        results = {r.name: r for r in run_checks(settings)}
+    assert not results["dashboard port"].ok
+    assert "AGENT_TEAM_DASHBOARD_PORT" in results["dashboard port"].fix
+    assert not results["builder"].ok and "AGENT_TEAM_CLAUDE_BIN" in results["builder"].fix
+    assert results["ledger"].ok and "does not exist yet" in results["ledger"].detail
+    assert results["model"].ok and results["budget cap"].ok
+
+
+def test_doctor_command_exit_codes(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(
+        app, ["--db", str(tmp_path / "x.db"), "doctor"], env={"AGENT_TEAM_DASHBOARD_PORT": "0"}
+    )
+    assert ok.exit_code == 0, ok.output
+    assert "✗" not in ok.output and "✓" in ok.output
+    bad = runner.invoke(
+        app, ["--db", str(tmp_path / "x.db"), "doctor"],
+        env={"AGENT_TEAM_DASHBOARD_PORT": "0", "AGENT_TEAM_MODEL": "anthropic:claude-sonnet-4-5"},
+    )  # fmt: skip
+    assert bad.exit_code == 1
+    assert "agent-team[anthropic]" in bad.output
