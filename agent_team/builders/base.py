@@ -9,13 +9,13 @@ instead of running the builder a second time (DESIGN.md §4).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["BuildResult", "BuildTask", "BuildUsage", "Builder", "plan_hash"]
+__all__ = ["BuildResult", "BuildTask", "BuildUsage", "Builder", "Worktree", "plan_hash"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,27 @@ class BuildTask:
     title: str
     body: str = ""
     repo: Path | None = None
+
+
+@dataclass(frozen=True)
+class Worktree:
+    """A task's working copy, as `run_build` prepared it for a builder.
+
+    Attributes:
+        repo: the repository the worktree belongs to.
+        path: the worktree folder (`state_dir/worktrees/<key>`).
+        branch: its branch, `agent-team/<key>`.
+        key: the task id made safe for paths and branch names (see `task_key`).
+        recorded: the build records `commit_all` made through this object, as
+            `(commit, plan hash)`, oldest first. `run_build` reads it to know
+            whether the builder recorded its work without asking git again.
+    """
+
+    repo: Path
+    path: Path
+    branch: str
+    key: str
+    recorded: list[tuple[str, str]] = field(default_factory=list, compare=False, repr=False)
 
 
 class BuildUsage(BaseModel):
@@ -78,15 +99,16 @@ class BuildResult(BaseModel):
 class Builder(Protocol):
     """Turns a plan into changes in a worktree and records them as one commit.
 
-    `run` must leave the worktree with a commit carrying the plan's trailer
-    (use `agent_team.builders.worktree.record_build`) and return its result.
+    `run` works in `worktree.path`, must leave the worktree with a commit
+    carrying the plan's trailer (use `agent_team.builders.worktree.record_build`
+    with the `worktree` it was given) and return its result.
     It raises `BuildError` when the work failed and `BuilderUnavailableError`
     when it cannot run on this machine at all.
     """
 
     name: str
 
-    def run(self, task: BuildTask, plan_markdown: str, worktree: Path) -> BuildResult:
+    def run(self, task: BuildTask, plan_markdown: str, worktree: Worktree) -> BuildResult:
         """Build `plan_markdown` for `task` inside `worktree` and record it."""
         ...
 

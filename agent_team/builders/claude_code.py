@@ -24,11 +24,10 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from agent_team.builders._proc import ProcessTimeout, inherited_env, run_process
-from agent_team.builders.base import BuildResult, BuildTask, BuildUsage
+from agent_team.builders.base import BuildResult, BuildTask, BuildUsage, Worktree
 from agent_team.builders.command import write_plan_file
 from agent_team.builders.worktree import SCRATCH_DIR, record_build
 from agent_team.exceptions import BuildError, BuilderUnavailableError
@@ -235,13 +234,13 @@ class ClaudeCodeBuilder:
             "or choose AGENT_TEAM_BUILDER=offline"
         )
 
-    def run(self, task: BuildTask, plan_markdown: str, worktree: Path) -> BuildResult:
+    def run(self, task: BuildTask, plan_markdown: str, worktree: Worktree) -> BuildResult:
         """Run Claude Code on the plan and record what it changed.
 
         Args:
             task: the task.
             plan_markdown: the approved plan.
-            worktree: the task's worktree (Claude Code's working folder).
+            worktree: the task's worktree (its folder is Claude Code's working folder).
 
         Returns:
             The recorded build; `usage` holds the reported tokens and cost.
@@ -254,7 +253,7 @@ class ClaudeCodeBuilder:
         executable = shutil.which(self.binary)
         if executable is None:
             raise self._unavailable("was not found")
-        plan_file = write_plan_file(worktree, plan_markdown)
+        plan_file = write_plan_file(worktree.path, plan_markdown)
         env = inherited_env()
         if self.billing_mode == "subscription":
             for name in _API_KEY_VARS:
@@ -269,7 +268,7 @@ class ClaudeCodeBuilder:
             self.permission_mode,
         ]
         try:
-            done = run_process(argv, cwd=worktree, env=env, timeout_s=self.timeout_s)
+            done = run_process(argv, cwd=worktree.path, env=env, timeout_s=self.timeout_s)
         except ProcessTimeout as exc:
             raise BuildError(
                 f"Claude Code timed out after {self.timeout_s:g} s and was stopped; raise "

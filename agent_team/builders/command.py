@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from agent_team.builders._proc import ProcessTimeout, inherited_env, run_process
-from agent_team.builders.base import BuildResult, BuildTask
+from agent_team.builders.base import BuildResult, BuildTask, Worktree
 from agent_team.builders.worktree import SCRATCH_DIR, record_build
 from agent_team.exceptions import BuildError
 from agent_team.redact import redact, tail
@@ -62,13 +62,13 @@ class CommandBuilder:
         self.command = command
         self.timeout_s = timeout_s
 
-    def run(self, task: BuildTask, plan_markdown: str, worktree: Path) -> BuildResult:
+    def run(self, task: BuildTask, plan_markdown: str, worktree: Worktree) -> BuildResult:
         """Run the command and record what it changed.
 
         Args:
             task: the task.
             plan_markdown: the approved plan.
-            worktree: the task's worktree (the command's working folder).
+            worktree: the task's worktree (its folder is the command's working folder).
 
         Returns:
             The recorded build; `output` is the redacted tail of stdout and stderr.
@@ -77,7 +77,7 @@ class CommandBuilder:
             BuildError: the command failed, could not start, or timed out (it is
                 then killed together with every process it started).
         """
-        plan_file = write_plan_file(worktree, plan_markdown)
+        plan_file = write_plan_file(worktree.path, plan_markdown)
         env = inherited_env()
         env.update(
             {
@@ -89,7 +89,7 @@ class CommandBuilder:
         try:
             done = run_process(
                 self.command,
-                cwd=worktree,
+                cwd=worktree.path,
                 env=env,
                 timeout_s=self.timeout_s,
                 shell=True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent_team.builders.base import BuildResult, BuildTask, plan_hash
+from agent_team.builders.base import BuildResult, BuildTask, Worktree, plan_hash
 from agent_team.builders.worktree import record_build, task_key
 
 __all__ = ["OfflineBuilder", "plan_document_path"]
@@ -26,7 +26,7 @@ class OfflineBuilder:
 
     name = "offline"
 
-    def run(self, task: BuildTask, plan_markdown: str, worktree: Path) -> BuildResult:
+    def run(self, task: BuildTask, plan_markdown: str, worktree: Worktree) -> BuildResult:
         """Write the plan document and record it as the build.
 
         Args:
@@ -46,7 +46,7 @@ class OfflineBuilder:
             "written by the agent-team offline builder.\n\n"
             f"{plan_markdown.replace(chr(13) + chr(10), chr(10)).strip()}\n"
         )
-        target = worktree / relative
+        target = worktree.path / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(document, encoding="utf-8")
         return record_build(

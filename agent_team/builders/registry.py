@@ -3,7 +3,9 @@
 `run_build` is what the `build` node calls. It is safe to call again after a
 crash: the build is recorded as a commit on the task branch and looked up
 before the builder runs (DESIGN.md §4), under a per-task lock so two
-processes cannot both build the same task.
+processes cannot both build the same task. Builds of different tasks run at
+the same time; those sharing a repository take its lock only while a worktree
+is added or removed (see `agent_team.builders.worktree`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from agent_team.builders.worktree import (
     _prepare,
     commit_all,
     find_build,
+    note_build,
     task_lock,
 )
 from agent_team.exceptions import ConfigError
@@ -107,8 +110,11 @@ def run_build(
         found = find_build(worktree, digest)
         if found is not None:
             return found
-        result = builder.run(task, plan_markdown, worktree.path)
-        if find_build(worktree, digest) is None:
+        result = builder.run(task, plan_markdown, worktree)
+        # A builder that recorded through `record_build` with the worktree it was
+        # given shows in `worktree.recorded`; only for another one ask git.
+        recorded = any(plan == digest for _, plan in worktree.recorded)
+        if not recorded and find_build(worktree, digest) is None:
             sha = commit_all(
                 worktree,
                 f"agent-team: {' '.join(task.title.split())[:72] or worktree.key}\n\n"
@@ -119,4 +125,5 @@ def run_build(
             result = result.model_copy(
                 update={"commit": sha, "branch": worktree.branch, "plan_hash": digest}
             )
-        return result
+    note_build(worktree, state_dir)
+    return result

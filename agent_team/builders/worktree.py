@@ -8,9 +8,27 @@ the builder again (DESIGN.md §4, "checked before they are repeated").
 
 Layout under `state_dir`:
 
-    repos/default/        a repository we create when no task or setting names one
-    worktrees/<key>/      the task's worktree, on branch `agent-team/<key>`
-    locks/<key>.lock      held while a task's worktree is prepared or built
+    repos/default/            a repository we create when no task or setting names one
+    worktrees/<key>/          the task's worktree, on branch `agent-team/<key>`
+    locks/<key>.lock          held while a task's worktree is prepared or built
+    locks/repos/<id>.lock     held while a repository's worktree registry changes
+    locks/repos/default.lock  held while the default repository is created
+
+Why a repository lock besides the task lock: every worktree is registered in
+its repository's `.git/worktrees/<id>/`, which all tasks share, and
+`git worktree prune` deletes any entry that looks half-made, including the one
+another task's `git worktree add` is writing at that moment. So `worktree add`,
+`prune` and the removal of a broken worktree run one at a time per repository
+(a file lock, so across processes too); prune runs only while a broken worktree
+is removed or after an `add` failed; and git's automatic maintenance, which
+prunes as well, is switched off for our commands and run by `run_build`
+under the same lock instead (`note_build`).
+
+Why few git processes: a build of a new task runs four (`worktree add`,
+`log`, `add`, `commit`) and a reused one three. A worktree's health is read
+from the files git itself reads (`<worktree>/.git` and the back-pointer
+`.git/worktrees/<id>/gitdir`) instead of `git worktree list`, whose cost grows
+with the number of worktrees, and a repository is checked once per process.
 
 Every git call runs with a fixed environment: no terminal prompts, no pager,
 no system or global git config (so an operator's `commit.gpgSign` or hooks
@@ -22,10 +40,12 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +53,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agent_team.builders._proc import Completed, ProcessTimeout, inherited_env, run_process
-from agent_team.builders.base import BuildResult, BuildTask, BuildUsage, plan_hash
+from agent_team.builders.base import BuildResult, BuildTask, BuildUsage, Worktree, plan_hash
 from agent_team.exceptions import BuildError, BuilderUnavailableError
 from agent_team.redact import redact, tail
 
@@ -46,12 +66,15 @@ __all__ = [
     "Worktree",
     "commit_all",
     "find_build",
+    "note_build",
     "open_worktree",
     "prepare_worktree",
     "record_build",
     "task_key",
     "task_lock",
 ]
+
+log = logging.getLogger(__name__)
 
 AUTHOR_NAME = "agent-team"
 AUTHOR_EMAIL = "agent-team@localhost"
@@ -68,23 +91,12 @@ _INITIAL_DATE = "2000-01-01T00:00:00+0000"
 _KEY_MAX = 60
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-@dataclass(frozen=True)
-class Worktree:
-    """A task's working copy.
-
-    Attributes:
-        repo: the repository the worktree belongs to.
-        path: the worktree folder (`state_dir/worktrees/<key>`).
-        branch: its branch, `agent-team/<key>`.
-        key: the task id made safe for paths and branch names (see `task_key`).
-    """
-
-    repo: Path
-    path: Path
-    branch: str
-    key: str
+# The lock reason `git worktree add` writes while it works and removes when it is done.
+_ADDING = "initializing"
+# `git gc --auto` runs at the first build in a repository per process, then every this many.
+_GC_EVERY = 100
+# The first line `git commit` prints: `[<branch> (root-commit) <sha>] <subject>`.
+_COMMITTED = re.compile(r"\[[^\]\n]*? ([0-9a-f]{64}|[0-9a-f]{40})\] ")
 
 
 def task_key(task_id: str) -> str:
@@ -135,6 +147,7 @@ def _git(
     check: bool = True,
     stdin_text: str | None = None,
     extra_env: Mapping[str, str] | None = None,
+    config: Sequence[str] = (),
     timeout_s: float = GIT_TIMEOUT_S,
 ) -> Completed:
     git = shutil.which("git")
@@ -155,8 +168,14 @@ def _git(
         f"core.hooksPath={os.devnull}",
         "-c",
         "color.ui=false",
-        *args,
+        # A commit would start `git maintenance run --auto`, whose gc prunes worktrees
+        # outside our repository lock; `note_build` runs gc under the lock instead.
+        "-c",
+        "maintenance.auto=false",
     ]
+    for setting in config:
+        argv += ["-c", setting]
+    argv += args
     what = " ".join(args[:2])
     try:
         done = run_process(
@@ -177,17 +196,19 @@ def _git(
     return done
 
 
-def _is_repo_root(path: Path) -> bool:
+def _common_dir(path: Path) -> Path | None:
+    """The git folder of the repository whose top folder is `path`, or `None` if it is none."""
     # The ceiling stops git from walking up: a plain folder inside some other
     # checkout must not count as a repository.
     done = _git(
         path,
         "rev-parse",
-        "--absolute-git-dir",
+        "--path-format=absolute",
+        "--git-common-dir",
         check=False,
         extra_env={"GIT_CEILING_DIRECTORIES": str(path.parent)},
     )
-    return done.returncode == 0
+    return Path(done.stdout.strip()).resolve() if done.returncode == 0 else None
 
 
 def _has_commit(repo: Path) -> bool:
@@ -221,7 +242,8 @@ def task_lock(state_dir: Path, task_id: str) -> Iterator[None]:
     Why: the recovery sweep of a restarted daemon and a still-running old one
     could both build the same task; with the lock the second waits and then
     finds the first's commit. It also makes it safe to clear git lock files a
-    killed git left behind in the task's worktree. The lock is not reentrant.
+    killed git left behind in the task's worktree. The lock is not reentrant;
+    a repository's lock may be taken while holding it, never the other way round.
 
     Args:
         state_dir: the state folder (`locks/` is made inside it).
@@ -231,18 +253,53 @@ def task_lock(state_dir: Path, task_id: str) -> Iterator[None]:
         yield
 
 
-# --- repositories and worktrees ----------------------------------------------------------------
+# --- repositories ------------------------------------------------------------------------------
 
 
-def _default_repo(state_dir: Path) -> Path:
-    repo = state_dir / "repos" / "default"
-    with _file_lock(state_dir / "locks" / "default-repo.lock"):
-        repo.mkdir(parents=True, exist_ok=True)
-        if not _is_repo_root(repo):
-            _git(repo, "init", "-q", "-b", "main")
-        if not _has_commit(repo):
+@dataclass(frozen=True)
+class _Repo:
+    """A checked repository: the folder we run git in, and where its worktrees are registered."""
+
+    path: Path
+    common_dir: Path
+
+
+# Repositories this process has checked (a git folder, a first commit), by resolved path.
+_KNOWN_REPOS: dict[Path, _Repo] = {}
+
+
+def _known(path: Path) -> _Repo | None:
+    repo = _KNOWN_REPOS.get(path)
+    if repo is not None and repo.path.is_dir() and (repo.common_dir / "HEAD").is_file():
+        return repo
+    return None
+
+
+@contextmanager
+def _repo_lock(state_dir: Path, repo: _Repo) -> Iterator[None]:
+    """Hold the lock of `repo`'s worktree registry: no other add, prune or gc runs meanwhile.
+
+    Keyed by the repository's git folder, where the registry (`worktrees/`) lives.
+    """
+    digest = hashlib.sha256(str(repo.common_dir).encode("utf-8")).hexdigest()[:16]
+    with _file_lock(state_dir / "locks" / "repos" / f"{digest}.lock"):
+        yield
+
+
+def _default_repo(state_dir: Path) -> _Repo:
+    path = state_dir / "repos" / "default"
+    known = _known(path)
+    if known is not None:
+        return known
+    with _file_lock(state_dir / "locks" / "repos" / "default.lock"):
+        path.mkdir(parents=True, exist_ok=True)
+        common_dir = _common_dir(path)
+        if common_dir is None:
+            _git(path, "init", "-q", "-b", "main")
+            common_dir = path / ".git"
+        if not _has_commit(path):
             _git(
-                repo,
+                path,
                 "commit",
                 "-q",
                 "--allow-empty",
@@ -250,99 +307,131 @@ def _default_repo(state_dir: Path) -> Path:
                 "agent-team: start of the default repository",
                 extra_env={"GIT_AUTHOR_DATE": _INITIAL_DATE, "GIT_COMMITTER_DATE": _INITIAL_DATE},
             )
+    repo = _KNOWN_REPOS[path] = _Repo(path, common_dir)
     return repo
 
 
-def _resolve_repo(task: BuildTask, repo_path: Path | None, state_dir: Path) -> Path:
+def _resolve_repo(task: BuildTask, repo_path: Path | None, state_dir: Path) -> _Repo:
     if task.repo is not None:
-        repo, source = task.repo, "the task's repository"
+        path, source = task.repo, "the task's repository"
     elif repo_path is not None:
-        repo, source = repo_path, "AGENT_TEAM_REPO_PATH"
+        path, source = repo_path, "AGENT_TEAM_REPO_PATH"
     else:
         return _default_repo(state_dir)
-    repo = repo.expanduser().resolve()
-    if not repo.is_dir():
-        raise BuildError(f"{source} {repo} does not exist; point it at a git repository")
-    if not _is_repo_root(repo):
+    path = path.expanduser().resolve()
+    known = _known(path)
+    if known is not None:
+        return known
+    if not path.is_dir():
+        raise BuildError(f"{source} {path} does not exist; point it at a git repository")
+    common_dir = _common_dir(path)
+    if common_dir is None:
         raise BuildError(
-            f"{source} {repo} is not a git repository (no .git there); run `git init` in it "
+            f"{source} {path} is not a git repository (no .git there); run `git init` in it "
             "or point it at the top folder of a clone"
         )
-    if not _has_commit(repo):
+    if not _has_commit(path):
         raise BuildError(
-            f"{source} {repo} has no commits yet; make a first commit so task branches "
+            f"{source} {path} has no commits yet; make a first commit so task branches "
             "can start from HEAD"
         )
+    repo = _KNOWN_REPOS[path] = _Repo(path, common_dir)
     return repo
 
 
-@dataclass(frozen=True)
-class _Entry:
-    path: Path
-    branch: str | None
-    lock_reason: str | None
+# --- worktrees ---------------------------------------------------------------------------------
 
 
-def _registered(repo: Path, path: Path) -> _Entry | None:
-    done = _git(repo, "worktree", "list", "--porcelain", "-z")
-    entry: dict[str, str] = {}
-    entries: list[dict[str, str]] = []
-    for field in done.stdout.split("\0"):
-        if not field:
-            if entry:
-                entries.append(entry)
-            entry = {}
-            continue
-        name, _, value = field.partition(" ")
-        entry[name] = value
-    if entry:
-        entries.append(entry)
-    for item in entries:
-        if "worktree" in item and Path(item["worktree"]).resolve() == path:
-            return _Entry(path, item.get("branch"), item.get("locked"))
-    return None
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
-def _healthy(entry: _Entry, path: Path, branch: str) -> bool:
-    # git writes the lock reason "initializing" while `worktree add` runs and
-    # removes it when the checkout is complete: still there means it was killed.
-    if entry.lock_reason == "initializing" or entry.branch != f"refs/heads/{branch}":
-        return False
-    if not (path / ".git").is_file():
-        return False
-    done = _git(
-        path,
-        "rev-parse",
-        "--show-toplevel",
-        check=False,
-        extra_env={"GIT_CEILING_DIRECTORIES": str(path.parent)},
-    )
-    return done.returncode == 0 and Path(done.stdout.strip()).resolve() == path
+def _pointer(base: Path, target: str | None) -> Path | None:
+    # git writes absolute paths, or with `worktree.useRelativePaths` paths relative to `base`.
+    return Path(os.path.realpath(base / target)) if target else None
 
 
-def _clear_stale_git_locks(path: Path, branch: str) -> None:
+def _admin_dir(path: Path) -> Path | None:
+    """The worktree's own git folder (`.git/worktrees/<id>`), as its `.git` file names it."""
+    text = _read(path / ".git")
+    if text is None or not text.startswith("gitdir: "):
+        return None
+    return _pointer(path, text.removeprefix("gitdir: ").strip())
+
+
+def _registered_at(admin: Path) -> Path | None:
+    """The `.git` file a registry entry points back to (its `gitdir` file), if it names one."""
+    return _pointer(admin, _read(admin / "gitdir"))
+
+
+def _healthy(repo: _Repo, path: Path, branch: str) -> Path | None:
+    """The registry entry of the worktree at `path` if it is complete and on `branch`.
+
+    These are the files git reads to find a worktree, so no git process is
+    needed: `path/.git` names an entry in `repo`'s registry, the entry points
+    back to `path/.git`, has its `HEAD` on `branch` and its `commondir`, and is
+    not locked `initializing` (git writes that lock reason while
+    `worktree add` runs and removes it when the checkout is complete: still
+    there means the add was killed).
+    """
+    admin = _admin_dir(path)
+    if admin is None or admin.parent != repo.common_dir / "worktrees":
+        return None
+    if (
+        _registered_at(admin) != path / ".git"
+        or _read(admin / "HEAD") != f"ref: refs/heads/{branch}"
+        or not (admin / "commondir").is_file()
+        or _read(admin / "locked") == _ADDING
+    ):
+        return None
+    return admin
+
+
+def _clear_stale_git_locks(admin: Path, common_dir: Path, branch: str) -> None:
     # A git killed mid-commit leaves its lock files and every later git call in
     # the worktree fails. We hold the task lock, so no git of ours is running here.
-    git_dir = Path(_git(path, "rev-parse", "--absolute-git-dir").stdout.strip())
-    common = _git(path, "rev-parse", "--path-format=absolute", "--git-common-dir")
-    common_dir = Path(common.stdout.strip())
     for stale in (
-        git_dir / "index.lock",
-        git_dir / "HEAD.lock",
+        admin / "index.lock",
+        admin / "HEAD.lock",
         common_dir / "refs" / "heads" / f"{branch}.lock",
     ):
         stale.unlink(missing_ok=True)
 
 
-def _discard(repo: Path, path: Path, entry: _Entry | None) -> None:
-    if entry is not None:
-        _git(repo, "worktree", "unlock", str(path), check=False)
-    if path.exists() or path.is_symlink():
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    _git(repo, "worktree", "prune")
+def _discard(repo: _Repo, path: Path, key: str) -> None:
+    """Remove what is at the worktree's place and its registration (hold the repository lock)."""
+    registry = repo.common_dir / "worktrees"
+    for entry in registry.iterdir() if registry.is_dir() else ():
+        back = _registered_at(entry)
+        # Unlock our entries, and the one a `worktree add` killed before it wrote the
+        # back-pointer left, so prune removes them; other folders' entries stay.
+        if back == path / ".git" or (
+            entry.name == key and back is None and _read(entry / "locked") == _ADDING
+        ):
+            (entry / "locked").unlink(missing_ok=True)
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+    _git(repo.path, "worktree", "prune")
+
+
+def _add(repo: _Repo, path: Path, branch: str, *, pruned: bool) -> None:
+    """`git worktree add` on a new or existing branch (hold the repository lock)."""
+    added = _git(repo.path, "worktree", "add", "-q", "-b", branch, str(path), "HEAD", check=False)
+    if added.returncode == 0:
+        return
+    # The branch exists (it holds the records of earlier builds, so it is checked
+    # out as it is), or a stale registration still claims the folder or the branch.
+    if not pruned:
+        _git(repo.path, "worktree", "prune")
+    if _ref_exists(repo.path, f"refs/heads/{branch}"):
+        _git(repo.path, "worktree", "add", "-q", str(path), branch)
+    else:
+        _git(repo.path, "worktree", "add", "-q", "-b", branch, str(path), "HEAD")
 
 
 def _prepare(task: BuildTask, *, repo_path: Path | None, state_dir: Path) -> Worktree:
@@ -352,22 +441,25 @@ def _prepare(task: BuildTask, *, repo_path: Path | None, state_dir: Path) -> Wor
     branch = f"{BRANCH_PREFIX}{key}"
     repo = _resolve_repo(task, repo_path, state_dir)
     path = state_dir / "worktrees" / key
-    _git(repo, "worktree", "prune")
-    entry = _registered(repo, path)
-    if entry is not None and _healthy(entry, path, branch):
+    worktree = Worktree(repo=repo.path, path=path, branch=branch, key=key)
+    admin = _healthy(repo, path, branch)
+    if admin is not None:
         # Leftovers of a run that never recorded its commit must not leak into the next one.
-        _clear_stale_git_locks(path, branch)
+        _clear_stale_git_locks(admin, repo.common_dir, branch)
         _git(path, "reset", "-q", "--hard", "HEAD")
         _git(path, "clean", "-q", "-f", "-d")
-    else:
-        _discard(repo, path, entry)
+        return worktree
+    with _repo_lock(state_dir, repo):
+        broken = (
+            path.exists() or path.is_symlink() or (repo.common_dir / "worktrees" / key).exists()
+        )
+        if broken:
+            _discard(repo, path, key)
+        # A `git branch` killed inside a killed `worktree add` leaves the branch locked.
+        (repo.common_dir / "refs" / "heads" / f"{branch}.lock").unlink(missing_ok=True)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if _ref_exists(repo, f"refs/heads/{branch}"):
-            # Keep the branch: its history holds the records of earlier builds.
-            _git(repo, "worktree", "add", "-q", str(path), branch)
-        else:
-            _git(repo, "worktree", "add", "-q", "-B", branch, str(path), "HEAD")
-    return Worktree(repo=repo, path=path, branch=branch, key=key)
+        _add(repo, path, branch, pruned=broken)
+    return worktree
 
 
 def prepare_worktree(task: BuildTask, *, repo_path: Path | None, state_dir: Path) -> Worktree:
@@ -380,7 +472,9 @@ def prepare_worktree(task: BuildTask, *, repo_path: Path | None, state_dir: Path
     (its history is the build record). Calling this again is safe: a healthy
     worktree is reused with uncommitted leftovers discarded (`reset --hard`,
     `clean -fd`); a half-made one (a killed `git worktree add`, a deleted
-    folder, stale git locks) is removed and made again.
+    folder, stale git locks) is removed and made again. Making and removing
+    worktrees holds the repository's lock, so tasks sharing a repository,
+    in threads or processes, do not break each other's.
 
     Args:
         task: the task; its id names the folder and branch (see `task_key`).
@@ -400,7 +494,9 @@ def prepare_worktree(task: BuildTask, *, repo_path: Path | None, state_dir: Path
 
 
 def open_worktree(path: Path, task: BuildTask) -> Worktree:
-    """The `Worktree` of an existing folder: what a builder gets is only a path.
+    """The `Worktree` of an existing folder, for a caller that has only its path.
+
+    Runs three git commands; `run_build` hands builders their `Worktree` instead.
 
     Raises:
         BuildError: `path` is not a git worktree or is not on a branch.
@@ -413,6 +509,45 @@ def open_worktree(path: Path, task: BuildTask) -> Worktree:
     if head.returncode != 0:
         raise BuildError(f"worktree {top} is not on a branch; prepare it with prepare_worktree()")
     return Worktree(repo=repo, path=top, branch=head.stdout.strip(), key=task_key(task.task_id))
+
+
+# Per repository git folder: builds recorded by this process since `git gc --auto` last ran.
+_builds_since_gc: dict[Path, int] = {}
+_builds_lock = threading.Lock()
+
+
+def note_build(worktree: Worktree, state_dir: Path) -> None:
+    """Count a new build record; at the first and every 100th, let git gc if it is due.
+
+    Why here: git's own automatic gc after a commit is switched off (it prunes
+    worktrees, and would do it without our repository lock), so loose objects
+    would pile up. `git gc --auto` decides itself whether there is work (the
+    repository's `gc.auto` settings), runs in the foreground under the
+    repository's lock, and its failure fails nothing: the build is recorded.
+
+    Args:
+        worktree: the worktree the build was recorded in.
+        state_dir: the state folder (for the repository's lock).
+    """
+    repo = _KNOWN_REPOS.get(worktree.repo)
+    if repo is None:
+        return
+    with _builds_lock:
+        count = _builds_since_gc.get(repo.common_dir, _GC_EVERY - 1) + 1
+        due = count >= _GC_EVERY
+        _builds_since_gc[repo.common_dir] = 0 if due else count
+    if not due:
+        return
+    try:
+        with _repo_lock(state_dir.expanduser().resolve(), repo):
+            done = _git(
+                repo.path, "gc", "--auto", "--quiet", check=False, config=["gc.autoDetach=false"]
+            )
+        problem = redact(tail(done.stderr.strip(), 500)) if done.returncode else ""
+    except BuildError as exc:
+        problem = str(exc)
+    if problem:
+        log.warning("git gc --auto failed in %s (the build is recorded): %s", repo.path, problem)
 
 
 # --- build records -----------------------------------------------------------------------------
@@ -464,17 +599,17 @@ def find_build(worktree: Worktree, plan_hash: str) -> BuildResult | None:
     Returns:
         The newest matching build with `reused=True`, or `None`.
     """
-    ref = f"refs/heads/{worktree.branch}"
-    if not _ref_exists(worktree.repo, ref):
-        return None
+    # A branch that does not exist yet has no records: `--ignore-missing` makes
+    # that an empty answer instead of an error, in the same one git call.
     done = _git(
         worktree.repo,
         "log",
+        "--ignore-missing",
         "--fixed-strings",
         f"--author=<{AUTHOR_EMAIL}>",
         f"--grep={PLAN_TRAILER}: {plan_hash}",
         "--format=%H%x1f%ae%x1f%B%x1e",
-        ref,
+        f"refs/heads/{worktree.branch}",
         "--",
     )
     for record in done.stdout.split("\x1e"):
@@ -516,7 +651,8 @@ def commit_all(
     `Agent-Team-Task: <key>` and `Agent-Team-Plan: <plan_hash>` (plus any
     given). The commit is made even when nothing changed (`--allow-empty`), so
     every build leaves a record. Hooks do not run: the record must not depend
-    on a repository's pre-commit checks.
+    on a repository's pre-commit checks. The record is also added to
+    `worktree.recorded`.
 
     Args:
         worktree: the task's worktree.
@@ -532,23 +668,27 @@ def commit_all(
     lines += [f"{name}: {_one_line(value)}" for name, value in (trailers or {}).items()]
     text = message.replace("\r\n", "\n").strip() or "agent-team build"
     full = f"{text}\n\n" + "\n".join(lines) + "\n"
-    _git(
+    done = _git(
         worktree.path,
         "commit",
-        "-q",
         "--allow-empty",
         "--no-verify",
         "--cleanup=whitespace",
         "-F",
         "-",
         stdin_text=full,
+        config=["core.abbrev=no"],
     )
-    return _git(worktree.path, "rev-parse", "HEAD").stdout.strip()
+    # The commit names itself in its first line of output; rev-parse only if that changes.
+    named = _COMMITTED.match(done.stdout)
+    sha = named.group(1) if named else _git(worktree.path, "rev-parse", "HEAD").stdout.strip()
+    worktree.recorded.append((sha, plan_hash))
+    return sha
 
 
 def record_build(
     task: BuildTask,
-    worktree_path: Path,
+    worktree: Worktree | Path,
     plan_markdown: str,
     *,
     builder: str,
@@ -560,7 +700,8 @@ def record_build(
 
     Args:
         task: the task that was built.
-        worktree_path: the worktree the builder worked in.
+        worktree: the worktree the builder was given (a bare path costs three
+            more git calls to describe it).
         plan_markdown: the plan it built.
         builder: the builder's name (kept in an `Agent-Team-Builder` trailer).
         summary: a few lines for people; becomes the commit body (redacted).
@@ -571,7 +712,8 @@ def record_build(
     Returns:
         The result, with the new commit.
     """
-    worktree = open_worktree(worktree_path, task)
+    if not isinstance(worktree, Worktree):
+        worktree = open_worktree(worktree, task)
     digest = plan_hash(plan_markdown)
     subject = _one_line(task.title)[:72].strip() or worktree.key
     clean_summary = redact(_CONTROL.sub(" ", summary)).strip()

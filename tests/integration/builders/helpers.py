@@ -73,3 +73,11 @@ def wait_until_gone(pid: int, deadline_s: float = 5.0) -> bool:
             return True
         time.sleep(0.02)
     return is_gone(pid)
+
+
+def git_words(argv: list[str]) -> list[str]:
+    """A git argv without the program, `--no-pager` and `-c name=value` pairs: `[command, ...]`."""
+    words = argv[1:]
+    while words and words[0] in {"--no-pager", "-c"}:
+        words = words[2:] if words[0] == "-c" else words[1:]
+    return words

@@ -14,12 +14,15 @@ from agent_team.builders import (
     BuildTask,
     CommandBuilder,
     OfflineBuilder,
+    Worktree,
     plan_hash,
     prepare_worktree,
     run_build,
 )
+from agent_team.builders.worktree import record_build
 from agent_team.exceptions import BuildError
-from tests.integration.builders.helpers import changed_files, git, head
+from tests.integration.builders.conftest import GitCalls
+from tests.integration.builders.helpers import changed_files, git, head, make_repo
 
 PLAN = "# Plan\n\n1. Say hello.\n"
 
@@ -134,6 +137,18 @@ def test_two_concurrent_builds_of_one_task_run_the_builder_once(
     assert sorted(r.reused for r in results) == [False, True]
 
 
+def test_a_task_id_named_like_a_lock_of_the_repository_does_not_deadlock(
+    state_dir: Path,
+) -> None:
+    # Task locks are `locks/<key>.lock`; the repository locks must never share their names.
+    for task_id in ("default-repo", "repos", "default"):
+        task = BuildTask(task_id, task_id)
+
+        result = run_build(OfflineBuilder(), task, PLAN, repo_path=None, state_dir=state_dir)
+
+        assert result.branch == f"agent-team/{task_id}" and not result.reused
+
+
 class _ForgetfulBuilder:
     """A builder that changes files but does not record them (not using record_build)."""
 
@@ -142,9 +157,9 @@ class _ForgetfulBuilder:
     def __init__(self) -> None:
         self.calls = 0
 
-    def run(self, task: BuildTask, plan_markdown: str, worktree: Path) -> BuildResult:
+    def run(self, task: BuildTask, plan_markdown: str, worktree: Worktree) -> BuildResult:
         self.calls += 1
-        (worktree / "made.txt").write_text("made\n")
+        (worktree.path / "made.txt").write_text("made\n")
         return BuildResult(
             builder=self.name,
             branch="",
@@ -165,3 +180,75 @@ def test_run_build_records_for_a_builder_that_did_not(task: BuildTask, state_dir
     assert changed_files(wt.path, result.commit) == ["made.txt"]
     assert (result.plan_hash, result.branch) == (plan_hash(PLAN), wt.branch)
     assert again.reused and again.commit == result.commit and again.builder == "forgetful"
+
+
+class _PathRecordingBuilder:
+    """A builder written against the older interface: it records with the worktree's path."""
+
+    name = "by-path"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def run(self, task: BuildTask, plan_markdown: str, worktree: Worktree) -> BuildResult:
+        self.calls += 1
+        (worktree.path / "made.txt").write_text("made\n")
+        return record_build(task, worktree.path, plan_markdown, builder=self.name, summary="made")
+
+
+def test_a_builder_recording_by_path_is_recorded_once(task: BuildTask, state_dir: Path) -> None:
+    builder = _PathRecordingBuilder()
+
+    result = run_build(builder, task, PLAN, repo_path=None, state_dir=state_dir)
+    again = run_build(builder, task, PLAN, repo_path=None, state_dir=state_dir)
+
+    wt = prepare_worktree(task, repo_path=None, state_dir=state_dir)
+    assert builder.calls == 1
+    assert head(wt.path) == result.commit, "run_build committed a second record"
+    assert changed_files(wt.path, result.commit) == ["made.txt"]
+    assert again.reused and again.commit == result.commit
+
+
+# --- how many git processes a build costs --------------------------------------------------------
+
+# What a build runs once its repository is known to the process: a new task `worktree add`,
+# `log` (no record yet), `add` and `commit`; a build found after a crash `reset`, `clean`, `log`.
+FRESH_BUILD_GIT_CALLS = 4
+REUSED_BUILD_GIT_CALLS = 3
+REBUILD_GIT_CALLS = 5  # a changed plan in a healthy worktree: reset, clean, log, add, commit
+
+
+def test_git_calls_per_build_stay_few_and_flat(state_dir: Path, git_calls: GitCalls) -> None:
+    builder = OfflineBuilder()
+
+    def build(task_id: str, plan: str = PLAN) -> list[list[str]]:
+        run_build(builder, BuildTask(task_id, task_id), plan, repo_path=None, state_dir=state_dir)
+        return git_calls.take()
+
+    # The first build in a repository also checks it (here: creates it) and runs `gc --auto`.
+    first = build("first")
+    assert len(first) <= 10, first
+    assert ["gc", "--auto", "--quiet"] in first
+    # Enough worktrees that a cost growing with their number would show.
+    fresh = [build(f"t{n}") for n in range(20)]
+    reused = build("t0")
+    rebuilt = build("t0", PLAN + "2. More.\n")
+
+    assert max(len(calls) for calls in fresh) <= FRESH_BUILD_GIT_CALLS, fresh[-1]
+    assert len(reused) <= REUSED_BUILD_GIT_CALLS, reused
+    assert len(rebuilt) <= REBUILD_GIT_CALLS, rebuilt
+    commands = {" ".join(call[:2]) for calls in [*fresh, reused, rebuilt] for call in calls}
+    assert not {"worktree list", "worktree prune"} & commands, commands
+
+
+def test_a_configured_repository_is_checked_once_per_process(
+    state_dir: Path, tmp_path: Path, git_calls: GitCalls
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    builder = OfflineBuilder()
+    run_build(builder, BuildTask("first", "first"), PLAN, repo_path=repo, state_dir=state_dir)
+    git_calls.take()
+
+    run_build(builder, BuildTask("second", "second"), PLAN, repo_path=repo, state_dir=state_dir)
+
+    assert len(git_calls.take()) <= FRESH_BUILD_GIT_CALLS

@@ -9,10 +9,12 @@ import pytest
 
 from agent_team.builders import (
     BuildTask,
+    OfflineBuilder,
     commit_all,
     find_build,
     plan_hash,
     prepare_worktree,
+    run_build,
     task_key,
 )
 from agent_team.builders.worktree import AUTHOR_EMAIL, SCRATCH_DIR
@@ -159,6 +161,61 @@ def test_a_worktree_add_killed_midway_is_made_again(task: BuildTask, state_dir: 
     assert _branch_of(again.path) == again.branch
 
 
+# What `git worktree add` has written when killed, in its order: the registry entry,
+# its "initializing" lock, the back-pointer, the worktree's `.git` file, HEAD and commondir
+# (then the checkout, see the test above).
+ADD_STEPS = ["entry", "locked", "gitdir", "dot-git", "head"]
+
+
+@pytest.mark.parametrize("steps", range(1, len(ADD_STEPS) + 1), ids=ADD_STEPS)
+def test_a_worktree_add_killed_at_any_step_is_repaired_and_keeps_the_record(
+    task: BuildTask, state_dir: Path, steps: int
+) -> None:
+    wt = prepare_worktree(task, repo_path=None, state_dir=state_dir)
+    recorded = commit_all(wt, "agent-team: record", plan_hash(PLAN))
+    registry = wt.repo / ".git" / "worktrees"
+    shutil.rmtree(wt.path)
+    shutil.rmtree(registry / wt.key)
+    done = set(ADD_STEPS[:steps])
+    (registry / wt.key).mkdir()
+    if "locked" in done:
+        (registry / wt.key / "locked").write_text("initializing")
+    if "gitdir" in done:
+        (registry / wt.key / "gitdir").write_text(f"{wt.path / '.git'}\n")
+    if "dot-git" in done:
+        wt.path.mkdir()
+        (wt.path / ".git").write_text(f"gitdir: {registry / wt.key}\n")
+    if "head" in done:
+        (registry / wt.key / "HEAD").write_text(f"ref: refs/heads/{wt.branch}\n")
+        (registry / wt.key / "commondir").write_text("../..\n")
+
+    again = prepare_worktree(task, repo_path=None, state_dir=state_dir)
+
+    assert again == wt
+    assert head(again.path) == recorded
+    assert git(again.path, "status", "--porcelain") == ""
+    assert sorted(entry.name for entry in registry.iterdir()) == [wt.key]
+    assert "locked" not in git(again.repo, "worktree", "list", "--porcelain")
+    found = find_build(again, plan_hash(PLAN))
+    assert found is not None and found.commit == recorded
+
+
+def test_a_copy_of_another_tasks_worktree_is_not_taken_for_the_tasks_own(
+    state_dir: Path,
+) -> None:
+    one = prepare_worktree(BuildTask("one", "one"), repo_path=None, state_dir=state_dir)
+    commit_all(one, "agent-team: one", plan_hash(PLAN))
+    # Its `.git` file names task one's registry entry, which points back to task one.
+    shutil.copytree(one.path, state_dir / "worktrees" / "two")
+
+    two = prepare_worktree(BuildTask("two", "two"), repo_path=None, state_dir=state_dir)
+
+    assert _branch_of(two.path) == "agent-team/two"
+    assert head(two.path) == head(two.repo, "main")
+    assert _branch_of(one.path) == "agent-team/one"
+    assert git(one.path, "status", "--porcelain") == ""
+
+
 def test_a_stray_folder_at_the_worktree_path_is_replaced(task: BuildTask, state_dir: Path) -> None:
     stray = state_dir / "worktrees" / "task-1"
     stray.mkdir(parents=True)
@@ -185,6 +242,19 @@ def test_stale_git_lock_files_of_a_killed_commit_are_cleared(
     sha = commit_all(again, "agent-team: after a crash", plan_hash(PLAN))
 
     assert head(again.path) == sha
+    assert not branch_lock.exists()
+
+
+def test_a_branch_lock_of_a_killed_worktree_add_is_cleared(state_dir: Path) -> None:
+    other = prepare_worktree(BuildTask("other", "o"), repo_path=None, state_dir=state_dir)
+    # `git worktree add -b` runs `git branch`; killed with it, that leaves the ref locked.
+    branch_lock = other.repo / ".git" / "refs" / "heads" / "agent-team" / "task-1.lock"
+    branch_lock.write_text("")
+
+    wt = prepare_worktree(BuildTask("task-1", "t"), repo_path=None, state_dir=state_dir)
+    sha = commit_all(wt, "agent-team: after a crash", plan_hash(PLAN))
+
+    assert head(wt.path) == sha
     assert not branch_lock.exists()
 
 
@@ -278,3 +348,30 @@ def test_another_tasks_merged_record_is_not_reused(tmp_path: Path, state_dir: Pa
 
     assert find_build(first, digest) is not None
     assert find_build(second, digest) is None
+
+
+# --- git's housekeeping -------------------------------------------------------------------------
+
+
+def _packs(repo: Path) -> int:
+    return len(list((repo / ".git" / "objects" / "pack").glob("*.pack")))
+
+
+def test_commits_do_not_start_gc_and_run_build_runs_it(tmp_path: Path, state_dir: Path) -> None:
+    # gc prunes worktrees, so only run_build may start it (under the repository's lock).
+    repo = make_repo(tmp_path / "repo")
+    for setting in ("gc.autoPackLimit=1", "gc.autoDetach=false", "maintenance.autoDetach=false"):
+        git(repo, "config", *setting.split("="))
+    git(repo, "repack", "-q")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "second")
+    git(repo, "repack", "-q")
+    assert _packs(repo) == 2  # more than gc.autoPackLimit: `gc --auto` has work to do
+    wt = prepare_worktree(BuildTask("t", "t"), repo_path=repo, state_dir=state_dir)
+
+    commit_all(wt, "agent-team: a record", plan_hash(PLAN))
+
+    assert _packs(repo) == 2, "the commit started git's automatic gc"
+
+    run_build(OfflineBuilder(), BuildTask("u", "u"), PLAN, repo_path=repo, state_dir=state_dir)
+
+    assert _packs(repo) == 1

@@ -204,13 +204,18 @@ def test_supersede_from_open_or_answered(
     assert not db.supersede_question(ledger, question_id="q1")
 
 
-def test_expired_cannot_be_superseded_or_answered(ledger: db.LedgerConnection) -> None:
+def test_expired_cannot_be_answered_but_is_superseded_when_its_task_ends(
+    ledger: db.LedgerConnection,
+) -> None:
     ask(ledger)
     db.expire_question(ledger, question_id="q1")
-    assert not db.supersede_question(ledger, question_id="q1")
     assert not answer(ledger)
     question = db.get_question(ledger, "q1")
     assert question is not None and question.status == "expired"
+    assert db.supersede_question(ledger, question_id="q1")
+    assert not db.reopen_question(ledger, question_id="q1"), "a superseded question stays closed"
+    question = db.get_question(ledger, "q1")
+    assert question is not None and question.status == "superseded"
 
 
 def test_list_questions_filters_and_keeps_ask_order(ledger: db.LedgerConnection) -> None:

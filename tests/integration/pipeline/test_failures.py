@@ -133,13 +133,6 @@ def test_a_missing_claude_cli_parks_the_task_with_how_to_fix_it(
     assert task_of(coordinator, task_id).status == "parked", "parked stays parked, no retry loop"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: run_build locks only the task, but _prepare runs `git worktree prune` / "
-    "`list` / `add` in the shared repository while another task's `git worktree add` is "
-    "half done: prune deletes its `.git/worktrees/<key>` or list dies on its missing "
-    "commondir, so a build fails with BuildError and its task is failed",
-)
 def test_builds_of_different_tasks_in_one_repository_do_not_break_each_other(
     tmp_path: Path,
 ) -> None:
