@@ -86,6 +86,16 @@ def _split_keyword(text: str, words: dict[str, str]) -> tuple[str, str] | None:
     return None
 
 
+def _decision_from_text(data: Any, words: dict[str, str], what: str, accepted: str) -> Any:
+    """Typed text ("lgtm, nice") -> {"decision", "text"}; structured input passes through."""
+    if not isinstance(data, str):
+        return data
+    found = _split_keyword(data.strip(), words)
+    if found is None:
+        raise ValueError(f"{data.strip()[:40]!r} is not {what}; {accepted}")
+    return {"decision": found[0], "text": found[1]}
+
+
 class ClarifyAnswer(BaseModel):
     """Free text with the missing details."""
 
@@ -115,12 +125,7 @@ class PlanDecisionAnswer(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_text(cls, data: Any) -> Any:
-        if not isinstance(data, str):
-            return data
-        found = _split_keyword(data.strip(), _PLAN_WORDS)
-        if found is None:
-            raise ValueError(f"{data.strip()[:40]!r} is not a plan decision; {PLAN_DECISION_HELP}")
-        return {"decision": found[0], "text": found[1]}
+        return _decision_from_text(data, _PLAN_WORDS, "a plan decision", PLAN_DECISION_HELP)
 
     @model_validator(mode="after")
     def _text_where_needed(self) -> PlanDecisionAnswer:
@@ -143,12 +148,7 @@ class PublishAnswer(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_text(cls, data: Any) -> Any:
-        if not isinstance(data, str):
-            return data
-        found = _split_keyword(data.strip(), _PUBLISH_WORDS)
-        if found is None:
-            raise ValueError(f"{data.strip()[:40]!r} is not a publish decision; {PUBLISH_HELP}")
-        return {"decision": found[0], "text": found[1]}
+        return _decision_from_text(data, _PUBLISH_WORDS, "a publish decision", PUBLISH_HELP)
 
 
 ANSWER_MODELS: dict[str, type[BaseModel]] = {

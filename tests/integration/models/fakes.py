@@ -3,36 +3,23 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import LanguageModelInput
-from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatResult
-from langchain_core.runnables import Runnable
-from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from tests.fakes.chat import ToolBindingFake
 
 
-class ToolFake(FakeMessagesListChatModel):
+class ToolFake(ToolBindingFake):
     """Replies with `responses` in turn; can raise `error`; its first call can wait on `release`."""
 
     error: Exception | None = None
     invocations: int = 0
     entered: threading.Event | None = None
     release: threading.Event | None = None
-
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _generate(
         self,

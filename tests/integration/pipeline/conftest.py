@@ -19,14 +19,11 @@ from typing import Any
 
 import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
@@ -42,6 +39,7 @@ from agent_team.models.offline import OfflineChatModel
 from agent_team.models.schemas import ClarifyDecision, Plan
 from agent_team.nodes.common import GraphDeps
 from agent_team.task_model import TaskState
+from tests.fakes.chat import ToolBindingFake
 
 # 12+ words with bullets: clear for the offline model, which then plans the bullets.
 LONG_BODY = (
@@ -80,7 +78,7 @@ def tool_reply(name: str, args: dict[str, Any]) -> AIMessage:
     return message
 
 
-class ToolChat(FakeMessagesListChatModel):
+class ToolChat(ToolBindingFake):
     """langchain-core's list fake, taught to bind tools and answer per bound tool.
 
     `responses` holds AIMessages with tool calls; each call answers with the
@@ -92,15 +90,6 @@ class ToolChat(FakeMessagesListChatModel):
     error: Exception | None = None
     prompts: list[tuple[str, str]] = Field(default_factory=list)
     used: dict[str, int] = Field(default_factory=dict)
-
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _generate(
         self,
