@@ -13,10 +13,10 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,6 +25,7 @@ from rich.table import Table
 from agent_team import __version__, db, inbox, reports
 from agent_team.config import Settings, load_settings
 from agent_team.exceptions import AgentTeamError, ConfigError
+from agent_team.redact import redact
 from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
 
 __all__ = ["app", "main"]
@@ -39,7 +40,10 @@ app = typer.Typer(
 ledger_app = typer.Typer(help="Maintain the ledger.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
 
-out = Console(highlight=False, soft_wrap=True, markup=False)
+# Piped output (scripts, CI logs) gets a wide console so ids are never cut short.
+out = Console(
+    highlight=False, soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 200
+)
 err = Console(stderr=True, highlight=False, markup=False)
 
 
@@ -64,6 +68,21 @@ def _ctx(ctx: typer.Context) -> _Context:
     obj = ctx.find_root().obj
     assert isinstance(obj, _Context)
     return obj
+
+
+def _table(*headers: str, ids: tuple[str, ...] = (), title: str | None = None) -> Table:
+    """A table whose id columns are never truncated (they are meant to be copied)."""
+    table = Table(title=title)
+    for header in headers:
+        if header in ids:
+            table.add_column(header, no_wrap=True, overflow="fold", min_width=12)
+        else:
+            table.add_column(header)
+    return table
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def _open_ready(ctx: typer.Context) -> db.LedgerConnection:
@@ -147,6 +166,7 @@ def questions(
         QuestionStatus | None, typer.Option("--status", help="Only questions in this status.")
     ] = None,
     task: Annotated[str | None, typer.Option("--task", help="Only this task's questions.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List gate questions, oldest first."""
     conn = _open_ready(ctx)
@@ -154,16 +174,17 @@ def questions(
         rows = db.list_questions(conn, status=status.value if status else None, thread_id=task)
     finally:
         conn.close()
+    if as_json:
+        _print_json([{**asdict(q), "answer": q.answer, "payload": q.payload} for q in rows])
+        return
     if not rows:
         out.print("no questions" + (f" with status {status.value}" if status else ""))
         return
-    table = Table("question", "task", "turn", "kind", "status", "transport", "deadline", "answered")
+    table = _table("question", "kind", "status", "deadline", "answered", "asks", ids=("question",))
     for q in rows:
         answered = f"{q.answered_at} via {q.answered_via}" if q.answered_at else ""
-        table.add_row(
-            q.question_id, q.thread_id, str(q.turn), q.kind, q.status, q.transport,
-            q.deadline_at or "", answered,
-        )  # fmt: skip
+        asks = q.payload.get("text", "") if isinstance(q.payload, dict) else ""
+        table.add_row(q.question_id, q.kind, q.status, q.deadline_at or "", answered, str(asks))
     out.print(table)
 
 
@@ -317,6 +338,7 @@ def tasks(
     status: Annotated[TaskStatus | None, typer.Option("--status")] = None,
     kind: Annotated[TaskKind | None, typer.Option("--kind")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List tasks, newest first, with phase, age and cost."""
     settings = _ctx(ctx).settings()
@@ -326,18 +348,21 @@ def tasks(
             conn, status=status.value if status else None, kind=kind.value if kind else None,
             limit=limit,
         )  # fmt: skip
-        costs = {t.id: sum(u.usd_cost for u in db.task_usage(conn, thread_id=t.id)) for t in rows}
+        costs = {tid: cost.usd for tid, cost in db.task_costs(conn, [t.id for t in rows]).items()}
     finally:
         conn.close()
+    if as_json:
+        _print_json([{**asdict(t), "cost_usd": costs.get(t.id, 0.0)} for t in rows])
+        return
     if not rows:
         out.print("no tasks")
         return
     now = settings.now()
-    table = Table("task", "kind", "status", "phase", "age", "USD", "title")
+    table = _table("task", "status", "phase", "age", "USD", "title", ids=("task",))
     for t in rows:
         status_text = f"{t.status} ({t.parked_reason})" if t.parked_reason else t.status
         table.add_row(
-            t.id, t.kind, status_text, t.phase, _age(t.created_at, now), f"{costs[t.id]:.4f}",
+            t.id, status_text, t.phase, _age(t.created_at, now), f"{costs.get(t.id, 0.0):.4f}",
             t.title,
         )  # fmt: skip
     out.print(table)
@@ -372,9 +397,10 @@ def show(
         )  # fmt: skip
     out.print(journey)
     if report["questions"]:
-        asked = Table(
-            "question", "kind", "status", "deadline", "answered", "answer", title="questions"
-        )
+        asked = _table(
+            "question", "kind", "status", "deadline", "answered", "answer",
+            ids=("question",), title="questions",
+        )  # fmt: skip
         for q in report["questions"]:
             who = f"{q['answered_via']} at {q['answered_at']}" if q["answered_at"] else ""
             asked.add_row(
@@ -479,8 +505,11 @@ def _demo_banner(line: str, token: str | None, settings: Settings) -> None:
         f'  {cli}{db_flag} submit --title "Try agent-team" --body "Add a short greeting to the '
         'README so new readers know what the project does and how to start it."'
     )
-    out.print(f"  {cli}{db_flag} questions --status open")
-    out.print(f"  {cli}{db_flag} answer <question id> approve")
+    out.print("  (it prints the task id; the daemon plans it within a second or two)")
+    out.print(f"  {cli}{db_flag} questions --status open      # the plan waits: <task id>:q1")
+    out.print(
+        f"  {cli}{db_flag} answer <task id>:q1 approve   # then watch it finish on {line.split()[-1]}"
+    )
     out.print("Stop with Ctrl-C; everything is kept in the ledger and resumes on the next start.")
 
 
@@ -523,3 +552,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:  # a bug: still one line for the operator, details in the log
+        logging.getLogger(__name__).debug("unexpected error", exc_info=True)
+        err.print(
+            f"agent-team: unexpected error: {type(exc).__name__}: {redact(str(exc))} "
+            "(AGENT_TEAM_LOG_LEVEL=debug shows the traceback; please report it)",
+            soft_wrap=True,
+        )
+        sys.exit(1)
