@@ -507,9 +507,8 @@ def _demo_banner(line: str, token: str | None, settings: Settings) -> None:
     )
     out.print("  (it prints the task id; the daemon plans it within a second or two)")
     out.print(f"  {cli}{db_flag} questions --status open      # the plan waits: <task id>:q1")
-    out.print(
-        f"  {cli}{db_flag} answer <task id>:q1 approve   # then watch it finish on {line.split()[-1]}"
-    )
+    url = line.split()[-1]
+    out.print(f"  {cli}{db_flag} answer <task id>:q1 approve   # then watch it finish on {url}")
     out.print("Stop with Ctrl-C; everything is kept in the ledger and resumes on the next start.")
 
 
