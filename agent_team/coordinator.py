@@ -482,9 +482,7 @@ class Coordinator:
         """Tasks parked on today's budget continue once the UTC day has turned."""
         today = db.day_bucket(self.clock())
         resumed = 0
-        for task in self._all_tasks(TaskStatus.PARKED):
-            if task.parked_reason != "budget_exhausted" or task.updated_at[:10] >= today:
-                continue
+        for task in db.parked_before(self.conn, reason="budget_exhausted", day=today):
             db.set_task_status(self.conn, task.id, TaskStatus.QUEUED, phase=task.phase)
             db.enqueue_command(
                 self.conn, command_id=f"unpark:{task.id}:{today}:{uuid.uuid4().hex[:6]}",
@@ -509,15 +507,14 @@ class Coordinator:
                         self.conn, command_id=command.command_id, consumer=command.claimed_by or ""
                     ):
                         report.claims_released += 1
-        for question in db.list_questions(self.conn, status="answered"):
-            if db.get_command(self.conn, db.resume_command_id(question.question_id)) is None:
-                report.resumes_added += int(
-                    db.enqueue_command(
-                        self.conn, command_id=db.resume_command_id(question.question_id),
-                        kind=CommandKind.RESUME.value, task_id=question.thread_id,
-                        payload={"question_id": question.question_id, "answer": question.answer},
-                    )
-                )  # fmt: skip
+        for question in db.answered_without_resume(self.conn):
+            report.resumes_added += int(
+                db.enqueue_command(
+                    self.conn, command_id=db.resume_command_id(question.question_id),
+                    kind=CommandKind.RESUME.value, task_id=question.thread_id,
+                    payload={"question_id": question.question_id, "answer": question.answer},
+                )
+            )  # fmt: skip
         busy = {
             c.task_id
             for c in db.list_commands(self.conn, state="pending")

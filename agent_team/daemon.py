@@ -126,7 +126,9 @@ class Daemon:
     def _bind(self) -> socket.socket:
         host, port = self.settings.dashboard_host, self.settings.dashboard_port
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio only sets TCP_NODELAY on sockets that say they are
+        # TCP, and without it every kept-alive response waits ~40 ms for a delayed ACK.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))

@@ -11,18 +11,31 @@ with the rows shaped exactly as the package writes them. No `start` command
 (and no pending or claimed command of any kind) is seeded, so the daemon runs
 no graph.
 
-Then the real daemon (`agent-team --db FILE daemon`) runs as a child process,
-twice: first on an empty ledger (the idle baseline), then on the seeded one.
+Then the real daemon (`agent-team --db FILE daemon`) runs as a child process:
+first on an empty ledger (the idle baseline), then on the seeded one, each
+started `--startups` times (the last start stays up).
 
-    start-up   process start -> first `/healthz` 200, polled every 10 ms.
+    start-up   process start -> first `/healthz` 200, polled every 10 ms;
+               the median of the starts, parked vs. idle.
     latency    GET /api/task/<random id>, /api/tasks?limit=50&offset=<random>,
                /api/budget?day=<a seeded day> and, as the in-run baseline,
                /healthz (the cheapest endpoint); one httpx client over
                loopback, requests interleaved round-robin after a warm-up,
                nearest-rank p50/p99, and each endpoint's ratio to /healthz.
+               Two passes: one kept-alive connection (what a browser or a
+               Prometheus scraper gets, and what the target is judged on),
+               then a new connection per request, which shows the server's
+               own cost when a kept-alive response stalls on TCP (a
+               response written in two segments without TCP_NODELAY waits
+               for the client's delayed ACK, about 40 ms on Linux).
     RSS        VmRSS of the daemon once settled (`--settle` seconds after
                /healthz, so the worker's 5-second timers have run on the
                parked tasks) vs. the idle daemon settled the same way.
+
+`--agent-team PATH` runs another executable (another checkout's, or a
+patched one) against the same seed, to compare; `--profile ROWS` then
+cProfiles the start-up sweep, the worker's timers and each handler in this
+process, on the same ledger.
 
 This is a benchmark, not a test (nothing here runs under pytest); only the
 ratios within one run, and the targets, mean anything.
@@ -45,6 +58,7 @@ import random
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,6 +72,7 @@ from typing import Any
 import httpx
 
 from agent_team import db
+from agent_team.answers import PLAN_DECISION_HELP
 
 TARGET_STARTUP_S = 2.0
 TARGET_TASK_P99_S = 0.050
@@ -170,7 +185,7 @@ def _task_rows(
                 "title": title,
                 "plan_markdown": "## Plan\n- store the cookie\n- prefill the field\n- tests\n",
             }
-        payload["help"] = "reply with the missing details"
+        payload["help"] = PLAN_DECISION_HELP if turn > 1 else "reply with the missing details"
         if turn == 3:  # expired: the parked row was entered when it ran out
             questions.append(
                 (question_id, task_id, turn, kind, "expired", "local", f"local:{question_id}",
@@ -206,79 +221,106 @@ def _task_rows(
     return task, transitions, questions, commands, windows
 
 
+def _insert(
+    conn: sqlite3.Connection, table: str, columns: str, rows: list[tuple[Any, ...]]
+) -> None:
+    marks = ", ".join("?" for _ in columns.split(","))
+    conn.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+
+
 def seed_ledger(path: Path, *, tasks: int, budget_rows: int, seed: int, now: datetime) -> Seeded:
-    """A fresh ledger at `path`, filled in one transaction; returns what the requests need."""
+    """A fresh ledger at `path`, filled in one transaction; returns what the requests need.
+
+    Every table is filled in time order, as the package appends to it (a task's
+    budget rows sit among the rows of the tasks that ran at the same time, not
+    scattered over the whole table), so rowids and pages follow time as in a
+    real ledger.
+    """
     began = time.perf_counter()
     db.init_db(path)
     rng = random.Random(seed)
     first_day = (now - timedelta(days=DAYS - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
     first_s, now_s = first_day.timestamp(), now.timestamp() - 60.0
+    bundles = [_task_rows(rng, index, first_s, now_s) for index in range(tasks)]
+    bundles.sort(key=lambda bundle: str(bundle[0][9]))  # created_at
+    task_ids = [bundle[0][0] for bundle in bundles]
+    windows = [bundle[4] for bundle in bundles]
+    transitions = sorted((row for b in bundles for row in b[1]), key=lambda row: str(row[3]))
+    questions = sorted((row for b in bundles for row in b[2]), key=lambda row: str(row[7]))
+    commands = sorted((row for b in bundles for row in b[3]), key=lambda row: str(row[8]))
+    # Budget rows: (moment, task, stage, model, tokens in, tokens out), then sorted by time.
+    calls: list[tuple[float, int, str, int, int, int]] = []
+    for _ in range(budget_rows):
+        task_index = rng.randrange(tasks)
+        low, high, stage = rng.choice(windows[task_index])
+        calls.append(
+            (rng.uniform(low, high - 0.001), task_index, stage, rng.randrange(len(MODELS)),
+             rng.randint(200, 20_000), rng.randint(50, 4_000))
+        )  # fmt: skip
+    calls.sort()
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA synchronous = OFF")  # setup only; the daemon opens it normally
         conn.execute("BEGIN IMMEDIATE")
-        task_ids: list[str] = []
-        windows: list[list[tuple[float, float, str]]] = []
-        counts = dict.fromkeys(("tasks", "transitions", "questions", "commands", "budget"), 0)
-        for first in range(0, tasks, CHUNK // 10):
-            task_rows, transitions, questions, commands = [], [], [], []
-            for index in range(first, min(tasks, first + CHUNK // 10)):
-                task, journey, asked, resumes, spend = _task_rows(rng, index, first_s, now_s)
-                task_rows.append(task)
-                transitions.extend(journey)
-                questions.extend(asked)
-                commands.extend(resumes)
-                task_ids.append(task[0])
-                windows.append(spend)
-            conn.executemany(
-                "INSERT INTO tasks (id, kind, source, source_ref, title, body, status, phase, "
-                "parked_reason, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                task_rows,
-            )
-            conn.executemany(
-                "INSERT INTO task_transitions (thread_id, from_phase, to_phase, entered_at, "
-                "exited_at, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                transitions,
-            )
-            conn.executemany(
-                "INSERT INTO pending_questions (question_id, thread_id, turn, kind, status, "
-                "transport, channel_ref, posted_at, deadline_at, answer_json, answered_at, "
-                "answered_via, payload_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                questions,
-            )
-            conn.executemany(
-                "INSERT INTO commands (command_id, kind, task_id, payload_json, state, attempts, "
-                "claimed_by, lease_until, created_at, done_at, error) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                commands,
-            )
-            counts["tasks"] += len(task_rows)
-            counts["transitions"] += len(transitions)
-            counts["questions"] += len(questions)
-            counts["commands"] += len(commands)
-        for first in range(0, budget_rows, CHUNK):
+        _insert(
+            conn,
+            "tasks",
+            "id, kind, source, source_ref, title, body, status, phase, parked_reason, "
+            "created_at, updated_at",
+            [bundle[0] for bundle in bundles],
+        )
+        _insert(
+            conn,
+            "task_transitions",
+            "thread_id, from_phase, to_phase, entered_at, exited_at, status, note",
+            transitions,
+        )
+        _insert(
+            conn,
+            "pending_questions",
+            "question_id, thread_id, turn, kind, status, transport, channel_ref, posted_at, "
+            "deadline_at, answer_json, answered_at, answered_via, payload_json",
+            questions,
+        )
+        _insert(
+            conn,
+            "commands",
+            "command_id, kind, task_id, payload_json, state, attempts, claimed_by, lease_until, "
+            "created_at, done_at, error",
+            commands,
+        )
+        for first in range(0, len(calls), CHUNK):
             rows: list[tuple[Any, ...]] = []
-            for _ in range(min(CHUNK, budget_rows - first)):
-                task_index = rng.randrange(len(task_ids))
-                low, high, stage = rng.choice(windows[task_index])
-                model, mode, price_in, price_out = rng.choice(MODELS)
-                tokens_in, tokens_out = rng.randint(200, 20_000), rng.randint(50, 4_000)
+            for epoch, task_index, stage, model_index, tokens_in, tokens_out in calls[
+                first : first + CHUNK
+            ]:
+                model, mode, price_in, price_out = MODELS[model_index]
                 usd = round((tokens_in * price_in + tokens_out * price_out) / 1e6, 6)
-                moment = datetime.fromtimestamp(rng.uniform(low, high - 0.001), UTC)
+                moment = datetime.fromtimestamp(epoch, UTC)
                 rows.append(
                     (task_ids[task_index], stage, model, mode, tokens_in, tokens_out, usd,
                      db.to_iso(moment), db.day_bucket(moment))
                 )  # fmt: skip
-            conn.executemany(
-                "INSERT INTO budget_ledger (thread_id, stage, model, billing_mode, input_tokens, "
-                "output_tokens, usd_cost, recorded_at, day_bucket) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _insert(
+                conn,
+                "budget_ledger",
+                "thread_id, stage, model, billing_mode, input_tokens, output_tokens, usd_cost, "
+                "recorded_at, day_bucket",
                 rows,
             )
-            counts["budget"] += len(rows)
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         days = [row[0] for row in conn.execute("SELECT DISTINCT day_bucket FROM budget_ledger")]
+        counts = {
+            name: int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+            for name, table in (
+                ("tasks", "tasks"),
+                ("transitions", "task_transitions"),
+                ("questions", "pending_questions"),
+                ("commands", "commands"),
+                ("budget", "budget_ledger"),
+            )
+        }
         runnable = conn.execute(
             "SELECT COUNT(*) FROM commands WHERE kind = 'start' OR state IN ('pending', 'claimed')"
         ).fetchone()[0]
@@ -313,6 +355,7 @@ class RunningDaemon:
     url: str
     log: Path
     startup_s: float
+    startups: list[float] = field(default_factory=list)  # every start of this ledger, in order
     rss_kib: dict[str, int] = field(default_factory=dict)
 
     def rss(self, label: str) -> int:
@@ -340,13 +383,13 @@ def _clean_env(port: int, state_dir: Path) -> dict[str, str]:
     return env
 
 
-def start_daemon(name: str, ledger: Path, folder: Path) -> RunningDaemon:
+def start_daemon(name: str, ledger: Path, folder: Path, executable: Path) -> RunningDaemon:
     """Start `agent-team --db <ledger> daemon`; time process start -> first /healthz 200."""
     port = _free_port()
     state_dir = folder / f"state-{name}"
     log = folder / f"daemon-{name}.log"
     url = f"http://127.0.0.1:{port}"
-    command = [str(VENV_BIN / "agent-team"), "--db", str(ledger), "daemon"]
+    command = [str(executable), "--db", str(ledger), "daemon"]
     with open(log, "wb") as out:
         began = time.perf_counter()
         proc = subprocess.Popen(
@@ -391,6 +434,26 @@ def stop_daemon(daemon: RunningDaemon) -> float:
     if proc.returncode != 0:
         raise daemon.fail(f"exited with {proc.returncode} after SIGTERM")
     return time.perf_counter() - began
+
+
+def start_repeatedly(
+    name: str, ledger: Path, folder: Path, args: argparse.Namespace, started: list[RunningDaemon]
+) -> RunningDaemon:
+    """Start (and stop) the daemon `--startups` times; the last one stays up.
+
+    Its `startup_s` is the median of all starts (the first start on a fresh
+    ledger also creates the checkpoint tables).
+    """
+    times: list[float] = []
+    for attempt in range(args.startups):
+        daemon = start_daemon(name, ledger, folder, args.agent_team)
+        started.append(daemon)
+        times.append(daemon.startup_s)
+        if attempt < args.startups - 1:
+            stop_daemon(daemon)
+    daemon.startups = times
+    daemon.startup_s = statistics.median(times)
+    return daemon
 
 
 # --- latency ------------------------------------------------------------------------------------
@@ -512,11 +575,10 @@ def profile_in_process(seeded: Seeded, folder: Path, targets: list[Endpoint], ro
         if isinstance(route, Route) and route.methods and "GET" in route.methods
     }
     for target in targets[1:]:
-        path, _, query = target.path().partition("?")
-        template = "/api/task/{task_id}" if path.startswith("/api/task/") else path
-        route = by_path[template]
+        first = target.path().partition("?")[0]
+        route = by_path["/api/task/{task_id}" if first.startswith("/api/task/") else first]
         profile = cProfile.Profile()
-        calls = 50
+        calls, spent = 50, 0.0
         for _ in range(calls):
             path, _, query = target.path().partition("?")
             scope = {
@@ -527,8 +589,11 @@ def profile_in_process(seeded: Seeded, folder: Path, targets: list[Endpoint], ro
                 "headers": [],
                 "path_params": {"task_id": path.rsplit("/", 1)[-1]},
             }
+            began = time.perf_counter()
             profile.runcall(route.endpoint, Request(scope))
-        _print_stats(f"{target.label}: the handler, {calls} calls", profile, rows)
+            spent += time.perf_counter() - began
+        title = f"{target.label}: the handler, {calls} calls, {spent / calls * 1e3:.2f} ms each"
+        _print_stats(title, profile, rows)
 
 
 # --- the report ---------------------------------------------------------------------------------
@@ -590,8 +655,11 @@ def report(
     print(
         f"{'start-up: process -> /healthz 200':36}{parked.startup_s:>10.2f} s"
         f"{idle.startup_s:>10.2f} s{parked.startup_s / idle.startup_s:>7.2f}x  "
-        f"<= {TARGET_STARTUP_S:.0f} s: {_verdict(ok)}"
+        f"<= {TARGET_STARTUP_S:.0f} s: {_verdict(ok)} (median of {len(parked.startups)})"
     )
+    for label, daemon in (("parked", parked), ("idle", idle)):
+        each = ", ".join(f"{seconds:.2f}" for seconds in daemon.startups)
+        print(f"{'':38}{label} starts: {each} s")
     verdicts.append(f"start-up {parked.startup_s:.2f} s {_verdict(ok)}")
     settled = f"RSS {args.settle:.0f} s after /healthz"
     ratio = parked.rss_kib["settled"] / idle.rss_kib["settled"]
@@ -628,9 +696,18 @@ def main() -> None:
     parser.add_argument(
         "--settle", type=float, default=6.0, help="seconds after /healthz before reading RSS"
     )
+    parser.add_argument(
+        "--startups", type=int, default=3, help="starts per ledger; the median is reported"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--keep", type=Path, help="seed into this folder and keep it (for digging afterwards)"
+    )
+    parser.add_argument(
+        "--agent-team",
+        type=Path,
+        default=VENV_BIN / "agent-team",
+        help="the agent-team executable to run (e.g. another checkout's, to compare)",
     )
     parser.add_argument(
         "--profile",
@@ -640,15 +717,22 @@ def main() -> None:
         help="then cProfile the start-up and the handlers in-process; top ROWS to stderr",
     )
     args = parser.parse_args()
-    if args.tasks < 51 or args.budget_rows < 1 or args.requests < 1 or args.warmup < 1:
-        parser.error("need --tasks > 50, and --budget-rows, --requests, --warmup >= 1")
+    if (
+        args.tasks < 51
+        or args.budget_rows < 1
+        or args.requests < 1
+        or args.warmup < 1
+        or args.startups < 1
+    ):
+        parser.error("need --tasks > 50, and --budget-rows, --requests, --warmup, --startups >= 1")
 
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         ledger = folder / "seeded.db"
-        for stale in folder.glob("*.db*"):
-            stale.unlink()
+        for name in ("seeded.db", "empty.db"):  # only our own files, from an earlier --keep
+            for suffix in ("", "-wal", "-shm"):
+                (folder / f"{name}{suffix}").unlink(missing_ok=True)
         now = datetime.now(UTC)
         print(
             f"seeding {args.tasks:,} tasks and {args.budget_rows:,} budget rows ...",
@@ -667,14 +751,12 @@ def main() -> None:
         started: list[RunningDaemon] = []  # killed on the way out, whatever happens
         stops: dict[str, float] = {}
         try:
-            idle = start_daemon("idle", empty, folder)
-            started.append(idle)
+            idle = start_repeatedly("idle", empty, folder, args, started)
             time.sleep(args.settle)
             idle.rss("settled")
             stops["idle"] = stop_daemon(idle)
 
-            parked = start_daemon("parked", ledger, folder)
-            started.append(parked)
+            parked = start_repeatedly("parked", ledger, folder, args, started)
             time.sleep(args.settle)
             parked.rss("settled")
             rng = random.Random(args.seed + 1)

@@ -37,6 +37,7 @@ from agent_team.db.intake import (
 from agent_team.db.pages_reads import TaskCost, task_costs
 from agent_team.db.questions import (
     answer_question,
+    answered_without_resume,
     ensure_question,
     expire_question,
     find_open_question_by_channel_ref,
@@ -84,6 +85,7 @@ from agent_team.db.tasks import (
     create_task,
     get_task,
     list_tasks,
+    parked_before,
     set_task_status,
 )
 from agent_team.db.transitions import (
@@ -110,6 +112,7 @@ __all__ = [
     "UsageSummaryRow",
     "answer_question",
     "answer_resume_times",
+    "answered_without_resume",
     "assert_ready",
     "backup_ledger",
     "claim_commands",
@@ -146,6 +149,7 @@ __all__ = [
     "migrate",
     "open_questions_summary",
     "overdue_questions",
+    "parked_before",
     "read_snapshot",
     "record_delivery",
     "record_issue_ingested",

@@ -20,6 +20,7 @@ from agent_team.task_model import CommandKind, QuestionKind, QuestionStatus
 
 __all__ = [
     "answer_question",
+    "answered_without_resume",
     "ensure_question",
     "expire_question",
     "find_open_question_by_channel_ref",
@@ -255,5 +256,20 @@ def overdue_questions(conn: sqlite3.Connection, now: datetime) -> list[Question]
         "SELECT * FROM pending_questions WHERE status = 'open' AND deadline_at IS NOT NULL "
         "AND deadline_at <= ? ORDER BY deadline_at",
         (to_iso(now),),
+    )
+    return [row_to(Question, row) for row in rows]
+
+
+def answered_without_resume(conn: sqlite3.Connection) -> list[Question]:
+    """Answered questions whose `resume` command is missing (the recovery sweep's repair list).
+
+    One anti-join instead of a lookup per question: the sweep runs at every
+    start, and the answered history only grows.
+    """
+    rows = fetch_all(
+        conn,
+        "SELECT q.* FROM pending_questions AS q WHERE q.status = 'answered' AND NOT EXISTS "
+        "(SELECT 1 FROM commands AS c WHERE c.command_id = 'resume:' || q.question_id) "
+        "ORDER BY q.rowid",
     )
     return [row_to(Question, row) for row in rows]

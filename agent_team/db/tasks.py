@@ -11,7 +11,14 @@ from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import Phase, TaskKind, TaskStatus
 
-__all__ = ["count_tasks_by_status", "create_task", "get_task", "list_tasks", "set_task_status"]
+__all__ = [
+    "count_tasks_by_status",
+    "create_task",
+    "get_task",
+    "list_tasks",
+    "parked_before",
+    "set_task_status",
+]
 
 
 def create_task(
@@ -115,3 +122,17 @@ def count_tasks_by_status(conn: sqlite3.Connection) -> dict[str, int]:
     for row in fetch_all(conn, "SELECT status, COUNT(*) AS n FROM tasks GROUP BY status"):
         counts[row["status"]] = int(row["n"])
     return counts
+
+
+def parked_before(conn: sqlite3.Connection, *, reason: str, day: str) -> list[Task]:
+    """Tasks parked for `reason` whose last change was before UTC `day` (`YYYY-MM-DD`).
+
+    The budget timer asks this every few seconds, so the filter is SQL, not Python.
+    """
+    rows = fetch_all(
+        conn,
+        "SELECT * FROM tasks WHERE status = 'parked' AND parked_reason = ? AND updated_at < ? "
+        "ORDER BY updated_at",
+        (reason, day),
+    )
+    return [row_to(Task, row) for row in rows]

@@ -247,3 +247,16 @@ def test_overdue_questions_are_open_ones_past_their_deadline(ledger: db.LedgerCo
     )
     later = now + timedelta(minutes=2)
     assert [q.question_id for q in db.overdue_questions(ledger, later)] == ["past", "exact"]
+
+
+def test_answered_without_resume_lists_only_answers_missing_their_command(
+    ledger: db.LedgerConnection,
+) -> None:
+    ask(ledger, "q1")
+    ask(ledger, "q2", turn=2)
+    ask(ledger, "q3", turn=3)
+    answer(ledger, "q1")
+    answer(ledger, "q2")
+    assert db.answered_without_resume(ledger) == []
+    ledger.execute("DELETE FROM commands WHERE command_id = 'resume:q2'")  # a legacy ledger
+    assert [q.question_id for q in db.answered_without_resume(ledger)] == ["q2"]

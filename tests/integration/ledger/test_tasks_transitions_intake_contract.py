@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,16 @@ def test_connect_creates_the_parent_folder_and_refuses_memory(tmp_path: Path) ->
     assert nested.is_file()
     with pytest.raises(LedgerInputError, match="must be a file"):
         db.connect(":memory:")
+
+
+def test_parked_before_filters_by_reason_and_day(ledger: db.LedgerConnection) -> None:
+    for name in ("a", "b", "c"):
+        db.create_task(ledger, task_id=name, kind="code", title=name)
+    db.set_task_status(ledger, "a", "parked", parked_reason="budget_exhausted")
+    db.set_task_status(ledger, "b", "parked", parked_reason="question_expired")
+    today = db.day_bucket(db.utc_now())
+    assert db.parked_before(ledger, reason="budget_exhausted", day=today) == []
+    tomorrow = (date.fromisoformat(today) + timedelta(days=1)).isoformat()
+    assert [t.id for t in db.parked_before(ledger, reason="budget_exhausted", day=tomorrow)] == [
+        "a"
+    ]
