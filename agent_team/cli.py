@@ -180,11 +180,17 @@ def questions(
     if not rows:
         out.print("no questions" + (f" with status {status.value}" if status else ""))
         return
-    table = _table("question", "kind", "status", "deadline", "answered", "asks", ids=("question",))
+    table = _table(
+        "question", "task", "turn", "kind", "status", "deadline", "answered", "asks",
+        ids=("question", "task"),
+    )  # fmt: skip
     for q in rows:
         answered = f"{q.answered_at} via {q.answered_via}" if q.answered_at else ""
         asks = q.payload.get("text", "") if isinstance(q.payload, dict) else ""
-        table.add_row(q.question_id, q.kind, q.status, q.deadline_at or "", answered, str(asks))
+        table.add_row(
+            q.question_id, q.thread_id, str(q.turn), q.kind, q.status, q.deadline_at or "",
+            answered, str(asks),
+        )  # fmt: skip
     out.print(table)
 
 

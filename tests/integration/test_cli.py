@@ -267,9 +267,9 @@ def test_questions_lists_and_filters_by_status(
     # Oldest first, every status.
     positions = [every.stdout.index(q) for q in ("q-open-1", "q-done", "q-open-2")]
     assert positions == sorted(positions)
-    assert cells(every.stdout, "q-open-1")[1:6] == ["t-one", "1", "clarify", "open", "local"]
+    assert cells(every.stdout, "q-open-1")[1:5] == ["t-one", "1", "clarify", "open"]
     done = cells(every.stdout, "q-done")
-    assert done[1:6] == ["t-one", "1", "clarify", "answered", "local"]
+    assert done[1:5] == ["t-one", "1", "clarify", "answered"]
     assert db.to_iso(DAY) in done
     assert "via" in done and "slack" in done
 
@@ -277,7 +277,7 @@ def test_questions_lists_and_filters_by_status(
     assert "q-open-1" in only_open.stdout
     assert "q-open-2" in only_open.stdout
     assert "q-done" not in only_open.stdout
-    assert cells(only_open.stdout, "q-open-2")[1:6] == ["t-two", "1", "clarify", "open", "local"]
+    assert cells(only_open.stdout, "q-open-2")[1:5] == ["t-two", "1", "clarify", "open"]
 
 
 def test_questions_with_an_unknown_status_exits_2(tmp_path: Path, cwd_ledger: Path) -> None:
