@@ -30,6 +30,7 @@ import uvicorn
 from pydantic import SecretStr
 from starlette.routing import BaseRoute
 
+from agent_team.builders import kill_running_children
 from agent_team.config import Settings, load_systemd_env
 from agent_team.coordinator import Coordinator
 from agent_team.dashboard.app import DashboardContext, create_app
@@ -241,9 +242,12 @@ class Daemon:
             self.coordinator.close()
         else:
             self.cut_short = True
+            killed = kill_running_children()
             log.warning(
-                "runs still going after %.0f s; exiting, they resume on the next start",
+                "runs still going after %.0f s; stopped %d build process(es); "
+                "they resume on the next start",
                 self.settings.stop_grace_s,
+                killed,
             )
         return 0
 

@@ -8,6 +8,7 @@ looked up before the builder runs.
 
 from __future__ import annotations
 
+from agent_team.builders._proc import kill_running_children
 from agent_team.builders.base import Builder, BuildResult, BuildTask, BuildUsage, plan_hash
 from agent_team.builders.claude_code import ClaudeCodeBuilder, parse_claude_output
 from agent_team.builders.command import CommandBuilder
@@ -34,6 +35,7 @@ __all__ = [
     "Worktree",
     "commit_all",
     "find_build",
+    "kill_running_children",
     "make_builder",
     "parse_claude_output",
     "plan_hash",

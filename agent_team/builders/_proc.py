@@ -11,11 +11,40 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Completed", "ProcessTimeout", "inherited_env", "run_process"]
+__all__ = [
+    "Completed",
+    "ProcessTimeout",
+    "inherited_env",
+    "kill_running_children",
+    "run_process",
+]
+
+# Process groups of children still running, so a shutdown that cannot wait for them
+# can take them down instead of leaving orphans at work in a worktree.
+_running_groups: set[int] = set()
+_running_lock = threading.Lock()
+
+
+def kill_running_children() -> int:
+    """Kill every child process group `run_process` still waits on; returns how many.
+
+    For a daemon whose stop grace ran out: the cut-off build resumes on the
+    next start, so the old one must not go on writing into its worktree.
+    """
+    with _running_lock:
+        groups = list(_running_groups)
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(groups)
+
 
 # Variables that point git at another repository; a build must see its own worktree.
 _GIT_LOCATION_VARS = frozenset(
@@ -124,6 +153,16 @@ def run_process(
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         start_new_session=True,
     )
+    with _running_lock:
+        _running_groups.add(proc.pid)
+    try:
+        return _finish(proc, stdin_text, timeout_s)
+    finally:
+        with _running_lock:
+            _running_groups.discard(proc.pid)
+
+
+def _finish(proc: subprocess.Popen[bytes], stdin_text: str | None, timeout_s: float) -> Completed:
     data = stdin_text.encode("utf-8") if stdin_text is not None else None
     try:
         out, err = proc.communicate(data, timeout=timeout_s)

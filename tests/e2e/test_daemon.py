@@ -31,6 +31,16 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0, what: str =
         time.sleep(0.02)
 
 
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose (its parent, the daemon, is gone; init reaps it).
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" not in status.read_text()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -109,7 +119,8 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
     env.update(
         AGENT_TEAM_BUILDER="command",
         AGENT_TEAM_BUILD_COMMAND=(
-            f"touch {started}; while [ ! -f {go} ]; do sleep 0.05; done; echo built > out.txt"
+            f"echo $$ > {tmp_path / 'build.pid'}; touch {started}; "
+            f"while [ ! -f {go} ]; do sleep 0.05; done; echo built > out.txt"
         ),
         AGENT_TEAM_STOP_GRACE_S="0.5",
     )
@@ -142,6 +153,9 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
             log_file.close()
         task = db.get_task(conn, task_id)
         assert task is not None and task.status == "running" and task.phase == "build"
+        # The cut-off build command did not outlive the daemon.
+        build_pid = int((tmp_path / "build.pid").read_text())
+        wait_for(lambda: not pid_alive(build_pid), what="the build command to be killed")
 
         go.touch()
         restarted = subprocess.Popen(
