@@ -105,8 +105,9 @@ class Coordinator:
         db.init_db(self.db_path)
         db.assert_ready(self.db_path)
         self.conn = db.connect(self.db_path)
-        # SqliteSaver gets its own connection (DESIGN.md §3): it commits on it.
-        self._checkpoint_conn = db.connect(self.db_path)
+        # SqliteSaver gets its own connection (DESIGN.md §3), in transaction mode so each
+        # batch of a node's writes is atomic across a kill -9 (see connect_for_checkpoints).
+        self._checkpoint_conn = db.connect_for_checkpoints(self.db_path)
         self.checkpointer = SqliteSaver(self._checkpoint_conn)
         self.checkpointer.setup()
         self.consumer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -394,6 +395,15 @@ class Coordinator:
             self.deliver_open(task_id)
         elif not snapshot.next:
             outcome = snapshot.values.get("outcome")
+            if outcome is None:
+                # The graph says it ended but its `done` node never ran: a checkpoint was
+                # lost (seen after kill -9). Never report that as success.
+                self._park(
+                    task_id,
+                    "needs_operator",
+                    "the task's checkpoints end before `done`; inspect it and resubmit",
+                )
+                return
             status = TaskStatus.CANCELLED if outcome == "cancelled" else TaskStatus.DONE
             build = snapshot.values.get("build") or {}
             note = f"branch {build['branch']} at {build['commit']}" if build else None

@@ -28,7 +28,13 @@ from agent_team.db.commands import (
     list_commands,
     release_command,
 )
-from agent_team.db.connection import LedgerConnection, connect, connect_readonly, ledger_path
+from agent_team.db.connection import (
+    LedgerConnection,
+    connect,
+    connect_for_checkpoints,
+    connect_readonly,
+    ledger_path,
+)
 from agent_team.db.intake import (
     delete_issue_ingested,
     issue_already_ingested,
@@ -119,6 +125,7 @@ __all__ = [
     "close_terminal",
     "complete_command",
     "connect",
+    "connect_for_checkpoints",
     "connect_readonly",
     "count_tasks",
     "count_tasks_by_status",

@@ -29,6 +29,7 @@ __all__ = [
     "WRITE_ATTEMPTS",
     "LedgerConnection",
     "connect",
+    "connect_for_checkpoints",
     "connect_readonly",
     "fetch_all",
     "fetch_one",
@@ -84,6 +85,22 @@ def connect(path: str | Path) -> LedgerConnection:
         raise LedgerError(
             f"cannot open {file} as a SQLite ledger ({exc}); check --db / AGENT_TEAM_DB_PATH"
         ) from None
+    return conn
+
+
+def connect_for_checkpoints(path: str | Path) -> LedgerConnection:
+    """The connection LangGraph's `SqliteSaver` writes checkpoints on.
+
+    Unlike `connect()` it is *not* in autocommit mode: `SqliteSaver` writes a
+    node's outputs with one `executemany` and commits when its cursor closes.
+    In autocommit mode every row would be its own transaction, so a `kill -9`
+    in the middle could leave part of a node's writes, which LangGraph then
+    takes as the node's whole result (seen in the crash tests: a plan review
+    that "finished" without its route to `build`). Here Python opens one
+    `BEGIN IMMEDIATE` before the first write and the saver's commit ends it.
+    """
+    conn = connect(path)
+    conn.isolation_level = "IMMEDIATE"
     return conn
 
 
