@@ -336,10 +336,13 @@ class Coordinator:
 
     def _continue(self, task_id: str, snapshot: StateSnapshot) -> None:
         """Pick a graph up where its last checkpoint left it."""
-        if snapshot.interrupts or not snapshot.next:
+        if snapshot.interrupts or snapshot.values.get("outcome") is not None:
             self._after_run(task_id)  # already waiting or finished: make sure it shows
         else:
-            self._run(task_id, None)  # a run cut short (crash): continue from the checkpoint
+            # A run cut short (crash). `next` can be empty here: when the step's only task
+            # finished and saved its writes before the kill, LangGraph lists no next task
+            # until those writes are applied, which invoke(None) does.
+            self._run(task_id, None)
 
     def _resume(self, command: db.Command) -> None:
         question_id = str(command.payload.get("question_id"))
@@ -387,6 +390,14 @@ class Coordinator:
     def _after_run(self, task_id: str) -> None:
         snapshot = self.graph.get_state(self._config(task_id))
         if snapshot.interrupts:
+            for pending in snapshot.interrupts:
+                value = pending.value if isinstance(pending.value, dict) else {}
+                asked = db.get_question(self.conn, str(value.get("question_id")))
+                if asked is not None and asked.status == QuestionStatus.ANSWERED:
+                    # Answered before a crash cost the graph its checkpoint: the graph never
+                    # consumed the answer, so give it now (once: the next stop is a new turn).
+                    self._run(task_id, GraphCommand(resume={pending.id: asked.answer}))
+                    return
             phase = NODE_PHASES.get(snapshot.next[0], Phase.INTAKE) if snapshot.next else None
             if phase is not None:
                 db.enter_phase(self.conn, task_id=task_id, phase=phase, status=TaskStatus.WAITING)

@@ -103,14 +103,6 @@ def test_crash_after_the_approval(cli: Cli, crash_at: str) -> None:
     assert_finished_once(cli, task_id)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="KNOWN BUG (open, issue #3): after a SIGKILL mid-run, a restart can find the task's "
-    "LangGraph checkpoints ending at an earlier step than the ledger's transitions (seen: "
-    "history stops after clarify while plan/plan_review ran and were answered); the graph then "
-    "reports no next step. The coordinator now parks such a task (needs_operator) instead of "
-    "calling it done; the root cause is not found yet. Fails in about 1 run of 4.",
-)
 def test_sigkill_at_an_arbitrary_moment_loses_nothing(cli: Cli, tmp_path: Path) -> None:
     """A real SIGKILL from outside while several tasks run, twice, then a clean finish."""
     db.init_db(cli.db_path)
