@@ -43,6 +43,7 @@ from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
 from agent_team.redact import redact, tail
+from agent_team.reports import build_note
 from agent_team.task_model import (
     TERMINAL_STATUSES,
     CommandKind,
@@ -417,7 +418,7 @@ class Coordinator:
                 return
             status = TaskStatus.CANCELLED if outcome == "cancelled" else TaskStatus.DONE
             build = snapshot.values.get("build") or {}
-            note = f"branch {build['branch']} at {build['commit']}" if build else None
+            note = build_note(build["branch"], build["commit"]) if build else None
             self._finish(task_id, status, note)
 
     def _park(self, task_id: str, reason: str, message: str) -> None:

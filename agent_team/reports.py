@@ -17,12 +17,17 @@ from agent_team import db
 from agent_team.exceptions import UnknownTaskError
 from agent_team.task_model import TERMINAL_STATUSES, TaskStatus
 
-__all__ = ["build_from_note", "question_view", "task_report"]
+__all__ = ["build_from_note", "build_note", "question_view", "task_report"]
 
-# The coordinator closes a finished task's journey with the note
-# "branch <branch> at <commit>" (coordinator.py, `_after_run`). It is the only
-# durable record of the build outside the LangGraph checkpoint, which is pruned.
+# The coordinator closes a finished task's journey with `build_note(...)`. It is the
+# only durable record of the build outside the LangGraph checkpoint, which is pruned;
+# writer and reader live here together so the format cannot drift.
 _BUILD_NOTE = re.compile(r"branch (?P<branch>\S+) at (?P<commit>[0-9a-f]{7,64})")
+
+
+def build_note(branch: str, commit: str) -> str:
+    """The done transition's note for a build, as `build_from_note` reads it back."""
+    return f"branch {branch} at {commit}"
 
 
 def build_from_note(note: str | None) -> dict[str, str] | None:
