@@ -316,8 +316,10 @@ def tick(
 ) -> None:
     """One pass of the daemon's work (sweep, commands, deadlines, budget), then exit."""
     from agent_team.coordinator import Coordinator  # the graph stack loads only when needed
+    from agent_team.transports.registry import make_transport
 
-    coordinator = Coordinator(_ctx(ctx).settings())
+    settings = _ctx(ctx).settings()
+    coordinator = Coordinator(settings, transport=make_transport(settings))
     try:
         report = coordinator.tick(until_idle=until_idle, timeout_s=timeout)
     finally:

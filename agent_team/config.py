@@ -9,15 +9,17 @@ be a secret).
 
 from __future__ import annotations
 
+import re
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -28,6 +30,18 @@ from agent_team.exceptions import ConfigError
 __all__ = ["ENV_PREFIX", "Settings", "SystemdEnv", "load_settings", "load_systemd_env"]
 
 ENV_PREFIX = "AGENT_TEAM_"
+
+# A comma-separated list in the environment (`a,b,c`), a real list in TOML.
+CommaList = Annotated[list[str], NoDecode]
+_REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
+DEFAULT_MERMAID_MACROS = ("mermaid", "mermaid-cloud", "mermaid-macro", "mermaid-diagram")
+
+
+def _split_commas(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
 
 
 class Settings(BaseSettings):
@@ -103,6 +117,66 @@ class Settings(BaseSettings):
     stop_grace_s: float = Field(default=30.0, ge=0, description="How long a stop waits for runs.")
     poll_s: float = Field(default=1.0, gt=0, le=60, description="Inbox poll interval.")
 
+    # Slack transport (issue #5)
+    transport: Literal["local", "slack"] = Field(
+        default="local", description="Where questions go: `local` (CLI/dashboard) or `slack`."
+    )
+    slack_bot_token: SecretStr | None = Field(default=None, description="xoxb- bot token.")
+    slack_signing_secret: SecretStr | None = Field(
+        default=None, description="Verifies Events API requests (HTTP mode)."
+    )
+    slack_app_token: SecretStr | None = Field(
+        default=None, description="xapp- token; when set, Socket Mode is used instead of HTTP."
+    )
+    slack_channel: str | None = Field(default=None, description="Channel id questions go to.")
+    slack_allowed_users: CommaList = Field(
+        default_factory=list,
+        description="Slack user ids allowed to answer (comma-separated); empty: nobody.",
+    )
+    slack_escalate_to: CommaList = Field(
+        default_factory=list, description="User ids mentioned when a question expires."
+    )
+    slack_api_url: str = Field(
+        default="https://slack.com/api/", description="The Slack Web API base URL."
+    )
+    slack_reminders: CommaList = Field(
+        default_factory=lambda: ["0.5", "0.9"],
+        description="Fractions of a question's deadline at which to remind (comma-separated).",
+    )
+
+    # GitHub intake (issue #6)
+    github_repos: CommaList = Field(
+        default_factory=list, description="Repositories to poll, `owner/repo` comma-separated."
+    )
+    github_label: str = Field(default="agent-team", min_length=1)
+    github_docs_label: str = Field(default="agent-team-docs", min_length=1)
+    github_token: SecretStr | None = None
+    github_api_url: str = Field(default="https://api.github.com")
+    github_poll_s: float = Field(default=60.0, ge=5, description="Seconds between polls.")
+    github_webhook_secret: SecretStr | None = None
+    github_comment: bool = Field(default=False, description="Keep a status comment on the issue.")
+    github_open_pr: bool = Field(default=False, description="Open a draft PR after a build.")
+
+    # Confluence documentation lane (issue #7)
+    confluence_enabled: bool = False
+    confluence_base_url: str | None = Field(
+        default=None, description="e.g. https://example.atlassian.net/wiki"
+    )
+    confluence_space_id: str | None = None
+    confluence_parent_id: str | None = None
+    confluence_email: str | None = None
+    confluence_api_token: SecretStr | None = None
+    confluence_client_id: str | None = None
+    confluence_client_secret: SecretStr | None = None
+    confluence_token_url: str = Field(default="https://auth.atlassian.com/oauth/token")
+    confluence_dry_run: bool = Field(
+        default=True, description="Record the exact write instead of sending it."
+    )
+    confluence_mermaid_macros: CommaList = Field(
+        default_factory=lambda: list(DEFAULT_MERMAID_MACROS),
+        description="Extension keys of Mermaid macros (Marketplace apps differ).",
+    )
+
     # Test hooks (never set these in production)
     crash_at: str | None = Field(
         default=None,
@@ -111,6 +185,52 @@ class Settings(BaseSettings):
     clock_offset_s: float = Field(
         default=0.0, description="Test hook: seconds added to the wall clock (e.g. past midnight)."
     )
+
+    @field_validator(
+        "slack_allowed_users", "slack_escalate_to", "slack_reminders", "github_repos",
+        "confluence_mermaid_macros", mode="before",
+    )  # fmt: skip
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        return _split_commas(value)
+
+    @field_validator("slack_allowed_users", "slack_escalate_to")
+    @classmethod
+    def _slack_users(cls, value: list[str]) -> list[str]:
+        bad = [user for user in value if not _SLACK_USER.match(user)]
+        if bad:
+            raise ValueError("must be Slack user ids like U012ABCDEF, comma-separated")
+        return value
+
+    @field_validator("slack_reminders")
+    @classmethod
+    def _fractions(cls, value: list[str]) -> list[str]:
+        try:
+            numbers = [float(part) for part in value]
+        except ValueError:
+            raise ValueError("must be fractions between 0 and 1, e.g. 0.5,0.9") from None
+        if any(not 0 < number < 1 for number in numbers):
+            raise ValueError("must be fractions between 0 and 1, e.g. 0.5,0.9")
+        return [f"{number:g}" for number in sorted(set(numbers))]
+
+    @field_validator("github_repos")
+    @classmethod
+    def _repos(cls, value: list[str]) -> list[str]:
+        if any(not _REPO_NAME.match(repo) for repo in value):
+            raise ValueError("must be `owner/repo` names, comma-separated")
+        return value
+
+    @field_validator(
+        "slack_api_url", "github_api_url", "confluence_base_url", "confluence_token_url"
+    )
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    def reminder_fractions(self) -> list[float]:
+        return [float(part) for part in self.slack_reminders]
 
     def now(self) -> datetime:
         """The wall clock in UTC, moved by the `clock_offset_s` test hook."""

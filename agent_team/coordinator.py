@@ -56,9 +56,14 @@ from agent_team.task_model import (
 from agent_team.transports.base import Transport
 from agent_team.transports.local import LocalTransport
 
-__all__ = ["Coordinator", "SweepReport", "TickReport"]
+__all__ = ["Coordinator", "SweepReport", "TaskObserver", "TickReport"]
 
 log = logging.getLogger(__name__)
+
+# Told of every task event after the transport: `started`, `waiting`, `parked`, `done`,
+# `failed`, `cancelled`. Observers (the GitHub status comment, ...) must be idempotent:
+# a crash can repeat an event, and they must never raise into the task.
+TaskObserver = Callable[[db.Task, str, str], None]
 
 
 @dataclass
@@ -121,6 +126,7 @@ class Coordinator:
         )
         self._in_flight: set[Future[None]] = set()
         self._in_flight_guard = threading.Lock()
+        self.observers: list[TaskObserver] = []
         self.deps = self._make_deps()
         self.graph = build_graph(self.deps, self.checkpointer)
 
@@ -325,6 +331,7 @@ class Coordinator:
                 "body": task.body,
                 "repo": command.payload.get("repo") or self._submitted_repo(task.id),
             }
+            self._notify(task.id, "started", f"agent-team started on {task.title!r}")
             self._run(task.id, initial)
         else:
             self._continue(task.id, snapshot)
@@ -405,6 +412,10 @@ class Coordinator:
             else:
                 db.set_task_status(self.conn, task_id, TaskStatus.WAITING)
             self.deliver_open(task_id)
+            kinds = sorted(
+                {str(p.value.get("kind")) for p in snapshot.interrupts if isinstance(p.value, dict)}
+            )
+            self._notify(task_id, "waiting", f"waiting on a person: {', '.join(kinds)}")
         elif not snapshot.next:
             outcome = snapshot.values.get("outcome")
             if outcome is None:
@@ -419,7 +430,9 @@ class Coordinator:
             status = TaskStatus.CANCELLED if outcome == "cancelled" else TaskStatus.DONE
             build = snapshot.values.get("build") or {}
             note = build_note(build["branch"], build["commit"]) if build else None
-            self._finish(task_id, status, note)
+            pull = snapshot.values.get("pull_request") or {}
+            text = f"{note}; pull request {pull['url']}" if note and pull.get("url") else None
+            self._finish(task_id, status, note, text=text)
 
     def _park(self, task_id: str, reason: str, message: str) -> None:
         task = db.get_task(self.conn, task_id)
@@ -431,14 +444,16 @@ class Coordinator:
             )  # fmt: skip
             self._notify(task_id, "parked", redact(message))
 
-    def _finish(self, task_id: str, status: TaskStatus, note: str | None) -> None:
+    def _finish(
+        self, task_id: str, status: TaskStatus, note: str | None, *, text: str | None = None
+    ) -> None:
         phase = Phase.DONE if status != TaskStatus.FAILED else None
         db.set_task_status(self.conn, task_id, status, phase=phase)
         db.close_terminal(self.conn, thread_id=task_id, status=status, note=note)
         for question in db.list_questions(self.conn, thread_id=task_id):
             if question.status in (QuestionStatus.OPEN, QuestionStatus.EXPIRED):
                 db.supersede_question(self.conn, question_id=question.question_id)
-        self._notify(task_id, status.value, note or status.value)
+        self._notify(task_id, status.value, text or note or status.value)
 
     def _cancel_now(self, task_id: str) -> None:
         task = db.get_task(self.conn, task_id)
@@ -450,10 +465,11 @@ class Coordinator:
         task = db.get_task(self.conn, task_id)
         if task is None:
             return
-        try:
-            self.transport.notify(task, event, text)
-        except Exception:  # a notification must never fail the task
-            log.exception("could not notify task %s (%s)", task_id, event)
+        for tell in (self.transport.notify, *self.observers):
+            try:
+                tell(task, event, text)
+            except Exception:  # a notification must never fail the task
+                log.exception("could not notify task %s (%s)", task_id, event)
 
     def deliver_open(self, task_id: str | None = None) -> int:
         """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2)."""

@@ -39,6 +39,7 @@ from agent_team.health import Health
 from agent_team.redact import redact
 from agent_team.systemd import Notifier
 from agent_team.transports.base import Transport
+from agent_team.transports.registry import make_transport
 
 __all__ = ["Daemon", "DaemonError", "Loop", "ensure_demo_token"]
 
@@ -78,7 +79,7 @@ class Daemon:
         self.notifier = Notifier(load_systemd_env())
         self.health = Health()
         self.stop = threading.Event()
-        self.coordinator = Coordinator(settings, transport=transport)
+        self.coordinator = Coordinator(settings, transport=transport or make_transport(settings))
         self.ctx = DashboardContext(
             settings, health=self.health, coordinator=self.coordinator, clock=settings.now
         )
@@ -88,6 +89,21 @@ class Daemon:
         self.bound: tuple[str, int] | None = None
         self._server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
+        # Integrations: each is a no-op unless its settings turn it on.
+        self._install_slack()
+        self._install_github()
+        self._install_confluence()
+
+    # -- integrations --------------------------------------------------------------------
+
+    def _install_slack(self) -> None:
+        """Slack (issue #5): the events route or Socket Mode listener, reminder timer."""
+
+    def _install_github(self) -> None:
+        """GitHub (issue #6): the poller loop, the webhook route, the status comment."""
+
+    def _install_confluence(self) -> None:
+        """Confluence (issue #7): nothing beyond the coordinator's graph so far."""
 
     # -- loops -------------------------------------------------------------------------
 

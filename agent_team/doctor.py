@@ -38,8 +38,25 @@ def check(fn: CheckFn) -> CheckFn:
     return fn
 
 
+# Modules that register checks of their own when imported (one per integration).
+INTEGRATION_CHECKS = (
+    "agent_team.transports.slack_doctor",
+    "agent_team.intake.github_doctor",
+    "agent_team.confluence.doctor",
+)
+
+
+def _load_integration_checks() -> None:
+    for name in INTEGRATION_CHECKS:
+        if importlib.util.find_spec(name.rsplit(".", 1)[0]) is None:
+            continue
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+
+
 def run_checks(settings: Settings) -> list[CheckResult]:
     """Run every check; a check that raises is reported as failed, never as a traceback."""
+    _load_integration_checks()
     results = []
     for fn in CHECKS:
         try:

@@ -4,6 +4,7 @@
                  \\-> plan <-> plan_review -> build -> done
                                \\-(reject)----------> done
 
+With a publisher configured (GitHub draft PRs) `build -> publish -> done`.
 One `interrupt()` per gate node (`clarify_gate`, `plan_review`); model calls
 and builds live in their own nodes so a resume never repeats them.
 """
@@ -23,6 +24,7 @@ from agent_team.nodes.done import done
 from agent_team.nodes.intake import intake, route_after_intake
 from agent_team.nodes.plan import plan
 from agent_team.nodes.plan_review import plan_review, route_after_review
+from agent_team.nodes.publish import publish
 from agent_team.task_model import Phase, TaskState
 
 __all__ = ["GATE_NODES", "NODE_PHASES", "build_graph", "route_after_intake"]
@@ -35,6 +37,7 @@ NODE_PHASES: dict[str, Phase] = {
     "plan": Phase.PLAN,
     "plan_review": Phase.PLAN_REVIEW,
     "build": Phase.BUILD,
+    "publish": Phase.BUILD,
     "done": Phase.DONE,
 }
 GATE_NODES = frozenset({"clarify_gate", "plan_review"})
@@ -65,6 +68,11 @@ def build_graph(
     graph.add_edge("clarify_gate", "clarify")
     graph.add_edge("plan", "plan_review")
     graph.add_conditional_edges("plan_review", route_after_review, ["build", "plan", "done"])
-    graph.add_edge("build", "done")
+    after_build = "build"
+    if deps.publish is not None:
+        graph.add_node("publish", partial(publish, deps=deps))
+        graph.add_edge("build", "publish")
+        after_build = "publish"
+    graph.add_edge(after_build, "done")
     graph.add_edge("done", END)
     return graph.compile(checkpointer=checkpointer)

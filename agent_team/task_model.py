@@ -14,6 +14,7 @@ __all__ = [
     "BillingMode",
     "CommandKind",
     "CommandState",
+    "EffectState",
     "Phase",
     "QuestionKind",
     "QuestionStatus",
@@ -84,6 +85,14 @@ class CommandState(StrEnum):
     FAILED = "failed"
 
 
+class EffectState(StrEnum):
+    """A side effect's record: begun, carried out (with its result id), or given up."""
+
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"
+
+
 class BillingMode(StrEnum):
     API = "api"
     SUBSCRIPTION = "subscription"
@@ -110,6 +119,7 @@ class TaskState(TypedDict, total=False):
     plan_feedback: str | None
     decision: str | None  # the last plan_review decision
     build: dict[str, Any] | None  # builders.BuildResult as a dict
+    pull_request: dict[str, Any] | None  # {"url": ..., "number": ...} once a PR is open
     outcome: str | None  # "done" or "cancelled" once decided
 
 

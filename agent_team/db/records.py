@@ -14,8 +14,10 @@ _R = TypeVar("_R", bound="DataclassInstance")
 
 __all__ = [
     "Command",
+    "IntakeCursor",
     "Question",
     "ReplayReport",
+    "SideEffect",
     "Task",
     "Transition",
     "UsageSummaryRow",
@@ -101,6 +103,45 @@ class Transition:
     exited_at: str | None
     status: str
     note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SideEffect:
+    effect_id: str
+    task_id: str
+    kind: str
+    state: str
+    request_json: str | None
+    result_ref: str | None
+    result_json: str | None
+    error: str | None
+    created_at: str
+    updated_at: str
+
+    @property
+    def request(self) -> Any:
+        return _json_or_none(self.request_json)
+
+    @property
+    def result(self) -> Any:
+        return _json_or_none(self.result_json)
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeCursor:
+    source: str
+    label: str
+    etag: str | None
+    last_poll_at: str | None
+    last_status: int | None
+    polls: int
+    not_modified: int
+    tasks_created: int
+    rate_remaining: int | None
+    rate_reset_at: str | None
+    next_poll_at: str | None
+    failures: int
+    last_error: str | None
 
 
 @dataclass(frozen=True, slots=True)

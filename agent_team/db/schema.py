@@ -1,7 +1,7 @@
 """The ledger's schema, version by version, and the migration that walks it.
 
 A fresh ledger is made by the same steps that upgrade an old one (v0 -> v1 ->
-... -> v6), so there is one path to the current schema and `schema.sql` is a
+... -> v7), so there is one path to the current schema and `schema.sql` is a
 dump of what that path produces. The statements of a released version are
 history: never edit them, add a new version instead (CONTRIBUTING.md).
 
@@ -29,7 +29,7 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -170,6 +170,50 @@ _V6 = (
     "ALTER TABLE pending_questions ADD COLUMN payload_json TEXT",
 )
 
+# v7: durable records of the outside world (DESIGN.md §4): inbound event ids seen once
+# (Slack event_id, GitHub X-GitHub-Delivery), outbound side effects with their result id
+# (Slack posts, GitHub comments and PRs, git pushes, Confluence writes), and the intake
+# poller's per-repo cursor (ETag, rate limit, counters) so a restart still polls cheaply.
+_V7 = (
+    """CREATE TABLE seen_events (
+    source   TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    seen_at  TEXT NOT NULL,
+    PRIMARY KEY (source, event_id)
+)""",
+    "CREATE INDEX idx_seen_events_at ON seen_events (seen_at)",
+    """CREATE TABLE side_effects (
+    effect_id    TEXT PRIMARY KEY,
+    task_id      TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    state        TEXT NOT NULL DEFAULT 'pending'
+                 CHECK (state IN ('pending', 'done', 'failed')),
+    request_json TEXT,
+    result_ref   TEXT,
+    result_json  TEXT,
+    error        TEXT,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL
+)""",
+    "CREATE INDEX idx_side_effects_task ON side_effects (task_id, kind)",
+    """CREATE TABLE intake_cursors (
+    source         TEXT NOT NULL,
+    label          TEXT NOT NULL,
+    etag           TEXT,
+    last_poll_at   TEXT,
+    last_status    INTEGER,
+    polls          INTEGER NOT NULL DEFAULT 0,
+    not_modified   INTEGER NOT NULL DEFAULT 0,
+    tasks_created  INTEGER NOT NULL DEFAULT 0,
+    rate_remaining INTEGER,
+    rate_reset_at  TEXT,
+    next_poll_at   TEXT,
+    failures       INTEGER NOT NULL DEFAULT 0,
+    last_error     TEXT,
+    PRIMARY KEY (source, label)
+)""",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -178,6 +222,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
     4: _V4,
     5: _V5_REBUILD,
     6: _V6,
+    7: _V7,
 }
 _FOREIGN_KEYS_OFF = frozenset({5})
 
@@ -189,6 +234,9 @@ LEDGER_TABLES = (
     "task_transitions",
     "tasks",
     "commands",
+    "seen_events",
+    "side_effects",
+    "intake_cursors",
 )
 
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -213,6 +261,16 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "commands": (
         "command_id", "kind", "task_id", "payload_json", "state", "attempts", "claimed_by",
         "lease_until", "created_at", "done_at", "error",
+    ),
+    "seen_events": ("source", "event_id", "seen_at"),
+    "side_effects": (
+        "effect_id", "task_id", "kind", "state", "request_json", "result_ref", "result_json",
+        "error", "created_at", "updated_at",
+    ),
+    "intake_cursors": (
+        "source", "label", "etag", "last_poll_at", "last_status", "polls", "not_modified",
+        "tasks_created", "rate_remaining", "rate_reset_at", "next_poll_at", "failures",
+        "last_error",
     ),
 }  # fmt: skip
 

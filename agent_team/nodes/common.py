@@ -46,6 +46,9 @@ class GraphDeps:
     deadlines: dict[str, timedelta] = field(default_factory=dict)
     crash_at: str | None = None
     outbox: Any = None
+    # After a build: push and open a pull request; returns what to keep (url, number) or
+    # None. Must be idempotent (it records its side effects, DESIGN.md §4).
+    publish: Callable[[TaskState], dict[str, Any] | None] | None = None
 
 
 def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:

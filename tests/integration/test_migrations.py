@@ -264,6 +264,8 @@ def test_upgraded_indexes_are_all_there(old_ledger: tuple[int, Path]) -> None:
         "idx_tasks_created",
         "idx_commands_state",
         "idx_commands_task",
+        "idx_seen_events_at",
+        "idx_side_effects_task",
     }
     # The recreated partial unique index still does its job on the rebuilt table.
     with raw_connect(path) as raw:
@@ -494,6 +496,15 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
             "INSERT INTO commands (command_id, kind, task_id, created_at) VALUES "
             "('start:t-1', 'start', 't-1', '2024-08-01T00:00:00.000000Z')"
         )
+        raw.execute(  # and in the v7 ones
+            "INSERT INTO seen_events VALUES ('slack', 'Ev1', '2024-08-01T00:00:00.000000Z')"
+        )
+        raw.execute(
+            "INSERT INTO side_effects (effect_id, task_id, kind, created_at, updated_at) VALUES "
+            "('slack:post:t-1', 't-1', 'slack_post', '2024-08-01T00:00:00.000000Z', "
+            "'2024-08-01T00:00:00.000000Z')"
+        )
+        raw.execute("INSERT INTO intake_cursors (source, label) VALUES ('github:o/r', 'x')")
     with closing(db.connect(path)) as conn:
         counts = db.table_counts(conn)
     rows, dump, content = read_rows(path), dump_of(path), path.read_bytes()

@@ -17,6 +17,7 @@ from agent_team.task_model import (
     BillingMode,
     CommandKind,
     CommandState,
+    EffectState,
     QuestionKind,
     QuestionStatus,
     TaskKind,
@@ -94,6 +95,7 @@ ENUM_CHECKS: dict[tuple[str, str], type[StrEnum]] = {
     ("tasks", "status"): TaskStatus,
     ("commands", "kind"): CommandKind,
     ("commands", "state"): CommandState,
+    ("side_effects", "state"): EffectState,
     ("budget_ledger", "billing_mode"): BillingMode,
 }
 
@@ -103,6 +105,7 @@ BASE_ROWS: dict[str, dict[str, object]] = {
     "pending_questions": {"thread_id": "t-1", "turn": 1, "transport": "local"},
     "tasks": {"kind": "code", "source": "cli", "title": "t", "created_at": NOW, "updated_at": NOW},
     "commands": {"kind": "start", "task_id": "t-1", "created_at": NOW},
+    "side_effects": {"task_id": "t-1", "kind": "slack_post", "created_at": NOW, "updated_at": NOW},
     "budget_ledger": {
         "thread_id": "t-1",
         "stage": "plan",
@@ -112,7 +115,12 @@ BASE_ROWS: dict[str, dict[str, object]] = {
         "day_bucket": "2024-08-01",
     },
 }
-PRIMARY_KEYS = {"pending_questions": "question_id", "tasks": "id", "commands": "command_id"}
+PRIMARY_KEYS = {
+    "pending_questions": "question_id",
+    "tasks": "id",
+    "commands": "command_id",
+    "side_effects": "effect_id",
+}
 _CHECK_IN = re.compile(r"CHECK\s*\(\s*(\w+)\s+IN\s*\(([^)]*)\)\s*\)", re.IGNORECASE)
 
 

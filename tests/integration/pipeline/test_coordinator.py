@@ -114,7 +114,8 @@ def test_the_approve_path_runs_in_process(make_coordinator: MakeCoordinator) -> 
     assert {state for _, _, state in commands(coordinator, task_id)} == {"done"}
     assert usage_calls(coordinator.conn, task_id) == {"clarify": 1, "plan": 1}
     assert (worktree(coordinator, task_id) / "docs" / "agent-team" / f"{task_id}.md").is_file()
-    assert [event for tid, event, _ in transport.notices if tid == task_id] == ["done"]
+    events = [event for tid, event, _ in transport.notices if tid == task_id]
+    assert events == ["started", "waiting", "done"]
     assert transport.delivered == [question.question_id], "a resume never re-posts"
 
 

@@ -128,7 +128,7 @@ def test_a_missing_claude_cli_parks_the_task_with_how_to_fix_it(
     assert last.note is not None
     assert str(missing) in last.note and "was not found" in last.note
     assert "AGENT_TEAM_CLAUDE_BIN" in last.note and "AGENT_TEAM_BUILDER=offline" in last.note
-    assert [event for _, event, _ in transport.notices] == ["parked"]
+    assert [event for _, event, _ in transport.notices] == ["started", "waiting", "parked"]
     coordinator.tick(until_idle=True, timeout_s=60)
     assert task_of(coordinator, task_id).status == "parked", "parked stays parked, no retry loop"
 
