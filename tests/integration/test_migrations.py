@@ -27,7 +27,7 @@ from agent_team.exceptions import LedgerNotReadyError, SchemaTooNewError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
-HISTORICAL_VERSIONS = (1, 3, 4)
+HISTORICAL_VERSIONS = (1, 3, 4, 6)
 CRASH_EXIT_CODE = 137  # what tests/fixtures/crash_mid_v5.py exits with
 SUBPROCESS_TIMEOUT_S = 60
 
@@ -36,7 +36,11 @@ TABLES_AT = {
     1: {"pending_questions", "budget_ledger", "schema_meta"},
     3: {"pending_questions", "budget_ledger", "schema_meta", "ingested_issues", "task_transitions"},
     4: {"pending_questions", "budget_ledger", "schema_meta", "ingested_issues", "task_transitions"},
-}
+    6: {
+        "pending_questions", "budget_ledger", "schema_meta", "ingested_issues",
+        "task_transitions", "tasks", "commands",
+    },
+}  # fmt: skip
 
 # A value with its Python type, so 1 and 1.0 (INTEGER and REAL) do not compare equal.
 Typed = tuple[str, object]
@@ -205,7 +209,10 @@ def test_upgrade_keeps_every_row(old_ledger: tuple[int, Path]) -> None:
         assert {q["kind"] for q in questions} == {("str", "clarify")}
     else:
         assert ("str", "plan_decision") in {q["kind"] for q in questions}
-    assert {q["payload_json"] for q in questions} == {("NoneType", None)}
+    if version < 6:  # payload_json did not exist
+        assert {q["payload_json"] for q in questions} == {("NoneType", None)}
+    else:
+        assert ("str", "confluence_approval") in {q["kind"] for q in questions}
     for table in set(LEDGER_TABLES) - TABLES_AT[version]:
         assert after[table] == [], f"new table {table} should start empty"
 
