@@ -33,7 +33,9 @@ ENV_PREFIX = "AGENT_TEAM_"
 
 # A comma-separated list in the environment (`a,b,c`), a real list in TOML.
 CommaList = Annotated[list[str], NoDecode]
-_REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# GitHub: owners are letters, digits and hyphens; repositories may hold dots but are never
+# `.` or `..`.
+_REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/(?!\.\.?$)[A-Za-z0-9_.-]+$")
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
 DEFAULT_MERMAID_MACROS = ("mermaid", "mermaid-cloud", "mermaid-macro", "mermaid-diagram")
 

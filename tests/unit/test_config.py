@@ -323,3 +323,66 @@ def test_empty_path_variable_is_not_the_working_folder(
         return
     assert settings.db_path == Path("agent-team.db")
     assert settings.ledger_outbox is None
+
+
+# --- integration settings (Slack, GitHub, Confluence) ------------------------------------
+
+
+def test_comma_separated_lists_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(f"{ENV_PREFIX}SLACK_ALLOWED_USERS", " U012ABCDEF ,W0ZZZ9,")
+    monkeypatch.setenv(f"{ENV_PREFIX}GITHUB_REPOS", "acme/api,acme/web.site")
+    monkeypatch.setenv(f"{ENV_PREFIX}SLACK_REMINDERS", "0.9,0.25,0.9")
+    settings = load_settings()
+    assert settings.slack_allowed_users == ["U012ABCDEF", "W0ZZZ9"]
+    assert settings.github_repos == ["acme/api", "acme/web.site"]
+    assert settings.reminder_fractions() == [0.25, 0.9]
+
+
+def test_lists_from_toml_are_real_lists(tmp_path: Path) -> None:
+    config = tmp_path / "agent-team.toml"
+    config.write_text('github_repos = ["acme/api"]\nslack_escalate_to = ["U0LEAD1"]\n')
+    settings = load_settings(config)
+    assert settings.github_repos == ["acme/api"] and settings.slack_escalate_to == ["U0LEAD1"]
+
+
+def test_integration_defaults_are_off_and_safe() -> None:
+    settings = load_settings()
+    assert settings.transport == "local" and settings.slack_allowed_users == []
+    assert settings.github_repos == [] and not settings.github_comment
+    assert not settings.github_open_pr
+    assert not settings.confluence_enabled and settings.confluence_dry_run
+    assert settings.reminder_fractions() == [0.5, 0.9]
+    assert "mermaid" in settings.confluence_mermaid_macros
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("GITHUB_REPOS", "acme", "owner/repo"),
+        ("GITHUB_REPOS", "acme/api,../etc", "owner/repo"),
+        ("SLACK_ALLOWED_USERS", "alice", "Slack user ids"),
+        ("SLACK_REMINDERS", "0.5,1.5", "fractions between 0 and 1"),
+        ("SLACK_REMINDERS", "half", "fractions between 0 and 1"),
+        ("SLACK_API_URL", "slack.com/api", "http"),
+        ("GITHUB_POLL_S", "1", "greater than or equal to 5"),
+        ("TRANSPORT", "email", "local"),
+    ],
+)
+def test_bad_integration_values_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str
+) -> None:
+    monkeypatch.setenv(f"{ENV_PREFIX}{variable}", value)
+    with pytest.raises(ConfigError) as error:
+        load_settings()
+    message = str(error.value)
+    assert f"{ENV_PREFIX}{variable}" in message and says in message
+    if len(value) > 4:
+        assert value not in message, "the value may be a secret"
+
+
+def test_secrets_are_not_shown_by_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(f"{ENV_PREFIX}SLACK_BOT_TOKEN", "xoxb-very-secret")
+    monkeypatch.setenv(f"{ENV_PREFIX}GITHUB_TOKEN", "ghp_very_secret")
+    monkeypatch.setenv(f"{ENV_PREFIX}CONFLUENCE_API_TOKEN", "atl-very-secret")
+    shown = repr(load_settings())
+    assert "very-secret" not in shown and "very_secret" not in shown
