@@ -47,7 +47,10 @@ def test_backup_is_consistent_while_writing_and_keeps_n(ledger_file: Path, tmp_p
     for path in made[-3:]:
         copy = sqlite3.connect(path)
         assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        assert copy.execute("SELECT schema_version FROM schema_meta").fetchone()[0] == 6
+        assert (
+            copy.execute("SELECT schema_version FROM schema_meta").fetchone()[0]
+            == db.SCHEMA_VERSION
+        )
         copy.close()
     assert not list(out.glob("*.partial"))
     with pytest.raises(ValueError):

@@ -220,7 +220,7 @@ def test_migrate_refuses_a_newer_ledger_and_leaves_it_alone(tmp_path: Path) -> N
     ledger = tmp_path / "newer.db"
     db.init_db(ledger)
     with closing(sqlite3.connect(ledger)) as raw:
-        raw.execute("UPDATE schema_meta SET schema_version = 7")
+        raw.execute(f"UPDATE schema_meta SET schema_version = {db.SCHEMA_VERSION + 1}")
         raw.commit()
     before = ledger.read_bytes()
 
@@ -228,10 +228,11 @@ def test_migrate_refuses_a_newer_ledger_and_leaves_it_alone(tmp_path: Path) -> N
 
     line = assert_one_line_error(result, 1)
     assert "upgrade agent-team" in line
-    assert "7" in line
+    assert str(db.SCHEMA_VERSION + 1) in line
     assert ledger.read_bytes() == before
     with closing(sqlite3.connect(ledger)) as raw:
-        assert raw.execute("SELECT schema_version FROM schema_meta").fetchone() == (7,)
+        version = raw.execute("SELECT schema_version FROM schema_meta").fetchone()
+        assert version == (db.SCHEMA_VERSION + 1,)
 
 
 # --- questions ----------------------------------------------------------------------------------
@@ -531,7 +532,7 @@ def test_reading_commands_refuse_a_newer_ledger(runner: CliRunner, tmp_path: Pat
     newer = tmp_path / "newer.db"
     db.init_db(newer)
     with closing(sqlite3.connect(newer)) as raw:
-        raw.execute("UPDATE schema_meta SET schema_version = 7")
+        raw.execute(f"UPDATE schema_meta SET schema_version = {db.SCHEMA_VERSION + 1}")
         raw.commit()
 
     result = runner.invoke(app, ["--db", str(newer), "budget", "--day", "2026-12-01"])
@@ -548,7 +549,7 @@ def test_migrate_names_the_newer_ledger_it_refuses(runner: CliRunner, tmp_path: 
     newer = tmp_path / "newer.db"
     db.init_db(newer)
     with closing(sqlite3.connect(newer)) as raw:
-        raw.execute("UPDATE schema_meta SET schema_version = 7")
+        raw.execute(f"UPDATE schema_meta SET schema_version = {db.SCHEMA_VERSION + 1}")
         raw.commit()
 
     result = runner.invoke(app, ["--db", str(newer), "migrate"])
