@@ -68,8 +68,10 @@ def claim_commands(
 ) -> list[Command]:
     """Claim up to `limit` runnable commands, oldest first, for `lease_s` seconds.
 
-    Runnable: pending, or claimed by anyone whose lease has run out. Each claim
-    counts one attempt.
+    Runnable: pending, or claimed by anyone whose lease has run out, and not for a
+    task another consumer holds a live claim on: one task runs in one process at a
+    time, so `agent-team tick` beside a daemon cannot run the same task twice.
+    Each claim counts one attempt.
     """
     if limit < 1 or lease_s <= 0:
         raise LedgerInputError("claim_commands needs limit >= 1 and lease_s > 0")
@@ -80,10 +82,12 @@ def claim_commands(
         ids = [
             row[0]
             for row in db.execute(
-                "SELECT command_id FROM commands WHERE state = 'pending' "
-                "OR (state = 'claimed' AND lease_until <= ?) "
-                "ORDER BY created_at, rowid LIMIT ?",
-                (now_iso, limit),
+                "SELECT command_id FROM commands c WHERE (c.state = 'pending' "
+                "OR (c.state = 'claimed' AND c.lease_until <= ?)) AND NOT EXISTS ("
+                "SELECT 1 FROM commands o WHERE o.task_id = c.task_id AND o.state = 'claimed' "
+                "AND o.lease_until > ? AND o.claimed_by != ?) "
+                "ORDER BY c.created_at, c.rowid LIMIT ?",
+                (now_iso, now_iso, consumer, limit),
             )
         ]
         claimed: list[Command] = []

@@ -37,7 +37,7 @@ def test_enqueue_refuses_bad_kind_and_unserialisable_payload(ledger: db.LedgerCo
 
 def test_claim_takes_oldest_first_up_to_the_limit(ledger: db.LedgerConnection) -> None:
     for name in ("c1", "c2", "c3"):
-        enqueue(ledger, name)
+        enqueue(ledger, name, task_id=f"task-{name}")
     first = db.claim_commands(ledger, consumer="w1", limit=2, lease_s=60)
     assert [c.command_id for c in first] == ["c1", "c2"]
     assert all(c.state == "claimed" and c.claimed_by == "w1" and c.attempts == 1 for c in first)
@@ -45,6 +45,40 @@ def test_claim_takes_oldest_first_up_to_the_limit(ledger: db.LedgerConnection) -
     second = db.claim_commands(ledger, consumer="w2", limit=5, lease_s=60)
     assert [c.command_id for c in second] == ["c3"]
     assert db.claim_commands(ledger, consumer="w3", limit=5, lease_s=60) == []
+
+
+def test_a_task_claimed_by_one_consumer_waits_for_it(ledger: db.LedgerConnection) -> None:
+    enqueue(ledger, "a1", task_id="A")
+    assert [
+        c.command_id for c in db.claim_commands(ledger, consumer="w1", limit=1, lease_s=60)
+    ] == ["a1"]
+    enqueue(ledger, "a2", task_id="A")
+    enqueue(ledger, "b1", task_id="B")
+
+    other = db.claim_commands(ledger, consumer="w2", limit=5, lease_s=60)
+    assert [c.command_id for c in other] == ["b1"], "A is held by w1"
+    same = db.claim_commands(ledger, consumer="w1", limit=5, lease_s=60)
+    assert [c.command_id for c in same] == ["a2"], "the holder may take its task's next command"
+
+    assert db.complete_command(ledger, command_id="a1", consumer="w1")
+    assert db.complete_command(ledger, command_id="a2", consumer="w1")
+    enqueue(ledger, "a3", task_id="A")
+    assert [
+        c.command_id for c in db.claim_commands(ledger, consumer="w2", limit=5, lease_s=60)
+    ] == ["a3"], "released once w1 is done"
+
+
+def test_a_dead_holders_task_is_claimable_when_its_lease_runs_out(
+    ledger: db.LedgerConnection,
+) -> None:
+    enqueue(ledger, "a1", task_id="A")
+    enqueue(ledger, "a2", task_id="A")
+    assert db.claim_commands(ledger, consumer="dead", limit=1, lease_s=0.001)
+    deadline = time.monotonic() + 5
+    taken: list[db.Command] = []
+    while not taken and time.monotonic() < deadline:
+        taken = db.claim_commands(ledger, consumer="alive", limit=5, lease_s=60)
+    assert [c.command_id for c in taken] == ["a1", "a2"]
 
 
 def test_claim_refuses_nonsense_limits(ledger: db.LedgerConnection) -> None:

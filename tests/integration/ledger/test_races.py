@@ -85,11 +85,26 @@ def test_one_delivery_wins_a_race(ledger: db.LedgerConnection) -> None:
 
 def test_claims_never_hand_a_command_to_two_consumers(ledger: db.LedgerConnection) -> None:
     for n in range(40):
-        db.enqueue_command(ledger, command_id=f"c{n:02}", kind="resume", task_id="t", payload={})
+        db.enqueue_command(
+            ledger, command_id=f"c{n:02}", kind="resume", task_id=f"t{n}", payload={}
+        )
     batches = race(8, lambda i: db.claim_commands(ledger, consumer=f"w{i}", limit=10, lease_s=60))
     claimed = Counter(c.command_id for batch in batches for c in batch)
     assert sorted(claimed) == [f"c{n:02}" for n in range(40)]
     assert set(claimed.values()) == {1}
+
+
+def test_racing_consumers_never_split_one_tasks_commands(ledger: db.LedgerConnection) -> None:
+    for n in range(40):
+        db.enqueue_command(
+            ledger, command_id=f"c{n:02}", kind="resume", task_id=f"t{n % 4}", payload={}
+        )
+    batches = race(8, lambda i: db.claim_commands(ledger, consumer=f"w{i}", limit=40, lease_s=60))
+    holders: dict[str, set[str]] = {}
+    for batch in batches:
+        for command in batch:
+            holders.setdefault(command.task_id, set()).add(command.claimed_by or "")
+    assert all(len(consumers) == 1 for consumers in holders.values()), holders
 
 
 def test_concurrent_transitions_keep_one_open_row(ledger: db.LedgerConnection) -> None:
