@@ -124,6 +124,9 @@ CREATE TABLE tasks (
 
 CREATE INDEX idx_budget_day ON budget_ledger (day_bucket);
 
+CREATE INDEX idx_budget_day_covering ON budget_ledger
+    (day_bucket, billing_mode, model, stage, input_tokens, output_tokens, usd_cost);
+
 CREATE INDEX idx_budget_thread ON budget_ledger (thread_id);
 
 CREATE INDEX idx_commands_state ON commands (state, created_at);

@@ -173,7 +173,8 @@ _V6 = (
 # v7: durable records of the outside world (DESIGN.md §4): inbound event ids seen once
 # (Slack event_id, GitHub X-GitHub-Delivery), outbound side effects with their result id
 # (Slack posts, GitHub comments and PRs, git pushes, Confluence writes), and the intake
-# poller's per-repo cursor (ETag, rate limit, counters) so a restart still polls cheaply.
+# poller's per-repo cursor (ETag, rate limit, counters) so a restart still polls cheaply;
+# and a covering index for the per-day budget reads.
 _V7 = (
     """CREATE TABLE seen_events (
     source   TEXT NOT NULL,
@@ -196,6 +197,10 @@ _V7 = (
     updated_at   TEXT NOT NULL
 )""",
     "CREATE INDEX idx_side_effects_task ON side_effects (task_id, kind)",
+    # Covers every per-day budget read (the cap check, /api/budget, `agent-team budget`):
+    # sums and groups come from the index alone, already in GROUP BY order.
+    """CREATE INDEX idx_budget_day_covering ON budget_ledger
+    (day_bucket, billing_mode, model, stage, input_tokens, output_tokens, usd_cost)""",
     """CREATE TABLE intake_cursors (
     source         TEXT NOT NULL,
     label          TEXT NOT NULL,
