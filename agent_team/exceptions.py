@@ -127,4 +127,12 @@ class ModelUnavailableError(ModelError):
 
 
 class BuildError(AgentTeamError):
-    """The builder ran and failed; the message carries its (redacted) output tail."""
+    """The builder ran and failed; the message carries its (redacted) output tail.
+
+    `usage` is what the failed run reported it cost (a `builders.BuildUsage`),
+    so the budget ledger counts money spent on a build that failed too.
+    """
+
+    def __init__(self, message: str, *, usage: object | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage

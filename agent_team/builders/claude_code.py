@@ -295,7 +295,8 @@ class ClaudeCodeBuilder:
             cost = f", cost ${run.total_cost_usd:.4f}" if run.total_cost_usd is not None else ""
             raise BuildError(
                 f"Claude Code reported an error ({run.subtype or 'no subtype'}, exit "
-                f"{done.returncode}{cost}): {redact(tail(text, _ERROR_TAIL))}"
+                f"{done.returncode}{cost}): {redact(tail(text, _ERROR_TAIL))}",
+                usage=run.usage(self.billing_mode),
             )
         result_text = redact(run.result.strip())
         summary = next((line for line in result_text.splitlines() if line.strip()), "")

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_team import db
-from agent_team.builders.base import BuildTask
+from agent_team.builders.base import BuildTask, BuildUsage
+from agent_team.exceptions import BuildError
 from agent_team.models.schemas import Plan
 from agent_team.nodes.common import GraphDeps, crash_point, enter
 from agent_team.task_model import Phase, TaskState
@@ -28,18 +29,27 @@ def build(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         body=state.get("body", ""),
         repo=Path(repo) if repo else None,
     )
-    result = deps.build(task, Plan.model_validate(state["plan"]).to_markdown())
+    try:
+        result = deps.build(task, Plan.model_validate(state["plan"]).to_markdown())
+    except BuildError as exc:
+        if isinstance(exc.usage, BuildUsage):  # a failed run still cost money
+            _record(deps, state, exc.usage)
+        raise
     if result.usage is not None and not result.reused:
-        db.record_usage(
-            deps.conn,
-            thread_id=state["task_id"],
-            stage=Phase.BUILD.value,
-            model=result.usage.model,
-            billing_mode=deps.billing_mode,
-            input_tokens=result.usage.input_tokens,
-            output_tokens=result.usage.output_tokens,
-            usd_cost=result.usage.usd_cost,
-            outbox=deps.outbox,
-        )
+        _record(deps, state, result.usage)
     crash_point(deps, Phase.BUILD, "after")
     return {"build": result.model_dump(mode="json")}
+
+
+def _record(deps: GraphDeps, state: TaskState, usage: BuildUsage) -> None:
+    db.record_usage(
+        deps.conn,
+        thread_id=state["task_id"],
+        stage=Phase.BUILD.value,
+        model=usage.model,
+        billing_mode=deps.billing_mode,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        usd_cost=usage.usd_cost,
+        outbox=deps.outbox,
+    )

@@ -13,6 +13,7 @@ import pytest
 
 from agent_team.builders import (
     BuildTask,
+    BuildUsage,
     ClaudeCodeBuilder,
     find_build,
     plan_hash,
@@ -160,7 +161,8 @@ def test_is_error_raises_with_the_redacted_result(
         "subtype": "success",
         "is_error": True,
         "result": f"API Error: 401 invalid x-api-key {secret}",
-        "total_cost_usd": 0.0,
+        "total_cost_usd": 0.0123,
+        "usage": {"input_tokens": 40, "output_tokens": 7},
     }
     fake = _fake_claude(tmp_path, _printing(failed, exit_code=1))
 
@@ -171,6 +173,9 @@ def test_is_error_raises_with_the_redacted_result(
 
     message = str(caught.value)
     assert "API Error: 401" in message and secret not in message and "[redacted]" in message
+    usage = caught.value.usage
+    assert isinstance(usage, BuildUsage), "the failed run's cost travels with the error"
+    assert (usage.input_tokens, usage.output_tokens, usage.usd_cost) == (40, 7, 0.0123)
     wt = prepare_worktree(task, repo_path=None, state_dir=state_dir)
     assert find_build(wt, plan_hash(PLAN)) is None
 

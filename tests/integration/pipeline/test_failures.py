@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from agent_team import db
-from agent_team.builders.base import BuildTask
+from agent_team.builders.base import BuildResult, BuildTask, BuildUsage
 from agent_team.builders.offline import OfflineBuilder
 from agent_team.builders.registry import run_build
 from agent_team.coordinator import Coordinator
-from agent_team.exceptions import InvalidAnswerError, ModelError, QuestionClosedError
+from agent_team.exceptions import BuildError, InvalidAnswerError, ModelError, QuestionClosedError
 from agent_team.models.caller import ModelCaller
 from tests.integration.pipeline.conftest import (
     LONG_BODY,
@@ -65,6 +65,33 @@ def raising_caller(coordinator: Coordinator, error: Exception) -> ModelCaller:
 
 
 # -- builders ------------------------------------------------------------------------------------
+
+
+def test_a_failed_build_still_records_what_it_cost(make_coordinator: MakeCoordinator) -> None:
+    coordinator = make_coordinator(transport=RecordingTransport())
+    spent = BuildUsage(
+        model="claude-code:sonnet", input_tokens=1200, output_tokens=300, usd_cost=0.42,
+        billing_mode="api",
+    )  # fmt: skip
+
+    def failing_build(_task: BuildTask, _plan: str) -> BuildResult:
+        raise BuildError("Claude Code reported an error (error_max_turns, exit 1)", usage=spent)
+
+    coordinator.deps.build = failing_build
+    task_id, question_id = waiting_on_plan(coordinator)
+    coordinator.answer(question_id, "approve", via="cli:tester")
+
+    coordinator.tick(until_idle=True, timeout_s=60)
+
+    assert task_of(coordinator, task_id).status == "failed"
+    build_rows = [
+        row for row in db.usage_summary(coordinator.conn, day=coordinator.clock())
+        if row.stage == "build"
+    ]  # fmt: skip
+    assert [(r.model, r.calls, r.input_tokens, r.output_tokens) for r in build_rows] == [
+        ("claude-code:sonnet", 1, 1200, 300)
+    ]
+    assert build_rows[0].usd_cost == pytest.approx(0.42)
 
 
 def test_a_failing_build_command_fails_the_task_and_redacts_its_output(
