@@ -472,6 +472,19 @@ def cancel(
 
 
 @app.command()
+def retry(
+    ctx: typer.Context, task_id: Annotated[str, typer.Argument(help="The parked task's id.")]
+) -> None:
+    """Continue a parked task from where it stopped, after fixing what parked it."""
+    conn = _open_ready(ctx)
+    try:
+        inbox.retry_task(conn, task_id)
+    finally:
+        conn.close()
+    out.print(f"{task_id} queued again; the daemon (or `agent-team tick`) continues it")
+
+
+@app.command()
 def daemon(
     ctx: typer.Context,
     demo: Annotated[

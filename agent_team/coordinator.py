@@ -219,6 +219,11 @@ class Coordinator:
         self.deliver_open(reopened.thread_id)
         return reopened
 
+    def retry(self, task_id: str) -> None:
+        """Continue a parked task (see `inbox.retry_task`) and wake the worker."""
+        inbox.retry_task(self.conn, task_id)
+        self.wake.set()
+
     def cancel(self, task_id: str) -> None:
         """Queue a cancel (see `inbox.cancel_task`) and wake the worker."""
         inbox.cancel_task(self.conn, task_id)
@@ -380,7 +385,10 @@ class Coordinator:
         try:
             self.graph.invoke(payload, self._config(task_id), durability="sync")
         except ParkingError as exc:
-            self._park(task_id, exc.parked_reason, str(exc))
+            message = str(exc)
+            if exc.parked_reason != "budget_exhausted":  # that one unparks itself tomorrow
+                message += f"; then continue it: agent-team retry {task_id}"
+            self._park(task_id, exc.parked_reason, message)
             return
         except Exception as exc:
             if is_invalid_resume(exc):

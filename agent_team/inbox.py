@@ -26,7 +26,14 @@ from agent_team.task_model import (
     TaskStatus,
 )
 
-__all__ = ["cancel_task", "closed_message", "reopen", "submit_answer", "submit_task"]
+__all__ = [
+    "cancel_task",
+    "closed_message",
+    "reopen",
+    "retry_task",
+    "submit_answer",
+    "submit_task",
+]
 
 
 def submit_task(
@@ -118,6 +125,48 @@ def cancel_task(conn: sqlite3.Connection, task_id: str) -> None:
         conn, command_id=f"cancel:{task_id}", kind=CommandKind.CANCEL.value, task_id=task_id,
         payload={},
     )  # fmt: skip
+
+
+def retry_task(conn: sqlite3.Connection, task_id: str) -> str:
+    """Continue a parked task from its last checkpoint, once the operator fixed the cause.
+
+    For a builder that could not run, a refused write, a task whose checkpoints
+    stopped short: the task is queued again and a `start` command continues the
+    graph where it stopped (finished steps are not repeated). A task parked on
+    an expired question is reopened instead, so the question gets a deadline.
+
+    Returns:
+        The id of the queued command.
+
+    Raises:
+        UnknownTaskError: no such task.
+        TaskRefusedError: the task is not parked, or parked on an expired question.
+    """
+    task = db.get_task(conn, task_id)
+    if task is None:
+        raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
+    if task.status != TaskStatus.PARKED:
+        raise TaskRefusedError(f"task {task_id} is {task.status}; only parked tasks are retried")
+    if task.parked_reason == "question_expired":
+        expired = [
+            q.question_id
+            for q in db.list_questions(conn, thread_id=task_id)
+            if q.status == QuestionStatus.EXPIRED
+        ]
+        which = expired[-1] if expired else "<question id>"
+        raise TaskRefusedError(
+            f"task {task_id} waits on an expired question; reopen it: agent-team reopen {which}"
+        )
+    command_id = f"retry:{task_id}:{uuid.uuid4().hex[:8]}"
+    db.set_task_status(conn, task_id, TaskStatus.QUEUED, phase=task.phase)
+    db.record_transition(
+        conn, thread_id=task_id, to_phase=task.phase, status=TaskStatus.QUEUED,
+        note=f"retried by an operator (was parked: {task.parked_reason})",
+    )  # fmt: skip
+    db.enqueue_command(
+        conn, command_id=command_id, kind=CommandKind.START.value, task_id=task_id, payload={}
+    )
+    return command_id
 
 
 def deadline_for(kind: str, deadlines: dict[str, timedelta], now: datetime) -> datetime:

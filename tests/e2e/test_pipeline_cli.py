@@ -209,3 +209,28 @@ def test_a_confluence_task_is_refused_with_a_clear_message(cli: Cli, tmp_path: P
     assert result.returncode == 1
     assert "documentation lane" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_builder_that_cannot_run_parks_and_retry_finishes_after_the_fix(
+    cli: Cli, tmp_path: Path
+) -> None:
+    broken = {"AGENT_TEAM_BUILDER": "claude-code", "AGENT_TEAM_CLAUDE_BIN": str(tmp_path / "no")}
+    task_id = cli.submit("Remember the email", LONG_BODY)
+    cli.tick(**broken)
+    cli.answer(cli.open_question(task_id)["question_id"], "approve")
+    cli.tick(**broken)
+    report = cli.show(task_id)
+    assert (report["task"]["status"], report["task"]["parked_reason"]) == (
+        "parked",
+        "builder_unavailable",
+    )
+
+    refused = cli.run("retry", "no-such-task", check=False)
+    assert refused.returncode == 1 and "no task 'no-such-task'" in refused.stderr
+    cli.run("retry", task_id)  # the operator went back to the offline builder
+    cli.tick()
+
+    report = cli.show(task_id)
+    assert report["task"]["status"] == "done"
+    again = cli.run("retry", task_id, check=False)
+    assert again.returncode == 1 and "only parked tasks" in again.stderr

@@ -21,7 +21,14 @@ from agent_team.builders.base import BuildResult, BuildTask, BuildUsage
 from agent_team.builders.offline import OfflineBuilder
 from agent_team.builders.registry import run_build
 from agent_team.coordinator import Coordinator
-from agent_team.exceptions import BuildError, InvalidAnswerError, ModelError, QuestionClosedError
+from agent_team.exceptions import (
+    BuildError,
+    InvalidAnswerError,
+    ModelError,
+    QuestionClosedError,
+    TaskRefusedError,
+    UnknownTaskError,
+)
 from agent_team.models.caller import ModelCaller
 from tests.integration.pipeline.conftest import (
     LONG_BODY,
@@ -158,6 +165,40 @@ def test_a_missing_claude_cli_parks_the_task_with_how_to_fix_it(
     assert [event for _, event, _ in transport.notices] == ["started", "waiting", "parked"]
     coordinator.tick(until_idle=True, timeout_s=60)
     assert task_of(coordinator, task_id).status == "parked", "parked stays parked, no retry loop"
+    assert f"agent-team retry {task_id}" in last.note
+
+    # The operator fixes it (here: another process with a builder that runs) and retries.
+    coordinator.close()
+    fixed = make_coordinator(transport=transport)
+    fixed.retry(task_id)
+    assert task_of(fixed, task_id).status == "queued"
+    fixed.tick(until_idle=True, timeout_s=60)
+
+    task = task_of(fixed, task_id)
+    assert (task.status, task.phase) == ("done", "done")
+    assert usage_calls(fixed.conn, task_id) == {"clarify": 1, "plan": 1}, "nothing asked twice"
+    assert [q.question_id for q in db.list_questions(fixed.conn, thread_id=task_id)] == [
+        question_id
+    ]
+    with pytest.raises(TaskRefusedError, match="only parked tasks"):
+        fixed.retry(task_id)
+
+
+def test_a_task_parked_on_an_expired_question_is_reopened_not_retried(
+    make_coordinator: MakeCoordinator,
+) -> None:
+    clock = Clock()
+    coordinator = make_coordinator(clock=clock)
+    task_id, question_id = waiting_on_plan(coordinator)
+    clock.advance(days=30)
+    coordinator.tick(until_idle=True, timeout_s=60)
+    assert task_of(coordinator, task_id).parked_reason == "question_expired"
+
+    with pytest.raises(TaskRefusedError, match=f"agent-team reopen {question_id}"):
+        coordinator.retry(task_id)
+    assert task_of(coordinator, task_id).status == "parked"
+    with pytest.raises(UnknownTaskError):
+        coordinator.retry("no-such-task")
 
 
 def test_builds_of_different_tasks_in_one_repository_do_not_break_each_other(
