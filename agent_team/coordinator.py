@@ -34,6 +34,7 @@ from langgraph.types import StateSnapshot
 from agent_team import db, inbox
 from agent_team.builders.registry import make_builder, run_build
 from agent_team.config import Settings
+from agent_team.confluence import lane_from_settings
 from agent_team.exceptions import (
     ParkingError,
     UnknownTaskError,
@@ -164,6 +165,7 @@ class Coordinator:
             deadlines=self.default_deadlines(),
             crash_at=settings.crash_at,
             outbox=settings.ledger_outbox,
+            confluence=lane_from_settings(settings),
         )
 
     def default_deadlines(self) -> dict[str, timedelta]:
@@ -176,6 +178,8 @@ class Coordinator:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self.deps.confluence is not None:
+            self.deps.confluence.close()
         self._checkpoint_conn.close()
         self.conn.close()
 
@@ -194,6 +198,7 @@ class Coordinator:
 
     def start_task(self, **request: Any) -> str:
         """Submit a task (see `inbox.submit_task`) and wake the worker."""
+        request.setdefault("confluence_enabled", self.settings.confluence_enabled)
         task_id = inbox.submit_task(self.conn, **request)
         log.info("task %s submitted: %s", task_id, request.get("title"))
         self.wake.set()
