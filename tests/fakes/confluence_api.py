@@ -75,9 +75,7 @@ class FakeConfluence:
     spaces: set[str] = field(default_factory=lambda: {"1001"})
     pages: dict[str, FakePage] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
-    fail_next: dict[tuple[str, str], list[tuple[int, dict[str, str]]]] = field(
-        default_factory=dict
-    )
+    fail_next: dict[tuple[str, str], list[tuple[int, dict[str, str]]]] = field(default_factory=dict)
     bump_before_put: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, float] = field(default_factory=dict)  # issued bearer tokens
     token_lifetime_s: int = 3600
@@ -262,7 +260,9 @@ def fake_confluence() -> Iterator[FakeConfluence]:
     fake.base_url = f"http://{host}:{port}/wiki"
     fake.token_url = f"http://{host}:{port}/oauth/token"
     thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-confluence",
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.05},
+        name="fake-confluence",
         daemon=True,
     )
     thread.start()

@@ -37,7 +37,9 @@ def test_finds_every_marketplace_format_and_skips_unrelated_macros() -> None:
         ("external", "mermaid-attachment"),
     ]
     assert found[0].source == "graph TD\n  A-->B"
-    assert found[2].extension_key is not None and found[2].extension_key.endswith("/mermaid-diagram")
+    assert found[2].extension_key is not None and found[2].extension_key.endswith(
+        "/mermaid-diagram"
+    )
     assert found[3].source == "flowchart LR\n  X-->Y\n  Y-->Z"
     # the python code block inside the info panel, the toc and the jira macro are not diagrams
     assert mermaid.find_diagrams(doc, ["toc"])[0].local_id == "toc-local"
@@ -54,7 +56,7 @@ def test_fixture_round_trips_byte_for_byte() -> None:
 def test_replace_changes_only_that_diagram_byte_for_byte(index: int) -> None:
     raw, doc = load("mixed_macros.json")
     before = mermaid.find_diagrams(doc, KEYS)
-    new_source = "flowchart TD\n  new[\"ünïcode ✓\"] --> done"
+    new_source = 'flowchart TD\n  new["ünïcode ✓"] --> done'
     op = {"op": "replace", "index": index, "source": new_source, "expect": before[index].source}
     result = mermaid.safe_edit(doc, [op], KEYS)
 
@@ -66,9 +68,7 @@ def test_replace_changes_only_that_diagram_byte_for_byte(index: int) -> None:
     assert adf.dumps(doc) == raw, "the original document is never changed"
     # every top-level node other than the edited one serialises to the same bytes
     top = before[index].path[0]
-    for position, (old, new) in enumerate(
-        zip(doc["content"], result.doc["content"], strict=True)
-    ):
+    for position, (old, new) in enumerate(zip(doc["content"], result.doc["content"], strict=True)):
         if position != top:
             assert adf.dumps(new) == adf.dumps(old)
     assert adf.dumps(mermaid.revert(result.doc, result.undo)) == raw
@@ -107,7 +107,7 @@ def test_guard_refuses_a_dropped_macro() -> None:
     result = mermaid.apply_ops(doc, [{"op": "replace", "index": 0, "source": "graph LR\nQ"}], KEYS)
     lossy = copy.deepcopy(result.doc)
     del lossy["content"][8]  # the Forge macro vanishes from the proposed page
-    with pytest.raises(MermaidGuardError, match="macro-count guard.*had 6.*has 5"):
+    with pytest.raises(MermaidGuardError, match=r"macro-count guard.*had 6.*has 5"):
         mermaid.check_guards(doc, lossy, result.undo, result.inserts, KEYS)
 
 
@@ -166,9 +166,7 @@ def test_invalid_adf_is_refused(text: str, reason: str) -> None:
 
 # -- property: replace-then-revert gives back the original -------------------------------------
 
-_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12
-)
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
 _local_id = st.uuids().map(str)
 
 
@@ -240,9 +238,7 @@ def _nested(children: st.SearchStrategy[list[dict[str, Any]]]) -> st.SearchStrat
     return st.one_of(bodied_mermaid, panel, quote)
 
 
-_blocks = st.recursive(
-    _leaf(), lambda inner: _nested(st.lists(inner, max_size=4)), max_leaves=25
-)
+_blocks = st.recursive(_leaf(), lambda inner: _nested(st.lists(inner, max_size=4)), max_leaves=25)
 _docs = st.builds(
     lambda content: {"type": "doc", "version": 1, "content": content},
     st.lists(_blocks, max_size=8),

@@ -48,7 +48,12 @@ def test_reads_a_page_with_its_adf_body_and_version(fake: fc.FakeConfluence) -> 
     page_id = fake.add_page("Architecture", raw, version=4)
     client = basic(fake)
     page = client.get_page(page_id)
-    assert (page.id, page.title, page.space_id, page.version) == (page_id, "Architecture", "1001", 4)
+    assert (page.id, page.title, page.space_id, page.version) == (
+        page_id,
+        "Architecture",
+        "1001",
+        4,
+    )
     assert page.body_text == raw and adf.dumps(page.doc) == raw
     assert page.url == f"{fake.base_url}/spaces/S1001/pages/{page_id}"
     (request,) = fake.requests
@@ -86,16 +91,14 @@ def test_create_and_update_send_the_v2_shapes(fake: fc.FakeConfluence) -> None:
         "spaceId": "1001", "status": "current", "title": "New", "parentId": "77",
         "body": {"representation": "atlas_doc_format", "value": doc_text},
     }  # fmt: skip
-    updated = client.update_page(
-        update_request(page_id=created.id, title="New", doc_text=doc_text, version=2,
-                       message="agent-team task t1: x")  # fmt: skip
-    )
+    first = update_request(
+        page_id=created.id, title="New", doc_text=doc_text, version=2,
+        message="agent-team task t1: x",
+    )  # fmt: skip
+    updated = client.update_page(first)
     assert updated.version == 2 and fake.pages[created.id].message == "agent-team task t1: x"
     with pytest.raises(StaleVersionError, match="409"):
-        client.update_page(
-            update_request(page_id=created.id, title="New", doc_text=doc_text, version=2,
-                           message="again")  # fmt: skip
-        )
+        client.update_page({**first, "version": {"number": 2, "message": "again"}})
     assert fake.pages[created.id].version == 2
 
 
@@ -191,6 +194,8 @@ def test_fake_records_json_bodies(fake: fc.FakeConfluence) -> None:
     # The recorded body is what went over the wire, parsed: the ADF stays a JSON *string*.
     client = basic(fake)
     doc_text = json.dumps({"type": "doc", "version": 1, "content": []})
-    client.create_page(create_request(space_id="1001", parent_id=None, title="T", doc_text=doc_text))
+    client.create_page(
+        create_request(space_id="1001", parent_id=None, title="T", doc_text=doc_text)
+    )
     assert isinstance(fake.writes()[0].body["body"]["value"], str)
     assert "parentId" not in fake.writes()[0].body

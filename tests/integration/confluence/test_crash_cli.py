@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-
 from agent_team import db, inbox
 from tests.e2e.conftest import LONG_BODY, Cli
 from tests.fakes import confluence_api as fc

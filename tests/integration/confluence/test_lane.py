@@ -174,9 +174,9 @@ def test_direct_flow_real_write_creates_one_page(
 ) -> None:
     coordinator = make_lane(confluence_dry_run=False, confluence_parent_id="77")
     task_id = submit_docs(coordinator)
-    assert "this will be written to Confluence" in open_question(coordinator, task_id).payload[
-        "text"
-    ]
+    assert (
+        "this will be written to Confluence" in open_question(coordinator, task_id).payload["text"]
+    )
     answer(coordinator, task_id, "publish ship it")
 
     assert task(coordinator, task_id).status == "done"
@@ -210,7 +210,10 @@ def test_update_of_an_existing_page_is_one_put_with_version_plus_one(
 
     (put,) = fake.writes()
     assert put.method == "PUT" and put.path == f"/wiki/api/v2/pages/{page_id}"
-    assert put.body["version"] == {"number": 4, "message": f"agent-team task {task_id}: Architecture"}
+    assert put.body["version"] == {
+        "number": 4,
+        "message": f"agent-team task {task_id}: Architecture",
+    }
     page = fake.pages[page_id]
     assert page.version == 4
     before, after = adf.parse(raw), adf.parse(page.body)
@@ -402,8 +405,8 @@ def test_a_drafted_body_that_is_not_adf_parks_the_task(
     make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence, body_adf: str, reason: str
 ) -> None:
     coordinator = make_lane(confluence_dry_run=False)
-    chat = ToolChat(responses=[tool_reply(ConfluenceDraft.__name__, {
-        "title": "T", "summary": "S", "mermaid": "graph TD\nA", "body_adf": body_adf})])  # fmt: skip
+    args = {"title": "T", "summary": "S", "mermaid": "graph TD\nA", "body_adf": body_adf}
+    chat = ToolChat(responses=[tool_reply(ConfluenceDraft.__name__, args)])
     coordinator.deps.caller = ModelCaller(
         coordinator.conn, chat, model="scripted", billing_mode="api", daily_budget_usd=1.0,
         daily_token_cap=100_000, clock=Clock(),
