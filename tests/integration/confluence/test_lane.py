@@ -14,11 +14,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient
 
 from agent_team import db
 from agent_team.config import DEFAULT_MERMAID_MACROS
 from agent_team.confluence import ConfluenceLane, adf, mermaid
 from agent_team.coordinator import Coordinator
+from agent_team.dashboard import DashboardContext, create_app
 from agent_team.exceptions import TaskRefusedError
 from agent_team.graph import build_graph
 from agent_team.models.caller import ModelCaller
@@ -425,3 +427,20 @@ def test_a_page_with_no_diagram_and_no_heading_parks_the_task(
     coordinator = make_lane()
     task_id = submit_docs(coordinator, body=f"confluence-page: {page_id}")
     parks(coordinator, task_id, "no Mermaid diagram to update and no heading")
+
+
+# -- the dashboard shows the lane ------------------------------------------------------------
+
+
+def test_the_dashboard_shows_the_lane_and_its_question(make_lane: MakeLaneCoordinator) -> None:
+    coordinator = make_lane()
+    task_id = submit_docs(coordinator)
+    ctx = DashboardContext(settings=coordinator.settings, clock=coordinator.clock)
+    with TestClient(create_app(ctx)) as client:
+        page = client.get(f"/task/{task_id}")
+        assert page.status_code == 200
+        assert "conf_draft" in page.text and "conf_gate" in page.text
+        assert "DRY RUN" in page.text and "revise &lt;feedback&gt;" in page.text
+        data = client.get(f"/api/task/{task_id}").json()
+        assert data["task"]["phase"] == "conf_gate"
+        assert data["questions"][0]["kind"] == "confluence_approval"
