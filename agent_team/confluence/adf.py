@@ -147,7 +147,11 @@ def _block_lines(node: dict[str, Any]) -> list[str]:
         return [f"{hashes} {text_of(node)}"]
     if kind == "codeBlock":
         language = str((node.get("attrs") or {}).get("language") or "")
-        return [f"```{language}", *text_of(node).splitlines(), "```"]
+        # Indented, not fenced: the preview is shown inside a fenced block itself.
+        return [
+            f"[code: {language or 'text'}]",
+            *(f"    {line}" for line in text_of(node).splitlines()),
+        ]
     if kind in ("extension", "bodiedExtension", "inlineExtension"):
         key = str((node.get("attrs") or {}).get("extensionKey") or "?")
         return [f"[macro {key}]"]

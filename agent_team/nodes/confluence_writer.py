@@ -252,6 +252,8 @@ def _request_for(task_id: str, draft: dict[str, Any], version: int | None = None
 
 
 def _gate_text(state: TaskState, draft: dict[str, Any], dry_run: bool) -> str:
+    # The preview holds no ``` of its own (adf.to_preview indents code), so these fences
+    # read the same in Slack, the CLI and the dashboard.
     request = _request_for(state["task_id"], draft)
     where = (
         f"update page {draft['page_id']} ({draft['title']!r}) from version "

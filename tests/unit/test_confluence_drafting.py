@@ -78,3 +78,15 @@ def test_page_line_and_version_message() -> None:
 def test_draft_schema_refuses_blank_fields() -> None:
     with pytest.raises(ValueError, match="must not be blank"):
         ConfluenceDraft(title="T", summary="  ", mermaid="graph TD")
+
+
+def test_preview_is_readable_text_without_fences() -> None:
+    from pathlib import Path
+
+    raw = (Path(__file__).parents[1] / "fixtures" / "adf" / "mixed_macros.json").read_text()
+    preview = adf.to_preview(adf.parse(raw))
+    lines = preview.splitlines()
+    assert lines[0] == "# Architecture"
+    assert "[macro mermaid-macro]" in lines and "[code: mermaid]" in lines
+    assert "    pie" in lines and "```" not in preview
+    assert adf.to_preview(adf.parse(raw), limit=20).endswith("\n…")

@@ -149,7 +149,7 @@ def test_direct_flow_dry_run_records_the_exact_request_and_sends_nothing(
     assert question.kind == "confluence_approval"
     text = question.payload["text"]
     assert "DRY RUN" in text and "create page 'Design: Login' in space 1001" in text
-    assert "Request: POST /api/v2/pages" in text and "```mermaid" in text
+    assert "Request: POST /api/v2/pages" in text and "[code: mermaid]" in text
     assert "publish [comment]" in question.payload["help"]
 
     answer(coordinator, task_id, "publish")
