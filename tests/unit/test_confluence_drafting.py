@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agent_team.answers import parse_answer
@@ -81,8 +83,6 @@ def test_draft_schema_refuses_blank_fields() -> None:
 
 
 def test_preview_is_readable_text_without_fences() -> None:
-    from pathlib import Path
-
     raw = (Path(__file__).parents[1] / "fixtures" / "adf" / "mixed_macros.json").read_text()
     preview = adf.to_preview(adf.parse(raw))
     lines = preview.splitlines()
