@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -199,3 +200,27 @@ def test_fake_records_json_bodies(fake: fc.FakeConfluence) -> None:
     )
     assert isinstance(fake.writes()[0].body["body"]["value"], str)
     assert "parentId" not in fake.writes()[0].body
+
+
+def test_one_oauth_token_for_many_threads(fake: fc.FakeConfluence) -> None:
+    page_id = fake.add_page("P", (FIXTURES / "no_diagram.json").read_text())
+    auth = OAuthClientCredentials(fc.CLIENT_ID, SecretStr(fc.CLIENT_SECRET), fake.token_url)
+    client = ConfluenceClient(fake.base_url, auth, sleep=Sleeps())
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            start.wait(timeout=10)
+            client.get_page(page_id)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+    assert auth.fetched == 1
+    assert sum(1 for r in fake.requests if r.path == "/oauth/token") == 1

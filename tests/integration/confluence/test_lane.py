@@ -444,3 +444,33 @@ def test_the_dashboard_shows_the_lane_and_its_question(make_lane: MakeLaneCoordi
         data = client.get(f"/api/task/{task_id}").json()
         assert data["task"]["phase"] == "conf_gate"
         assert data["questions"][0]["kind"] == "confluence_approval"
+
+
+def test_a_429_on_the_write_is_retried_after_retry_after(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    page_id = fake.add_page("Architecture", fixture_text("mixed_macros.json"), version=3)
+    coordinator = make_lane(confluence_dry_run=False)  # Retry-After capped at 0.05 s
+    task_id = submit_docs(coordinator, body=f"{LONG_BODY}\nconfluence-page: {page_id}")
+    fake.fail_next[("PUT", "/wiki/api/v2/pages/")] = [(429, {"Retry-After": "1"})]
+    answer(coordinator, task_id, "publish")
+    assert [w.body["version"]["number"] for w in fake.writes()] == [4, 4]  # refused, then taken
+    assert fake.pages[page_id].version == 4
+    assert task(coordinator, task_id).status == "done"
+
+
+def test_parallel_workers_write_each_page_once(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    coordinator = make_lane(confluence_dry_run=False, workers=3)
+    ids = [
+        coordinator.start_task(title=f"Docs {n}", body=LONG_BODY, kind="confluence")
+        for n in range(4)
+    ]
+    run(coordinator)
+    for task_id in ids:
+        coordinator.answer(open_question(coordinator, task_id).question_id, "publish", via="t")
+    run(coordinator)  # the pool runs the four writes on three threads
+    assert sorted(w.body["title"] for w in fake.writes()) == [f"Design: Docs {n}" for n in range(4)]
+    assert len(fake.pages) == 4
+    assert {task(coordinator, t).status for t in ids} == {"done"}
