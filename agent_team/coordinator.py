@@ -43,6 +43,7 @@ from agent_team.graph import NODE_PHASES, build_graph
 from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
+from agent_team.nodes.confluence_writer import result_note
 from agent_team.redact import redact, tail
 from agent_team.reports import build_note
 from agent_team.task_model import (
@@ -437,6 +438,10 @@ class Coordinator:
             note = build_note(build["branch"], build["commit"]) if build else None
             pull = snapshot.values.get("pull_request") or {}
             text = f"{note}; pull request {pull['url']}" if note and pull.get("url") else None
+            docs = result_note(snapshot.values.get("confluence"))
+            if docs:  # the Confluence lane's outcome; a build note stays first (it is parsed)
+                text = f"{text or note}; {docs}" if note else docs
+                note = note or docs
             self._finish(task_id, status, note, text=text)
 
     def _park(self, task_id: str, reason: str, message: str) -> None:

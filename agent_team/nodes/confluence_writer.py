@@ -57,6 +57,7 @@ __all__ = [
     "conf_write",
     "effect_id_for",
     "page_id_from",
+    "result_note",
     "route_after_conf_gate",
     "version_message",
 ]
@@ -91,6 +92,23 @@ def effect_id_for(task_id: str, turn: int) -> str:
 def version_message(task_id: str, title: str) -> str:
     """The version message of an update; it names the task, which recovery looks for."""
     return f"agent-team task {task_id}: {' '.join(title.split())[:120]}"
+
+
+def result_note(confluence: dict[str, Any] | None) -> str | None:
+    """One line about the lane's outcome for the task's final note, or None."""
+    conf = confluence or {}
+    result = conf.get("result")
+    if isinstance(result, dict):
+        if result.get("dry_run"):
+            return (
+                f"confluence dry run: {result.get('method')} {result.get('path')} recorded as "
+                f"{result.get('effect_id')}, nothing sent"
+            )
+        where = result.get("url") or f"page {result.get('page_id')}"
+        return f"confluence {where} at version {result.get('version')}"
+    if conf.get("decision") == "reject":
+        return "confluence page rejected; nothing written"
+    return None
 
 
 def _lane(deps: GraphDeps) -> ConfluenceLane:
@@ -411,7 +429,7 @@ def conf_write(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     if effect.state == "done" and isinstance(effect.result, dict):
         result = effect.result  # written (or recorded) before a crash: never again
     elif lane.dry_run:
-        result = {"dry_run": True, "method": first_request["method"],
+        result = {"dry_run": True, "effect_id": effect_id, "method": first_request["method"],
                   "path": first_request["path"], "page_id": draft.get("page_id"),
                   "title": draft["title"], "sent": False}  # fmt: skip
         db.finish_effect(deps.conn, effect_id=effect_id, state="done", result=result)

@@ -169,6 +169,9 @@ def test_direct_flow_dry_run_records_the_exact_request_and_sends_nothing(
     (diagram,) = mermaid.find_diagrams(doc, DEFAULT_MERMAID_MACROS)
     assert diagram.source.startswith("flowchart TD") and "Store the email" in diagram.source
     assert {"started", "waiting", "done"} <= {e for t, e, _ in transport.notices if t == task_id}
+    shown = f"confluence dry run: POST /api/v2/pages recorded as {effect.effect_id}, nothing sent"
+    assert db.list_transitions(coordinator.conn, task_id)[-1].note == shown
+    assert (task_id, "done", shown) in transport.notices
 
 
 def test_direct_flow_real_write_creates_one_page(
@@ -195,6 +198,8 @@ def test_direct_flow_real_write_creates_one_page(
     }  # fmt: skip
     values = coordinator.graph.get_state(coordinator._config(task_id)).values
     assert values["confluence"]["result"]["page_id"] == page.id
+    note = db.list_transitions(coordinator.conn, task_id)[-1].note
+    assert note == f"confluence {effect.result['url']} at version 1"
 
 
 def test_update_of_an_existing_page_is_one_put_with_version_plus_one(
@@ -291,7 +296,8 @@ POST_BUILD = ["intake", "clarify", "plan", "plan_review", "build", "conf_draft",
 
 
 def test_post_build_flow_dry_run(make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence) -> None:
-    coordinator = make_lane()
+    transport = RecordingTransport()
+    coordinator = make_lane(transport=transport)
     task_id = approve_plan_then_docs(coordinator, "publish")
     assert task(coordinator, task_id).status == "done"
     assert journey(coordinator, task_id) == [*POST_BUILD, "conf_write", "done"]
@@ -300,6 +306,8 @@ def test_post_build_flow_dry_run(make_lane: MakeLaneCoordinator, fake: fc.FakeCo
     assert effect.effect_id == f"confluence:write:{task_id}:2" and effect.result["dry_run"]
     rows = db.list_transitions(coordinator.conn, task_id)
     assert rows[-1].note is not None and rows[-1].note.startswith("branch agent-team/")
+    (done_text,) = [text for t, e, text in transport.notices if t == task_id and e == "done"]
+    assert done_text.startswith("branch agent-team/") and "; confluence dry run: POST" in done_text
     draft = json.dumps(effect.request)
     assert "Remember the email" in draft
 
