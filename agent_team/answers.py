@@ -31,7 +31,7 @@ PLAN_DECISION_HELP = (
     "answer with one of: `approve [comment]`, `revise <feedback>`, "
     "`edit <the full plan>`, `reject [reason]`"
 )
-PUBLISH_HELP = "answer with one of: `publish [comment]`, `reject [reason]`"
+PUBLISH_HELP = "answer with one of: `publish [comment]`, `revise <feedback>`, `reject [reason]`"
 
 # Longest phrases first, so "ship it" wins over a shorter prefix.
 _PLAN_WORDS: dict[str, str] = {
@@ -69,6 +69,11 @@ _PUBLISH_WORDS: dict[str, str] = {
     "ship it": "publish",
     "ok": "publish",
     "👍": "publish",
+    "revise": "revise",
+    "changes": "revise",
+    "request changes": "revise",
+    "changes requested": "revise",
+    "redo": "revise",
     "reject": "reject",
     "no": "reject",
     "cancel": "reject",
@@ -139,16 +144,22 @@ class PlanDecisionAnswer(BaseModel):
 
 
 class PublishAnswer(BaseModel):
-    """publish / reject of an exact Confluence change."""
+    """publish / revise / reject of an exact Confluence change."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    decision: Literal["publish", "reject"]
+    decision: Literal["publish", "revise", "reject"]
     text: str = ""
 
     @model_validator(mode="before")
     @classmethod
     def _from_text(cls, data: Any) -> Any:
         return _decision_from_text(data, _PUBLISH_WORDS, "a publish decision", PUBLISH_HELP)
+
+    @model_validator(mode="after")
+    def _feedback_for_revise(self) -> PublishAnswer:
+        if self.decision == "revise" and not self.text.strip():
+            raise ValueError("`revise` needs feedback: `revise <what to change>`")
+        return self
 
 
 ANSWER_MODELS: dict[str, type[BaseModel]] = {
@@ -176,7 +187,7 @@ def parse_answer(kind: str, text: str | dict[str, Any]) -> dict[str, Any]:
     Returns:
         clarify: `{"text": ...}`; plan_decision: `{"decision": approve|revise|
         edit|reject, "text": ...}`; confluence_approval: `{"decision":
-        publish|reject, "text": ...}`.
+        publish|revise|reject, "text": ...}`.
 
     Raises:
         InvalidAnswerError: the answer does not fit; the message says what does.

@@ -298,6 +298,7 @@ def submit(
         task_id = inbox.submit_task(
             conn, title=title.strip(), body=text, kind=kind.value, source="cli",
             repo=str(repo.resolve()) if repo else None,
+            confluence_enabled=_ctx(ctx).settings().confluence_enabled,
         )  # fmt: skip
     finally:
         conn.close()

@@ -178,6 +178,9 @@ class Settings(BaseSettings):
         default_factory=lambda: list(DEFAULT_MERMAID_MACROS),
         description="Extension keys of Mermaid macros (Marketplace apps differ).",
     )
+    confluence_retry_cap_s: float = Field(
+        default=30.0, ge=0, le=600, description="Longest wait a 429/503 `Retry-After` may ask for."
+    )
 
     # Test hooks (never set these in production)
     crash_at: str | None = Field(

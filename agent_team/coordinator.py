@@ -34,6 +34,7 @@ from langgraph.types import StateSnapshot
 from agent_team import db, inbox
 from agent_team.builders.registry import make_builder, run_build
 from agent_team.config import Settings
+from agent_team.confluence import lane_from_settings
 from agent_team.exceptions import (
     ParkingError,
     UnknownTaskError,
@@ -42,6 +43,7 @@ from agent_team.graph import NODE_PHASES, build_graph
 from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
+from agent_team.nodes.confluence_writer import result_note
 from agent_team.redact import redact, tail
 from agent_team.reports import build_note
 from agent_team.task_model import (
@@ -164,6 +166,7 @@ class Coordinator:
             deadlines=self.default_deadlines(),
             crash_at=settings.crash_at,
             outbox=settings.ledger_outbox,
+            confluence=lane_from_settings(settings),
         )
 
     def default_deadlines(self) -> dict[str, timedelta]:
@@ -176,6 +179,8 @@ class Coordinator:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self.deps.confluence is not None:
+            self.deps.confluence.close()
         self._checkpoint_conn.close()
         self.conn.close()
 
@@ -194,6 +199,7 @@ class Coordinator:
 
     def start_task(self, **request: Any) -> str:
         """Submit a task (see `inbox.submit_task`) and wake the worker."""
+        request.setdefault("confluence_enabled", self.settings.confluence_enabled)
         task_id = inbox.submit_task(self.conn, **request)
         log.info("task %s submitted: %s", task_id, request.get("title"))
         self.wake.set()
@@ -440,6 +446,10 @@ class Coordinator:
             note = build_note(build["branch"], build["commit"]) if build else None
             pull = snapshot.values.get("pull_request") or {}
             text = f"{note}; pull request {pull['url']}" if note and pull.get("url") else None
+            docs = result_note(snapshot.values.get("confluence"))
+            if docs:  # the Confluence lane's outcome; a build note stays first (it is parsed)
+                text = f"{text or note}; {docs}" if note else docs
+                note = note or docs
             self._finish(task_id, status, note, text=text)
 
     def _park(self, task_id: str, reason: str, message: str) -> None:

@@ -103,7 +103,12 @@ class Daemon:
         """GitHub (issue #6): the poller loop, the webhook route, the status comment."""
 
     def _install_confluence(self) -> None:
-        """Confluence (issue #7): nothing beyond the coordinator's graph so far."""
+        """Confluence (issue #7): nothing to install here.
+
+        The lane lives in the coordinator's graph (`GraphDeps.confluence`, built from
+        the settings), and its approval questions travel through the transport like
+        every other gate, so it needs no loop or route of its own.
+        """
 
     # -- loops -------------------------------------------------------------------------
 

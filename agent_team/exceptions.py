@@ -19,7 +19,10 @@ operator as one line with no traceback.
     ├── ParkingError                the task must wait for an operator or time;
     │   │                           `parked_reason` says which
     │   ├── BudgetExhaustedError    today's cap would be exceeded
-    │   └── BuilderUnavailableError the configured builder cannot run here
+    │   ├── BuilderUnavailableError the configured builder cannot run here
+    │   ├── ConfluenceRefusedError  a Confluence change we will not make (bad ADF,
+    │   │                           missing page, wrong space, a guard refused)
+    │   └── ConfluenceError         Confluence failed (auth, errors after retries)
     ├── ModelError                  a model call failed or returned unusable output
     │   └── ModelUnavailableError   the provider package (extra) is not installed
     └── BuildError                  the builder ran and failed
@@ -36,6 +39,8 @@ __all__ = [
     "BuildError",
     "BuilderUnavailableError",
     "ConfigError",
+    "ConfluenceError",
+    "ConfluenceRefusedError",
     "InvalidAnswerError",
     "LedgerBusyError",
     "LedgerError",
@@ -116,6 +121,27 @@ class BuilderUnavailableError(ParkingError):
     """The configured builder (e.g. the Claude Code CLI) is missing or unusable."""
 
     parked_reason = "builder_unavailable"
+
+
+class ConfluenceRefusedError(ParkingError):
+    """A Confluence change agent-team refuses to make; nothing was written.
+
+    Bad input (ADF that is not JSON or not a `doc`, a page that does not exist,
+    a wrong space id) or an edit a guard refused. The task parks with the
+    reason so an operator can fix the input and resubmit.
+    """
+
+    parked_reason = "confluence_refused"
+
+
+class ConfluenceError(ParkingError):
+    """Confluence failed (auth, server errors after retries); the message says what to check.
+
+    A parking error, not a failure: the approved draft stays in the task's
+    checkpoint, so the write can go on once Confluence (or its credentials) is fixed.
+    """
+
+    parked_reason = "confluence_unavailable"
 
 
 class ModelError(AgentTeamError):

@@ -5,8 +5,15 @@
                                \\-(reject)----------> done
 
 With a publisher configured (GitHub draft PRs) `build -> publish -> done`.
-One `interrupt()` per gate node (`clarify_gate`, `plan_review`); model calls
-and builds live in their own nodes so a resume never repeats them.
+With the Confluence lane on (`GraphDeps.confluence`, AGENT_TEAM_CONFLUENCE_ENABLED):
+
+    intake -(confluence task)-> conf_draft -> conf_gate -(publish)-> conf_write -> done
+    build [-> publish] -> conf_draft          conf_gate -(revise)-> conf_draft
+                                              conf_gate -(reject)-> done
+
+With the lane off the graph is exactly the one above it (a test compares).
+One `interrupt()` per gate node (`clarify_gate`, `plan_review`, `conf_gate`);
+model calls and builds live in their own nodes so a resume never repeats them.
 """
 
 from __future__ import annotations
@@ -20,14 +27,26 @@ from langgraph.graph.state import CompiledStateGraph
 from agent_team.nodes.build import build
 from agent_team.nodes.clarify import clarify, clarify_gate, route_after_clarify
 from agent_team.nodes.common import GraphDeps
+from agent_team.nodes.confluence_writer import (
+    conf_draft,
+    conf_gate,
+    conf_write,
+    route_after_conf_gate,
+)
 from agent_team.nodes.done import done
 from agent_team.nodes.intake import intake, route_after_intake
 from agent_team.nodes.plan import plan
 from agent_team.nodes.plan_review import plan_review, route_after_review
 from agent_team.nodes.publish import publish
-from agent_team.task_model import Phase, TaskState
+from agent_team.task_model import Phase, TaskKind, TaskState
 
-__all__ = ["GATE_NODES", "NODE_PHASES", "build_graph", "route_after_intake"]
+__all__ = [
+    "GATE_NODES",
+    "NODE_PHASES",
+    "build_graph",
+    "route_after_intake",
+    "route_after_intake_with_lane",
+]
 
 # Graph node -> the phase it belongs to (two nodes share `clarify`).
 NODE_PHASES: dict[str, Phase] = {
@@ -38,9 +57,19 @@ NODE_PHASES: dict[str, Phase] = {
     "plan_review": Phase.PLAN_REVIEW,
     "build": Phase.BUILD,
     "publish": Phase.BUILD,
+    "conf_draft": Phase.CONF_DRAFT,
+    "conf_gate": Phase.CONF_GATE,
+    "conf_write": Phase.CONF_WRITE,
     "done": Phase.DONE,
 }
-GATE_NODES = frozenset({"clarify_gate", "plan_review"})
+GATE_NODES = frozenset({"clarify_gate", "plan_review", "conf_gate"})
+
+
+def route_after_intake_with_lane(state: TaskState) -> str:
+    """With the Confluence lane on, `confluence` tasks go straight to it (direct flow)."""
+    if state.get("kind") == TaskKind.CONFLUENCE:
+        return Phase.CONF_DRAFT.value
+    return route_after_intake(state)
 
 
 def build_graph(
@@ -62,8 +91,14 @@ def build_graph(
     graph.add_node("build", partial(build, deps=deps))
     graph.add_node("done", partial(done, deps=deps))
 
+    lane = deps.confluence is not None
     graph.add_edge(START, "intake")
-    graph.add_conditional_edges("intake", route_after_intake, ["clarify"])
+    if lane:
+        graph.add_conditional_edges(
+            "intake", route_after_intake_with_lane, ["clarify", "conf_draft"]
+        )
+    else:
+        graph.add_conditional_edges("intake", route_after_intake, ["clarify"])
     graph.add_conditional_edges("clarify", route_after_clarify, ["clarify_gate", "plan"])
     graph.add_edge("clarify_gate", "clarify")
     graph.add_edge("plan", "plan_review")
@@ -73,6 +108,18 @@ def build_graph(
         graph.add_node("publish", partial(publish, deps=deps))
         graph.add_edge("build", "publish")
         after_build = "publish"
-    graph.add_edge(after_build, "done")
+    if lane:
+        # Post-build documentation flow: the lane runs after the build (and its PR).
+        graph.add_node("conf_draft", partial(conf_draft, deps=deps))
+        graph.add_node("conf_gate", partial(conf_gate, deps=deps))
+        graph.add_node("conf_write", partial(conf_write, deps=deps))
+        graph.add_edge(after_build, "conf_draft")
+        graph.add_edge("conf_draft", "conf_gate")
+        graph.add_conditional_edges(
+            "conf_gate", route_after_conf_gate, ["conf_write", "conf_draft", "done"]
+        )
+        graph.add_edge("conf_write", "done")
+    else:
+        graph.add_edge(after_build, "done")
     graph.add_edge("done", END)
     return graph.compile(checkpointer=checkpointer)

@@ -120,6 +120,9 @@ class TaskState(TypedDict, total=False):
     decision: str | None  # the last plan_review decision
     build: dict[str, Any] | None  # builders.BuildResult as a dict
     pull_request: dict[str, Any] | None  # {"url": ..., "number": ...} once a PR is open
+    # The Confluence lane (nodes/confluence_writer.py): page id, draft, feedback, decision,
+    # and the write's result.
+    confluence: dict[str, Any] | None
     outcome: str | None  # "done" or "cancelled" once decided
 
 

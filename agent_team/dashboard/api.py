@@ -446,7 +446,12 @@ class _Api:
         def work() -> str:
             with self.ctx.write() as conn:
                 return inbox.submit_task(
-                    conn, title=title.strip(), body=body, kind=kind, source="dashboard"
+                    conn,
+                    title=title.strip(),
+                    body=body,
+                    kind=kind,
+                    source="dashboard",
+                    confluence_enabled=self.ctx.settings.confluence_enabled,
                 )
 
         task_id = await run_in_threadpool(work)

@@ -32,6 +32,20 @@ Plan (tool `Plan`):
   mentions "migrat", "schema" or "database"; otherwise "No specific risks
   found; watch for regressions in nearby code".
 
+Confluence draft (tool `ConfluenceDraft`):
+
+- Steps as for the plan (bullets, else sentences, else "Implement: <title>"),
+  at most 6; with `<feedback>`, "Address review feedback: <feedback>" is added.
+- Title "Design: <title>" ("Design notes" with no title). Summary
+  "This page documents: <title>." followed by the first sentence of the body.
+- Mermaid: `flowchart TD`, node `n0["<title>"]`, then `n<i-1> --> n<i>["<step i>"]`
+  for each step; labels keep letters, digits, spaces and `.,:;'-/_`.
+- With no `<page>` block: `body_adf` is a compact ADF doc: heading (level 2)
+  "Summary", the summary paragraph, heading "Diagram", the diagram as a
+  `codeBlock` (language mermaid), heading "Steps", a bullet list of the steps.
+  With a `<page>` block: `body_adf` is empty and `heading` is the page's first
+  `<heading>` (None when it has none).
+
 Usage (`usage_metadata`): input_tokens = ceil(characters of all message texts
 joined by newlines / 4); output_tokens = ceil(characters of the reply / 4),
 where a tool call's reply is its arguments as JSON with sorted keys;
@@ -44,6 +58,7 @@ fixed text and no tool call. Same prompt in, same answer and usage out.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -61,7 +76,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
 from agent_team.models._text import bullet_item, sentences, words
-from agent_team.models.schemas import ClarifyDecision, Plan
+from agent_team.models.schemas import ClarifyDecision, ConfluenceDraft, Plan
 from agent_team.models.tokens import estimate_tokens, message_text, reply_text
 
 __all__ = ["CLEAR_MIN_WORDS", "OFFLINE_SPEC", "OfflineChatModel"]
@@ -74,6 +89,10 @@ _BODY = re.compile(r"<body>\n(.*?)\n</body>", re.DOTALL)
 _CLARIFICATIONS = re.compile(r"<clarifications>(.*?)</clarifications>", re.DOTALL)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _FEEDBACK = re.compile(r"<feedback>\n(.*?)\n</feedback>", re.DOTALL)
+_PAGE = re.compile(r"<page>\n(.*?)\n</page>", re.DOTALL)
+_HEADING = re.compile(r"<heading>(.*?)</heading>", re.DOTALL)
+_LABEL_CHARS = re.compile(r"[^A-Za-z0-9 .,:;'/_-]")
+MAX_DRAFT_STEPS = 6
 
 
 @dataclass(frozen=True)
@@ -82,6 +101,7 @@ class _Issue:
     body: str
     answers: list[str]
     feedback: str | None
+    raw: str = ""
 
     @property
     def text(self) -> str:
@@ -99,6 +119,7 @@ def _read_issue(prompt: str) -> _Issue:
         body=unescape(body.group(1)) if body else (prompt if title is None else ""),
         answers=[unescape(a) for a in _ANSWER.findall(block.group(1))] if block else [],
         feedback=unescape(feedback.group(1)).strip() if feedback else None,
+        raw=prompt,
     )
 
 
@@ -135,9 +156,63 @@ def _plan(issue: _Issue) -> Plan:
     return Plan(summary=issue.title or steps[0], steps=steps, risks=risks)
 
 
+def _label(text: str) -> str:
+    cleaned = " ".join(_LABEL_CHARS.sub(" ", text).split())
+    return cleaned[:60] or "step"
+
+
+def _confluence(issue: _Issue) -> ConfluenceDraft:
+    """The draft rule: plan-like steps, a flowchart of them, a small ADF page."""
+    text = issue.text
+    steps = [item for item in map(bullet_item, text.splitlines()) if item is not None]
+    steps = (steps or sentences(text))[:MAX_DRAFT_STEPS] or [
+        f"Implement: {issue.title}" if issue.title else "Implement the request."
+    ]
+    if issue.feedback:
+        steps.append(f"Address review feedback: {' '.join(issue.feedback.split())}")
+    title = f"Design: {issue.title}" if issue.title else "Design notes"
+    first = sentences(issue.body)[:1]
+    summary = " ".join([f"This page documents: {issue.title or 'the change'}.", *first])
+    lines = ["flowchart TD", f'    n0["{_label(issue.title or "change")}"]']
+    lines += [f'    n{i - 1} --> n{i}["{_label(step)}"]' for i, step in enumerate(steps, start=1)]
+    mermaid = "\n".join(lines)
+    page = _PAGE.search(issue.raw)
+    if page is not None:
+        headings = [unescape(h).strip() for h in _HEADING.findall(page.group(1))]
+        return ConfluenceDraft(
+            title=title, summary=summary, mermaid=mermaid, body_adf="",
+            heading=headings[0] if headings else None,
+        )  # fmt: skip
+
+    def heading(words_: str) -> dict[str, object]:
+        return {"type": "heading", "attrs": {"level": 2},
+                "content": [{"type": "text", "text": words_}]}  # fmt: skip
+
+    def para(words_: str) -> dict[str, object]:
+        return {"type": "paragraph", "content": [{"type": "text", "text": words_}]}
+
+    code = {"type": "text", "text": mermaid}
+    items = [{"type": "listItem", "content": [para(step)]} for step in steps]
+    doc = {
+        "type": "doc",
+        "version": 1,
+        "content": [
+            heading("Summary"),
+            para(summary),
+            heading("Diagram"),
+            {"type": "codeBlock", "attrs": {"language": "mermaid"}, "content": [code]},
+            heading("Steps"),
+            {"type": "bulletList", "content": items},
+        ],
+    }
+    body_adf = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    return ConfluenceDraft(title=title, summary=summary, mermaid=mermaid, body_adf=body_adf)
+
+
 _RULES: dict[str, Callable[[_Issue], BaseModel]] = {
     ClarifyDecision.__name__: _clarify,
     Plan.__name__: _plan,
+    ConfluenceDraft.__name__: _confluence,
 }
 
 

@@ -14,13 +14,22 @@ offline model unescapes them exactly.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from html import escape
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from agent_team.models.schemas import Plan
 
-__all__ = ["CLARIFY_INSTRUCTIONS", "PLAN_INSTRUCTIONS", "clarify_messages", "plan_messages"]
+__all__ = [
+    "CLARIFY_INSTRUCTIONS",
+    "CONFLUENCE_INSTRUCTIONS",
+    "PLAN_INSTRUCTIONS",
+    "PageContext",
+    "clarify_messages",
+    "confluence_messages",
+    "plan_messages",
+]
 
 _ROLE = (
     "You are one stage of an engineering team's pipeline that turns a GitHub issue or a "
@@ -46,6 +55,28 @@ PLAN_INSTRUCTIONS = (
     "not tested. When <feedback> is present, a reviewer rejected <previous_plan>: write a new "
     "plan that addresses every point of the feedback."
 )
+
+
+CONFLUENCE_INSTRUCTIONS = (
+    f"{_ROLE}\n\n"
+    "Your task: document the change in Confluence for the team. Write a clear page title, a "
+    "one-paragraph summary, and a Mermaid diagram (flowchart, sequence or state diagram) that "
+    "shows the change. When no <page> block is present, write the whole page body as an "
+    "Atlassian Document Format (ADF) JSON document that contains the diagram as a codeBlock "
+    'with attrs.language "mermaid". When a <page> block is present the page exists: leave '
+    "body_adf empty; the diagram you give replaces the page's first Mermaid diagram, or, if "
+    "it has none, is inserted after the heading you name. When <feedback> is present, a "
+    "reviewer sent <previous_draft> back: address every point."
+)
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """What the model is told about an existing page."""
+
+    title: str
+    headings: list[str] = field(default_factory=list)
+    diagrams: list[str] = field(default_factory=list)
 
 
 def _esc(text: str) -> str:
@@ -125,4 +156,53 @@ def plan_messages(
     return [
         SystemMessage(content=PLAN_INSTRUCTIONS),
         _human(blocks, "Write the plan. Answer with Plan."),
+    ]
+
+
+def confluence_messages(
+    title: str,
+    body: str,
+    *,
+    plan_markdown: str | None = None,
+    build_summary: str | None = None,
+    feedback: str | None = None,
+    previous: str | None = None,
+    page: PageContext | None = None,
+) -> list[BaseMessage]:
+    """The prompt that asks for a Confluence page (or an edit of one) about the task.
+
+    Args:
+        title: the task's title.
+        body: the task's body as written.
+        plan_markdown: the approved plan (post-build flow), if any.
+        build_summary: what the builder reported (post-build flow), if any.
+        feedback: a reviewer's `revise` text for the previous draft.
+        previous: the previous draft's summary and diagram, when revising.
+        page: the existing page to edit, if the task names one.
+
+    Returns:
+        A system message with the instructions and one human message with the
+        `<issue>`, `<plan>`, `<build>`, `<page>`, `<feedback>` and
+        `<previous_draft>` blocks (all but the first only when present).
+    """
+    blocks = [_issue_block(title, body)]
+    if plan_markdown:
+        blocks.append(f"<plan>\n{_esc(plan_markdown.strip())}\n</plan>")
+    if build_summary:
+        blocks.append(f"<build>\n{_esc(build_summary.strip())}\n</build>")
+    if page is not None:
+        inner = [f"<page_title>{_esc(page.title)}</page_title>"]
+        inner += [f"<heading>{_esc(heading)}</heading>" for heading in page.headings]
+        inner += [
+            f'<diagram index="{index}">\n{_esc(source)}\n</diagram>'
+            for index, source in enumerate(page.diagrams)
+        ]
+        blocks.append("<page>\n" + "\n".join(inner) + "\n</page>")
+    if feedback is not None and feedback.strip():
+        blocks.append(f"<feedback>\n{_esc(feedback.strip())}\n</feedback>")
+    if previous:
+        blocks.append(f"<previous_draft>\n{_esc(previous.strip())}\n</previous_draft>")
+    return [
+        SystemMessage(content=CONFLUENCE_INSTRUCTIONS),
+        _human(blocks, "Draft the documentation. Answer with ConfluenceDraft."),
     ]

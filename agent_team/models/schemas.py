@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from agent_team.exceptions import InvalidAnswerError
 from agent_team.models._text import bullet_item, sentences
 
-__all__ = ["ClarifyDecision", "Plan"]
+__all__ = ["ClarifyDecision", "ConfluenceDraft", "Plan"]
 
 
 class ClarifyDecision(BaseModel):
@@ -221,3 +221,40 @@ def _parse_plan_text(text: str) -> dict[str, Any]:
         "steps": steps,
         "risks": [risk for risk in risks if not _NONE_RISK.match(risk.strip())],
     }
+
+
+class ConfluenceDraft(BaseModel):
+    """A Confluence page documenting the change, with a Mermaid diagram of it.
+
+    For a new page, give the whole body as an ADF document. For an existing
+    page (a <page> block is present) leave body_adf empty: only its Mermaid
+    diagram is changed, or a new one is added after the heading you name.
+    """
+
+    title: str = Field(min_length=1, description="The page title (new pages only matter).")
+    summary: str = Field(
+        min_length=1, description="One paragraph: what the page documents or what changed."
+    )
+    mermaid: str = Field(
+        min_length=1,
+        description="Mermaid source of a diagram of the change (e.g. `flowchart TD ...`), "
+        "without code fences.",
+    )
+    body_adf: str = Field(
+        default="",
+        description="New pages: the complete body as an Atlassian Document Format JSON "
+        'document ({"type": "doc", "version": 1, "content": [...]}) that includes the '
+        'diagram as a codeBlock with attrs.language "mermaid". Existing pages: empty.',
+    )
+    heading: str | None = Field(
+        default=None,
+        description="Existing pages without a Mermaid diagram: the exact text of the heading "
+        "to put the new diagram after.",
+    )
+
+    @field_validator("title", "summary", "mermaid")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value.strip()

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from agent_team import db
 from agent_team.answers import ANSWER_MODELS
 from agent_team.builders.base import BuildResult, BuildTask
+from agent_team.confluence import ConfluenceLane
 from agent_team.models.caller import ModelCaller
 from agent_team.task_model import Phase, QuestionKind, TaskState, TaskStatus, question_id_for
 
@@ -49,6 +50,9 @@ class GraphDeps:
     # After a build: push and open a pull request; returns what to keep (url, number) or
     # None. Must be idempotent (it records its side effects, DESIGN.md §4).
     publish: Callable[[TaskState], dict[str, Any] | None] | None = None
+    # The Confluence documentation lane (AGENT_TEAM_CONFLUENCE_ENABLED); None: no lane,
+    # and the graph is exactly the one without it.
+    confluence: ConfluenceLane | None = None
 
 
 def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:

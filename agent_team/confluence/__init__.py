@@ -1,0 +1,75 @@
+"""Confluence documentation lane: the REST v2 client, ADF helpers and the Mermaid editor.
+
+`ConfluenceLane` is what the graph's nodes get (through `GraphDeps.confluence`)
+when `AGENT_TEAM_CONFLUENCE_ENABLED` is on; with the flag off it is None and
+the graph is exactly the one without the lane.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_team.confluence.client import ConfluenceClient
+from agent_team.exceptions import ConfigError, ConfluenceRefusedError
+
+__all__ = ["ConfluenceLane", "lane_from_settings"]
+
+
+@dataclass
+class ConfluenceLane:
+    """The lane's settings and a lazily built client (one per process, thread-safe)."""
+
+    space_id: str | None
+    parent_id: str | None
+    dry_run: bool
+    macro_keys: tuple[str, ...]
+    make_client: Callable[[], ConfluenceClient] | None = None
+    _client: ConfluenceClient | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def client(self, why: str) -> ConfluenceClient:
+        """The client; refuses (parks the task) when Confluence is not configured.
+
+        Args:
+            why: what the client is needed for, for the refusal message.
+        """
+        with self._lock:
+            if self._client is None:
+                if self.make_client is None:
+                    raise ConfluenceRefusedError(
+                        f"{why} needs Confluence, but AGENT_TEAM_CONFLUENCE_BASE_URL is not set"
+                    )
+                try:
+                    self._client = self.make_client()
+                except ConfigError as exc:
+                    raise ConfluenceRefusedError(f"{why} needs Confluence: {exc}") from None
+            return self._client
+
+    def has_client(self) -> bool:
+        return self.make_client is not None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+
+def lane_from_settings(settings: Any) -> ConfluenceLane | None:
+    """The lane for these settings, or None when `confluence_enabled` is off."""
+    if not settings.confluence_enabled:
+        return None
+
+    def make() -> ConfluenceClient:
+        return ConfluenceClient.from_settings(settings, retry_cap_s=settings.confluence_retry_cap_s)
+
+    return ConfluenceLane(
+        space_id=settings.confluence_space_id,
+        parent_id=settings.confluence_parent_id,
+        dry_run=settings.confluence_dry_run,
+        macro_keys=tuple(settings.confluence_mermaid_macros),
+        make_client=make if settings.confluence_base_url else None,
+    )

@@ -1,0 +1,453 @@
+"""The Confluence lane: conf_draft -> conf_gate -> conf_write (DESIGN.md §2, issue #7).
+
+- `conf_draft` reads the page the task names (if any), asks the model for a
+  draft (its own node, so a resume never pays for the call twice), and turns
+  it into the exact new ADF body: a new page, or a minimal edit of the
+  existing one through the Mermaid editor, whose guards must pass.
+- `conf_gate` asks a person to `publish`, `revise <feedback>` or
+  `reject [reason]` the exact change, with a readable preview and a diff
+  summary (one `interrupt()`, nothing before it that is wrong to repeat).
+- `conf_write` applies it. Dry-run (the default) records the exact request in
+  `side_effects` and sends nothing. A real write begins its effect record
+  (pending, with the intended version) before sending and records the result
+  (page id, version) before the node finishes; when a pending record is found
+  on a re-run, the page is read first and a write that already landed is not
+  sent again (DESIGN.md §4).
+
+Which page: a task body line `confluence-page: <numeric id>` names an existing
+page to update; without one a new page is created in
+`AGENT_TEAM_CONFLUENCE_SPACE_ID` under `AGENT_TEAM_CONFLUENCE_PARENT_ID`.
+For an existing page the edit replaces the first Mermaid diagram's source,
+or, when the page has none, inserts one after the heading the model names.
+
+`reject`: a `confluence` task ends `cancelled` (nothing was produced); a code
+task that came through the post-build flow ends `done` (its build stands) and
+the rejection is kept in the state (`confluence.decision`).
+
+Bad input (ADF that is not JSON or not a doc, a page that does not exist, a
+wrong space id, an edit a guard refuses) raises `ConfluenceRefusedError`:
+the coordinator parks the task with the reason; nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agent_team import db
+from agent_team.answers import PUBLISH_HELP
+from agent_team.confluence import ConfluenceLane, adf, mermaid
+from agent_team.confluence.client import (
+    ConfluenceClient,
+    Page,
+    StaleVersionError,
+    create_request,
+    update_request,
+)
+from agent_team.exceptions import ConfluenceRefusedError
+from agent_team.models.prompts import PageContext, confluence_messages
+from agent_team.models.schemas import ConfluenceDraft, Plan
+from agent_team.nodes.common import GraphDeps, ask_human, crash_point, enter
+from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState
+
+__all__ = [
+    "PAGE_LINE",
+    "conf_draft",
+    "conf_gate",
+    "conf_write",
+    "effect_id_for",
+    "page_id_from",
+    "result_note",
+    "route_after_conf_gate",
+    "version_message",
+]
+
+PAGE_LINE = re.compile(r"^\s*confluence-page:\s*(\S+)\s*$", re.IGNORECASE | re.MULTILINE)
+EFFECT_KIND = "confluence_write"
+_PREVIEW_CHARS = 3000
+
+
+def page_id_from(body: str) -> str | None:
+    """The page a task names with a `confluence-page: <id>` line, if any.
+
+    Raises:
+        ConfluenceRefusedError: the line is there but the id is not numeric.
+    """
+    match = PAGE_LINE.search(body or "")
+    if match is None:
+        return None
+    page_id = match.group(1)
+    if not page_id.isdigit():
+        raise ConfluenceRefusedError(
+            f"`confluence-page: {page_id[:40]}` is not a page id; page ids are numbers "
+            "(the digits after /pages/ in the page's URL). Fix the line and submit again"
+        )
+    return page_id
+
+
+def effect_id_for(task_id: str, turn: int) -> str:
+    return f"confluence:write:{task_id}:{turn}"
+
+
+def version_message(task_id: str, title: str) -> str:
+    """The version message of an update; it names the task, which recovery looks for."""
+    return f"agent-team task {task_id}: {' '.join(title.split())[:120]}"
+
+
+def result_note(confluence: dict[str, Any] | None) -> str | None:
+    """One line about the lane's outcome for the task's final note, or None."""
+    conf = confluence or {}
+    result = conf.get("result")
+    if isinstance(result, dict):
+        if result.get("dry_run"):
+            return (
+                f"confluence dry run: {result.get('method')} {result.get('path')} recorded as "
+                f"{result.get('effect_id')}, nothing sent"
+            )
+        where = result.get("url") or f"page {result.get('page_id')}"
+        return f"confluence {where} at version {result.get('version')}"
+    if conf.get("decision") == "reject":
+        return "confluence page rejected; nothing written"
+    return None
+
+
+def _lane(deps: GraphDeps) -> ConfluenceLane:
+    if deps.confluence is None:  # the graph has no lane nodes without it
+        raise ConfluenceRefusedError("the Confluence lane is off (AGENT_TEAM_CONFLUENCE_ENABLED)")
+    return deps.confluence
+
+
+def _conf(state: TaskState) -> dict[str, Any]:
+    return dict(state.get("confluence") or {})
+
+
+# -- conf_draft --------------------------------------------------------------------------------
+
+
+def _read_page(lane: ConfluenceLane, page_id: str) -> Page:
+    page = lane.client(f"updating page {page_id}").get_page(page_id)
+    if lane.space_id and page.space_id != lane.space_id:
+        raise ConfluenceRefusedError(
+            f"page {page_id} is in space {page.space_id}, not in AGENT_TEAM_CONFLUENCE_SPACE_ID "
+            f"({lane.space_id}); fix the page id or the space id. Nothing was written"
+        )
+    return page
+
+
+def _check_space(lane: ConfluenceLane) -> str:
+    if not lane.space_id:
+        raise ConfluenceRefusedError(
+            "a new Confluence page needs a space: set AGENT_TEAM_CONFLUENCE_SPACE_ID, or name "
+            "an existing page with a `confluence-page: <id>` line in the task"
+        )
+    if lane.has_client() and not lane.client("checking the space").space_exists(lane.space_id):
+        raise ConfluenceRefusedError(
+            f"Confluence space {lane.space_id} does not exist (or the account cannot see it); "
+            "fix AGENT_TEAM_CONFLUENCE_SPACE_ID (the space's numeric id). Nothing was written"
+        )
+    return lane.space_id
+
+
+def _previous(conf: dict[str, Any]) -> str | None:
+    draft = conf.get("draft") or {}
+    if not draft:
+        return None
+    return f"Title: {draft.get('title', '')}\n\n{draft.get('summary', '')}"
+
+
+def _edit_ops(page: Page, draft: ConfluenceDraft, keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    diagrams = mermaid.find_diagrams(page.doc, keys)
+    editable = [d for d in diagrams if d.fmt != "external"]
+    if editable:
+        first = editable[0]
+        return [{"op": "replace", "index": first.index, "source": draft.mermaid,
+                 "expect": first.source}]  # fmt: skip
+    headings = [h for _, n in adf.iter_nodes(page.doc) if (h := adf.heading_text(n))]
+    heading = draft.heading if draft.heading in headings else (headings[0] if headings else None)
+    if heading is None:
+        raise ConfluenceRefusedError(
+            f"page {page.id} has no Mermaid diagram to update and no heading to put a new one "
+            "after; add a heading (or a diagram) to the page and submit the task again"
+        )
+    return [{"op": "insert_after_heading", "heading": heading, "source": draft.mermaid}]
+
+
+def conf_draft(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
+    lane = _lane(deps)
+    enter(deps, state, Phase.CONF_DRAFT)
+    conf = _conf(state)
+    page_id = page_id_from(state.get("body", ""))
+    page = _read_page(lane, page_id) if page_id else None
+    space_id = page.space_id if page is not None else _check_space(lane)
+    plan = state.get("plan")
+    build = state.get("build") or {}
+    context = None
+    if page is not None:
+        context = PageContext(
+            title=page.title,
+            headings=[h for _, n in adf.iter_nodes(page.doc) if (h := adf.heading_text(n))],
+            diagrams=[d.source for d in mermaid.find_diagrams(page.doc, lane.macro_keys)],
+        )
+    draft = deps.caller.structured(
+        thread_id=state["task_id"],
+        stage=Phase.CONF_DRAFT.value,
+        schema=ConfluenceDraft,
+        messages=confluence_messages(
+            state["title"],
+            state.get("body", ""),
+            plan_markdown=Plan.model_validate(plan).to_markdown() if plan else None,
+            build_summary=str(build.get("summary") or "") or None,
+            feedback=conf.get("feedback"),
+            previous=_previous(conf),
+            page=context,
+        ),
+    )
+    if page is not None:
+        ops = _edit_ops(page, draft, lane.macro_keys)
+        edit = mermaid.safe_edit(page.doc, ops, lane.macro_keys)
+        drafted: dict[str, Any] = {
+            "mode": "update",
+            "page_id": page.id,
+            "space_id": space_id,
+            "title": page.title,
+            "base_version": page.version,
+            "ops": ops,
+            "doc": adf.dumps(edit.doc),
+            "summary": draft.summary,
+            "diff": mermaid.describe_ops(page.doc, ops, lane.macro_keys),
+            "preview": adf.to_preview(edit.doc, limit=_PREVIEW_CHARS),
+        }
+    else:
+        doc = adf.parse(draft.body_adf, where="the drafted page body")
+        if not mermaid.find_diagrams(doc, lane.macro_keys):
+            # The lane promises a diagram of the change; add the model's if the body lacks it.
+            doc["content"].append(
+                {"type": "codeBlock", "attrs": {"language": "mermaid"},
+                 "content": [{"type": "text", "text": draft.mermaid}]}
+            )  # fmt: skip
+        count = len(mermaid.find_diagrams(doc, lane.macro_keys))
+        drafted = {
+            "mode": "create",
+            "page_id": None,
+            "space_id": space_id,
+            "parent_id": lane.parent_id,
+            "title": draft.title,
+            "ops": [],
+            "doc": adf.dumps(doc),
+            "summary": draft.summary,
+            "diff": f"create a new page {draft.title!r} in space {space_id} "
+            f"({len(doc['content'])} blocks, {count} Mermaid diagram(s))",
+            "preview": adf.to_preview(doc, limit=_PREVIEW_CHARS),
+        }
+    crash_point(deps, Phase.CONF_DRAFT, "after")
+    return {"confluence": {**conf, "page_id": page_id, "draft": drafted, "decision": None}}
+
+
+# -- conf_gate ---------------------------------------------------------------------------------
+
+
+def _request_for(task_id: str, draft: dict[str, Any], version: int | None = None) -> dict[str, Any]:
+    """The exact request a write sends: method, path and JSON body."""
+    if draft["mode"] == "update":
+        number = version if version is not None else int(draft["base_version"]) + 1
+        return {
+            "method": "PUT",
+            "path": f"/api/v2/pages/{draft['page_id']}",
+            "json": update_request(
+                page_id=str(draft["page_id"]), title=str(draft["title"]),
+                doc_text=str(draft["doc"]), version=number,
+                message=version_message(task_id, str(draft["title"])),
+            ),
+        }  # fmt: skip
+    return {
+        "method": "POST",
+        "path": "/api/v2/pages",
+        "json": create_request(
+            space_id=str(draft["space_id"]), parent_id=draft.get("parent_id"),
+            title=str(draft["title"]), doc_text=str(draft["doc"]),
+        ),
+    }  # fmt: skip
+
+
+def _gate_text(state: TaskState, draft: dict[str, Any], dry_run: bool) -> str:
+    # The preview holds no ``` of its own (adf.to_preview indents code), so these fences
+    # read the same in Slack, the CLI and the dashboard.
+    request = _request_for(state["task_id"], draft)
+    where = (
+        f"update page {draft['page_id']} ({draft['title']!r}) from version "
+        f"{draft['base_version']} to {int(draft['base_version']) + 1}"
+        if draft["mode"] == "update"
+        else f"create page {draft['title']!r} in space {draft['space_id']}"
+    )
+    mode = (
+        "DRY RUN: nothing will be sent; the exact request is recorded"
+        if dry_run
+        else "this will be written to Confluence"
+    )
+    return "\n".join([
+        f"Confluence change for: {state['title']}",
+        f"{where} ({mode}).",
+        f"Request: {request['method']} {request['path']}",
+        "",
+        f"Summary: {draft.get('summary', '')}",
+        "",
+        "Changes:",
+        "```",
+        str(draft.get("diff", "")),
+        "```",
+        "",
+        "Preview:",
+        "```",
+        str(draft.get("preview", "")),
+        "```",
+    ])  # fmt: skip
+
+
+def conf_gate(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
+    lane = _lane(deps)
+    enter(deps, state, Phase.CONF_GATE)
+    conf = _conf(state)
+    draft = conf["draft"]
+    answer = ask_human(
+        deps,
+        state,
+        QuestionKind.CONFLUENCE_APPROVAL,
+        {
+            "text": _gate_text(state, draft, lane.dry_run),
+            "title": state["title"],
+            "page_title": draft["title"],
+            "mode": draft["mode"],
+            "page_id": draft.get("page_id"),
+            "diff": draft.get("diff", ""),
+            "preview": draft.get("preview", ""),
+            "dry_run": lane.dry_run,
+            "help": PUBLISH_HELP,
+        },
+    )
+    decision = str(answer.get("decision", ""))
+    text = str(answer.get("text", ""))
+    conf["decision"] = decision
+    update: dict[str, Any] = {"turn": state.get("turn", 0) + 1}
+    if decision == "revise":
+        conf["feedback"] = text
+    elif decision == "publish":
+        conf["comment"] = text
+    else:
+        conf["reject_reason"] = text
+        if state.get("kind") == TaskKind.CONFLUENCE:
+            update["outcome"] = "cancelled"
+    update["confluence"] = conf
+    crash_point(deps, Phase.CONF_GATE, "after")
+    return update
+
+
+def route_after_conf_gate(state: TaskState) -> str:
+    decision = (state.get("confluence") or {}).get("decision")
+    if decision == "publish":
+        return Phase.CONF_WRITE.value
+    if decision == "revise":
+        return Phase.CONF_DRAFT.value
+    return Phase.DONE.value
+
+
+# -- conf_write --------------------------------------------------------------------------------
+
+
+def _names_task(page: Page, task_id: str) -> bool:
+    return page.version_message.startswith(f"agent-team task {task_id}:")
+
+
+def _result(page: Page, *, recovered: bool = False) -> dict[str, Any]:
+    return {"dry_run": False, "page_id": page.id, "version": page.version, "title": page.title,
+            "url": page.url, "recovered": recovered}  # fmt: skip
+
+
+def _write_update(
+    deps: GraphDeps, client: ConfluenceClient, state: TaskState, draft: dict[str, Any],
+    effect_id: str, effect: db.SideEffect,
+) -> dict[str, Any]:  # fmt: skip
+    lane = _lane(deps)
+    task_id = state["task_id"]
+    page = client.get_page(str(draft["page_id"]))
+    recorded = effect.request if isinstance(effect.request, dict) else {}
+    intended = ((recorded.get("json") or {}).get("version") or {}).get("number")
+    if page.version == intended and _names_task(page, task_id):
+        return _result(page, recovered=True)  # it landed before a crash: never send twice
+    for attempt in range(2):
+        edit = mermaid.safe_edit(page.doc, draft["ops"], lane.macro_keys)
+        request = _request_for(task_id, {**draft, "doc": adf.dumps(edit.doc)}, page.version + 1)
+        # Recorded (pending, with the intended version) before anything is sent.
+        db.finish_effect(deps.conn, effect_id=effect_id, state="pending", request=request)
+        crash_point(deps, Phase.CONF_WRITE, "sending")
+        try:
+            written = client.update_page(request["json"])
+        except StaleVersionError:
+            if attempt == 1:
+                raise ConfluenceRefusedError(
+                    f"page {draft['page_id']} kept changing while agent-team wrote it (409 twice); "
+                    "nothing was written. Revise the task once the page is quiet"
+                ) from None
+            page = client.get_page(str(draft["page_id"]))  # re-read; the edit is re-applied
+            continue
+        crash_point(deps, Phase.CONF_WRITE, "sent")
+        return _result(written)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _write_create(
+    deps: GraphDeps, client: ConfluenceClient, state: TaskState, draft: dict[str, Any],
+    effect_id: str,
+) -> dict[str, Any]:  # fmt: skip
+    request = _request_for(state["task_id"], draft)
+    # A create may have landed before a crash; a space holds one page per title.
+    found = client.find_page(str(draft["space_id"]), str(draft["title"]))
+    if found is not None:
+        if adf.dumps(found.doc) == str(draft["doc"]):
+            return _result(found, recovered=True)
+        raise ConfluenceRefusedError(
+            f"a page titled {draft['title']!r} already exists in space {draft['space_id']} "
+            "with other content; rename or remove it, then revise the task. Nothing was written"
+        )
+    db.finish_effect(deps.conn, effect_id=effect_id, state="pending", request=request)
+    crash_point(deps, Phase.CONF_WRITE, "sending")
+    written = client.create_page(request["json"])
+    crash_point(deps, Phase.CONF_WRITE, "sent")
+    return _result(written)
+
+
+def conf_write(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
+    lane = _lane(deps)
+    enter(deps, state, Phase.CONF_WRITE)
+    conf = _conf(state)
+    draft = conf["draft"]
+    task_id = state["task_id"]
+    effect_id = effect_id_for(task_id, state.get("turn", 0))
+    first_request = _request_for(task_id, draft)
+    effect = db.begin_effect(
+        deps.conn, effect_id=effect_id, task_id=task_id, kind=EFFECT_KIND, request=first_request
+    )
+    if effect.state == "done" and isinstance(effect.result, dict):
+        result = effect.result  # written (or recorded) before a crash: never again
+    elif lane.dry_run:
+        result = {"dry_run": True, "effect_id": effect_id, "method": first_request["method"],
+                  "path": first_request["path"], "page_id": draft.get("page_id"),
+                  "title": draft["title"], "sent": False}  # fmt: skip
+        db.finish_effect(deps.conn, effect_id=effect_id, state="done", result=result)
+    else:
+        client = lane.client("writing the page")
+        # The page is read before every send, so a write that landed before a crash (the
+        # effect row is still pending) is recognised and never sent twice.
+        try:
+            if draft["mode"] == "update":
+                result = _write_update(deps, client, state, draft, effect_id, effect)
+            else:
+                result = _write_create(deps, client, state, draft, effect_id)
+        except ConfluenceRefusedError as exc:
+            db.finish_effect(deps.conn, effect_id=effect_id, state="failed", error=str(exc))
+            raise
+        db.finish_effect(
+            deps.conn, effect_id=effect_id, state="done", result_ref=str(result["page_id"]),
+            result=result,
+        )  # fmt: skip
+    crash_point(deps, Phase.CONF_WRITE, "after")
+    return {"confluence": {**conf, "result": result}}
