@@ -73,9 +73,12 @@ StartTask = Callable[..., str]
 class GitHubError(AgentTeamError):
     """GitHub answered with an error or something we cannot use; the message says which."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, headers: httpx.Headers | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.headers = headers  # the response's, for rate-limit and retry-after headers
 
 
 def issue_source(repo: str) -> str:
@@ -215,7 +218,9 @@ class GitHubClient:
         """Call and decode JSON; any other status is a `GitHubError` naming it."""
         response = self.request(method, url, **kwargs)
         if response.status_code not in ok:
-            raise GitHubError(self.describe(response), status=response.status_code)
+            raise GitHubError(
+                self.describe(response), status=response.status_code, headers=response.headers
+            )
         try:
             return response.json()
         except ValueError:
@@ -251,7 +256,9 @@ class GitHubClient:
         if response.status_code == 304:
             return _Page(304, [], etag, None, response.headers)
         if response.status_code != 200:
-            raise GitHubError(self.describe(response), status=response.status_code)
+            raise GitHubError(
+                self.describe(response), status=response.status_code, headers=response.headers
+            )
         try:
             items = response.json()
         except ValueError:
@@ -464,7 +471,7 @@ class GitHubIntake:
                 if page.status == 304:
                     break
         except GitHubError as exc:
-            self._failed(source, label, exc, cursor, report, last_headers)
+            self._failed(source, label, exc, cursor, report, exc.headers or last_headers)
             return
         assert first is not None and last_headers is not None
         remaining, reset_at = self._rate(last_headers)
