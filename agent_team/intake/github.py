@@ -187,16 +187,31 @@ class GitHubClient:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self._token = token
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/") + "/",
-            headers=headers,
-            transport=transport,
-            timeout=timeout_s,
-            follow_redirects=False,
-        )
+        self._options: dict[str, Any] = {
+            "base_url": base_url.rstrip("/") + "/",
+            "headers": headers,
+            "transport": transport,
+            "timeout": timeout_s,
+            "follow_redirects": False,
+        }
+        self._guard = threading.Lock()
+        self._client: httpx.Client | None = None
+
+    @property
+    def _http(self) -> httpx.Client:
+        # Made on first use and again after `close()`, so a late observer call during a
+        # shutdown still works (its connection is closed by the next `close()` or at exit).
+        with self._guard:
+            if self._client is None or self._client.is_closed:
+                self._client = httpx.Client(**self._options)
+            return self._client
 
     def close(self) -> None:
-        self._http.close()
+        """Close the pooled connections (the daemon's poller does this when it stops)."""
+        with self._guard:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     def clean(self, text: str) -> str:
         """`text` with the token (and anything token-shaped) removed."""
@@ -394,7 +409,7 @@ class GitHubIntake:
 
     def ingest_item(self, repo: str, item: Any, kind: str, report: PollReport) -> None:
         """Validate one list item and ingest it; a bad item is logged and skipped."""
-        if isinstance(item, dict) and "pull_request" in item:
+        if isinstance(item, dict) and item.get("pull_request") is not None:
             return  # the issues API lists pull requests too
         try:
             issue = GitHubIssue.model_validate(item)
@@ -407,6 +422,10 @@ class GitHubIntake:
                 repo, number, fields,
             )  # fmt: skip
             return
+        self.ingest_issue(repo, issue, kind, report)
+
+    def ingest_issue(self, repo: str, issue: GitHubIssue, kind: str, report: PollReport) -> None:
+        """Ingest a validated issue, counting it in `report`; a failure is logged, not raised."""
         try:
             if self.ingest(repo, issue, kind) is not None:
                 report.tasks_created += 1

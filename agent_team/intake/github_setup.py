@@ -109,6 +109,18 @@ class GitHubIntegration:
         set_fact: Callable[[str, object], None],
     ) -> None:
         """The daemon's `github-poller` loop: a pass every `AGENT_TEAM_GITHUB_POLL_S`."""
+        try:
+            self._poll_until(stop, beat=beat, set_fact=set_fact)
+        finally:
+            self.client.close()  # no pooled sockets left open when the daemon stops
+
+    def _poll_until(
+        self,
+        stop: threading.Event,
+        *,
+        beat: Callable[[], None],
+        set_fact: Callable[[str, object], None],
+    ) -> None:
         while not stop.is_set():
             report = self.poll()
             with self._totals_lock:

@@ -126,7 +126,7 @@ class WebhookHandler:
         if kind is None:
             return WebhookReply(202, {"ignored": "not labelled for agent-team"})
         report = PollReport()
-        self.intake.ingest_item(repo, issue.model_dump(), kind, report)
+        self.intake.ingest_issue(repo, issue, kind, report)
         if report.errors:
             # The poller retries it (the claim was released); tell GitHub it failed.
             return WebhookReply(500, {"error": "could not start the task; the poller retries"})
