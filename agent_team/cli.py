@@ -322,10 +322,9 @@ def tick(
     from agent_team.transports.registry import make_transport
 
     settings = _ctx(ctx).settings()
-    coordinator = Coordinator(
-        settings, transport=make_transport(settings), publish=make_publisher(settings)
-    )
-    github = GitHubIntegration.build(settings, coordinator)
+    publisher = make_publisher(settings)
+    coordinator = Coordinator(settings, transport=make_transport(settings), publish=publisher)
+    github = GitHubIntegration.build(settings, coordinator, publisher=publisher)
     try:
         if github is not None:  # cron mode: one intake pass, then run what it started
             intake = github.poll()

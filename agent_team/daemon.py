@@ -81,10 +81,11 @@ class Daemon:
         self.notifier = Notifier(load_systemd_env())
         self.health = Health()
         self.stop = threading.Event()
+        self._github_publisher = make_publisher(settings)  # the graph is compiled next
         self.coordinator = Coordinator(
             settings,
             transport=transport or make_transport(settings),
-            publish=make_publisher(settings),  # GitHub draft PRs: the graph needs it now
+            publish=self._github_publisher,
         )
         self.ctx = DashboardContext(
             settings, health=self.health, coordinator=self.coordinator, clock=settings.now
@@ -107,7 +108,9 @@ class Daemon:
 
     def _install_github(self) -> None:
         """GitHub (issue #6): the poller loop, the webhook route, the status comment."""
-        self.github = GitHubIntegration.build(self.settings, self.coordinator)
+        self.github = GitHubIntegration.build(
+            self.settings, self.coordinator, publisher=self._github_publisher
+        )
         github = self.github
         if github is None:
             return

@@ -54,6 +54,7 @@ class GitHubIntegration:
     intake: GitHubIntake
     webhook: WebhookHandler
     commenter: StatusCommenter | None
+    publisher: PullRequestPublisher | None = None
     totals: PollReport = field(default_factory=PollReport)
     _totals_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -64,8 +65,13 @@ class GitHubIntegration:
         coordinator: Coordinator,
         *,
         transport: httpx.BaseTransport | None = None,
+        publisher: PullRequestPublisher | None = None,
     ) -> GitHubIntegration | None:
-        """Build and attach (the status comment observer) to `coordinator`; None when off."""
+        """Build and attach (the status comment observer) to `coordinator`; None when off.
+
+        Args:
+            publisher: the one given to the coordinator, so `close()` closes its client too.
+        """
         if not settings.github_repos:
             return None
         client = make_client(settings, transport=transport)
@@ -81,7 +87,7 @@ class GitHubIntegration:
                 dashboard_url=settings.dashboard_url,
             )  # fmt: skip
             coordinator.observers.append(commenter)
-        return cls(settings, client, intake, webhook, commenter)
+        return cls(settings, client, intake, webhook, commenter, publisher)
 
     def poll(self) -> PollReport:
         """One intake pass; adds to this process's totals."""
@@ -112,7 +118,7 @@ class GitHubIntegration:
         try:
             self._poll_until(stop, beat=beat, set_fact=set_fact)
         finally:
-            self.client.close()  # no pooled sockets left open when the daemon stops
+            self.close()  # no pooled sockets left open when the daemon stops
 
     def _poll_until(
         self,
@@ -144,3 +150,5 @@ class GitHubIntegration:
 
     def close(self) -> None:
         self.client.close()
+        if self.publisher is not None:
+            self.publisher.client.close()

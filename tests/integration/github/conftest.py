@@ -52,7 +52,8 @@ def world() -> Iterator[World]:
         found = World(fake)
         for n in range(APP_ISSUES + APP_PULLS + 20 + 5):
             if n % 23 == 0 and len(found.app_other) < APP_PULLS:  # PRs mixed in
-                found.app_other.append(fake.add_issue(APP, labels=("agent-team",), pull_request=True))
+                pull = fake.add_issue(APP, labels=("agent-team",), pull_request=True)
+                found.app_other.append(pull)
             elif n % 17 == 0 and len(found.app_other) < APP_PULLS + 20:
                 found.app_other.append(fake.add_issue(APP, labels=("bug",)))
             elif len(found.app_labelled) < APP_ISSUES:

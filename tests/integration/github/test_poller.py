@@ -57,7 +57,7 @@ def test_first_poll_creates_exactly_the_labelled_open_issues_across_pages(
 def test_second_poll_sends_if_none_match_and_gets_304(
     make_intake: MakeIntake, world: World
 ) -> None:
-    intake, starter = make_intake()
+    intake, _ = make_intake()
     intake.poll_once()
     first_etag = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
     before = len(world.fake.requests)
