@@ -1,4 +1,4 @@
-"""`agent-team tick`, `agent-team intake status` and `doctor` with GitHub intake, as subprocesses."""
+"""`agent-team tick`, `intake status` and `doctor` with GitHub intake, as subprocesses."""
 
 from __future__ import annotations
 

@@ -172,12 +172,20 @@ def test_the_webhook_racing_the_poller_makes_one_task_per_issue(
     numbers = sorted(world.app_labelled)
     issues = {n: world.fake.repos[APP].issues[n] for n in numbers}
     barrier = threading.Barrier(5)
+    ingesting = threading.Event()  # the poller has its pages and starts its first issue
+
+    def poller_start(**request: Any) -> str:
+        ingesting.set()
+        return poller_starter(**request)
+
+    poller.start_task = poller_start
     replies: list[int] = []
     errors: list[BaseException] = []
 
     def deliver(chunk: list[int]) -> None:
         try:
             barrier.wait(timeout=10)
+            assert ingesting.wait(timeout=30)
             for number in chunk:
                 event = issue_event(number)
                 event["issue"]["title"] = issues[number]["title"]
