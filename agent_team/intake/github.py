@@ -281,7 +281,17 @@ class GitHubClient:
         if not isinstance(items, list):
             raise GitHubError(f"GitHub sent a {type(items).__name__}, not a list, for {url}")
         next_url = response.links.get("next", {}).get("url")
+        if next_url is not None and not self.same_origin(next_url):
+            # The token goes with every request: never follow a link to another server.
+            raise GitHubError(
+                f"GitHub's next-page link for {url} points at another server; not followed"
+            )
         return _Page(200, items, response.headers.get("etag"), next_url, response.headers)
+
+    def same_origin(self, url: str) -> bool:
+        """True if `url` is on the configured API server (scheme, host and port)."""
+        base, other = httpx.URL(self._options["base_url"]), httpx.URL(url)
+        return (base.scheme, base.host, base.port) == (other.scheme, other.host, other.port)
 
     def get_issue(self, repo: str, number: int) -> Any:
         return self.json("GET", f"repos/{repo}/issues/{number}")
@@ -522,7 +532,15 @@ class GitHubIntake:
             return None, None
         remaining = _header_int(headers, "x-ratelimit-remaining")
         reset = _header_int(headers, "x-ratelimit-reset")
-        reset_at = datetime.fromtimestamp(reset, UTC) if reset is not None else None
+        reset_at = None
+        if reset is not None:
+            # The window is an hour; a reset further out is a clock problem, not a reason
+            # to stop polling for days.
+            latest = self.clock() + timedelta(seconds=MAX_BACKOFF_S)
+            try:
+                reset_at = min(datetime.fromtimestamp(reset, UTC), latest)
+            except (OverflowError, OSError, ValueError):
+                reset_at = latest
         return remaining, reset_at
 
     def _after_rate(self, remaining: int | None, reset_at: datetime | None) -> datetime | None:

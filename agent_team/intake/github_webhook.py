@@ -139,9 +139,14 @@ class WebhookHandler:
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
             return JSONResponse({"error": "payload too large"}, status_code=413)
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return JSONResponse({"error": "payload too large"}, status_code=413)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():  # bounded even without a Content-Length
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                return JSONResponse({"error": "payload too large"}, status_code=413)
+            chunks.append(chunk)
+        body = b"".join(chunks)
         headers = {key.lower(): value for key, value in request.headers.items()}
         try:
             reply = await run_in_threadpool(self.handle, headers, body)

@@ -63,6 +63,7 @@ class FakeGitHub:
         self.rate_remaining = rate_limit
         self.rate_reset = int(time.time()) + 3600
         self.forced: list[tuple[str, int, dict[str, str]]] = []  # (path prefix, status, headers)
+        self.link_base: str | None = None  # put next-page links on another server (a test)
         self.lock = threading.RLock()
         self._clock = 0
         self._next_id = 9000
@@ -330,7 +331,8 @@ class FakeGitHub:
         if page * per_page < len(items):
             following = {k: v for k, v in query.items() if k != "cursor"}
             following["cursor"] = f"c{page + 1}"
-            extra["Link"] = f'<{self.url}{path}?{urlencode(following)}>; rel="next"'
+            base = self.link_base or self.url
+            extra["Link"] = f'<{base}{path}?{urlencode(following)}>; rel="next"'
         return 200, chunk, extra
 
     def _create_pull(

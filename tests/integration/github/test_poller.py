@@ -273,3 +273,17 @@ def test_the_docs_label_makes_confluence_tasks_when_the_lane_is_on(
     intake.poll_once()
     task = github_tasks(intake.conn)[task_id_for(LIB, world.lib_docs[0])]
     assert task.kind == "confluence"
+
+
+def test_a_next_link_to_another_server_is_not_followed(
+    make_intake: MakeIntake, world: World
+) -> None:
+    world.fake.link_base = "http://127.0.0.2:9"  # the token must never go there
+    intake, starter = make_intake(github_repos=APP)
+
+    report = intake.poll_once()
+
+    assert len(report.errors) == 1 and "another server" in report.errors[0]
+    assert starter.calls == []  # nothing half-ingested from page 1 alone
+    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    assert cursor is not None and cursor.etag is None and cursor.failures == 1

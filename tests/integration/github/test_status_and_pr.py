@@ -203,3 +203,23 @@ def test_a_broken_github_never_fails_the_task(
     assert "could not update the status comment" in caplog.text
     assert setup.fake.comments_on(APP, setup.number) == []
     process.close()
+
+
+def test_a_failed_push_fails_clearly_without_the_token(setup: Setup) -> None:
+    git(setup.clone, "remote", "set-url", "origin", str(setup.clone.parent / "nowhere.git"))
+    process = Process(setup.settings)
+    process.github.poll()
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+    (question,) = db.list_questions(process.coordinator.conn, status="open")
+    process.coordinator.answer(question.question_id, "approve")
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+
+    task = db.get_task(process.coordinator.conn, setup.task_id)
+    assert task is not None and task.status == "failed"
+    (last, *_) = reversed(db.list_transitions(process.coordinator.conn, thread_id=task.id))
+    assert last.note is not None and "git push of agent-team/" in last.note
+    assert TOKEN not in last.note
+    assert setup.fake.repos[APP].pulls == []
+    (comment,) = setup.fake.comments_on(APP, setup.number)
+    assert "**failed**" in comment["body"] and TOKEN not in comment["body"]
+    process.close()
