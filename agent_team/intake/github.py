@@ -298,10 +298,10 @@ class GitHubClient:
 
 
 def make_client(
-    settings: Settings, *, transport: httpx.BaseTransport | None = None
+    settings: Settings, *, transport: httpx.BaseTransport | None = None, timeout_s: float = 20.0
 ) -> GitHubClient:
     token = settings.github_token.get_secret_value() if settings.github_token else None
-    return GitHubClient(settings.github_api_url, token, transport=transport)
+    return GitHubClient(settings.github_api_url, token, transport=transport, timeout_s=timeout_s)
 
 
 @dataclass

@@ -22,7 +22,7 @@ def check_github_intake(settings: Settings) -> CheckResult:
             "status comments or draft PRs are on but there is no token",
             "set AGENT_TEAM_GITHUB_TOKEN (issues and pull requests: write; contents: write)",
         )  # fmt: skip
-    client = make_client(settings)
+    client = make_client(settings, timeout_s=5.0)  # doctor answers quickly or says why
     problems: list[str] = []
     try:
         for repo in repos:
