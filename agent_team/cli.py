@@ -39,6 +39,8 @@ app = typer.Typer(
 )
 ledger_app = typer.Typer(help="Maintain the ledger.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
+intake_app = typer.Typer(help="Outside work coming in (GitHub issues).", no_args_is_help=True)
+app.add_typer(intake_app, name="intake")
 
 # Piped output (scripts, CI logs) gets a wide console so ids are never cut short.
 out = Console(
@@ -315,15 +317,29 @@ def tick(
         float, typer.Option("--timeout", help="Stop after this many seconds.", min=0.1)
     ] = 300.0,
 ) -> None:
-    """One pass of the daemon's work (sweep, commands, deadlines, budget), then exit."""
+    """One pass of the daemon's work (GitHub intake, sweep, commands, deadlines), then exit."""
     from agent_team.coordinator import Coordinator  # the graph stack loads only when needed
+    from agent_team.intake.github_setup import GitHubIntegration, make_publisher
     from agent_team.transports.registry import make_transport
 
     settings = _ctx(ctx).settings()
-    coordinator = Coordinator(settings, transport=make_transport(settings))
+    publisher = make_publisher(settings)
+    coordinator = Coordinator(settings, transport=make_transport(settings), publish=publisher)
+    github = GitHubIntegration.build(settings, coordinator, publisher=publisher)
     try:
+        if github is not None:  # cron mode: one intake pass, then run what it started
+            intake = github.poll()
+            out.print(
+                f"github intake: {intake.polls} poll(s), {intake.not_modified} not modified, "
+                f"{intake.tasks_created} task(s) created, {intake.recovered} recovered"
+                + (f", {len(intake.errors)} error(s)" if intake.errors else "")
+            )
+            for problem in intake.errors[:10]:
+                err.print(f"github intake: {problem}", soft_wrap=True)
         report = coordinator.tick(until_idle=until_idle, timeout_s=timeout)
     finally:
+        if github is not None:
+            github.close()
         coordinator.close()
     sweep = report.sweep
     out.print(
@@ -532,6 +548,61 @@ def _demo_banner(line: str, token: str | None, settings: Settings) -> None:
     url = line.split()[-1]
     out.print(f"  {cli}{db_flag} answer <task id>:q1 approve   # then watch it finish on {url}")
     out.print("Stop with Ctrl-C; everything is kept in the ledger and resumes on the next start.")
+
+
+@intake_app.command("status")
+def intake_status(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Per repository and label: last poll, ETag hit rate, rate limit left, tasks created."""
+    conn = _open_ready(ctx)
+    try:
+        cursors = db.list_cursors(conn)
+    finally:
+        conn.close()
+    rows = [
+        {
+            "source": c.source,
+            "label": c.label,
+            "last_poll_at": c.last_poll_at,
+            "last_status": c.last_status,
+            "polls": c.polls,
+            "not_modified": c.not_modified,
+            "etag_hit_rate": round(c.not_modified / c.polls, 3) if c.polls else None,
+            "rate_remaining": c.rate_remaining,
+            "rate_reset_at": c.rate_reset_at,
+            "tasks_created": c.tasks_created,
+            "next_poll_at": c.next_poll_at,
+            "failures": c.failures,
+            "last_error": redact(c.last_error) if c.last_error else None,
+        }
+        for c in cursors
+    ]
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        out.print("no intake polls recorded yet (set AGENT_TEAM_GITHUB_REPOS and run the daemon)")
+        return
+    table = _table(
+        "repository", "label", "last poll", "status", "ETag hits", "rate left", "tasks",
+        "next poll", "last error",
+    )  # fmt: skip
+    for row in rows:
+        rate = row["etag_hit_rate"]
+        table.add_row(
+            str(row["source"]).removeprefix("github:"),
+            str(row["label"]),
+            str(row["last_poll_at"] or "-"),
+            str(row["last_status"] or "-"),
+            f"{row['not_modified']}/{row['polls']} ({rate:.0%})" if rate is not None else "-",
+            "-" if row["rate_remaining"] is None else str(row["rate_remaining"]),
+            str(row["tasks_created"]),
+            str(row["next_poll_at"] or "-"),
+            str(row["last_error"] or ""),
+        )
+    out.print(table)
 
 
 @app.command()

@@ -158,6 +158,11 @@ class Settings(BaseSettings):
     github_webhook_secret: SecretStr | None = None
     github_comment: bool = Field(default=False, description="Keep a status comment on the issue.")
     github_open_pr: bool = Field(default=False, description="Open a draft PR after a build.")
+    github_checkouts: CommaList = Field(
+        default_factory=list,
+        description="Local clones tasks of a repository build in, `owner/repo=/path` "
+        "comma-separated (default: AGENT_TEAM_REPO_PATH); draft PRs push from their `origin`.",
+    )
 
     # Confluence documentation lane (issue #7)
     confluence_enabled: bool = False
@@ -193,7 +198,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "slack_allowed_users", "slack_escalate_to", "slack_reminders", "github_repos",
-        "confluence_mermaid_macros", mode="before",
+        "github_checkouts", "confluence_mermaid_macros", mode="before",
     )  # fmt: skip
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
@@ -224,6 +229,20 @@ class Settings(BaseSettings):
         if any(not _REPO_NAME.match(repo) for repo in value):
             raise ValueError("must be `owner/repo` names, comma-separated")
         return value
+
+    @field_validator("github_checkouts")
+    @classmethod
+    def _checkouts(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            repo, sep, path = entry.partition("=")
+            if not sep or not _REPO_NAME.match(repo.strip()) or not path.strip():
+                raise ValueError("must be `owner/repo=/path/to/clone` entries, comma-separated")
+        return value
+
+    def github_checkout_paths(self) -> dict[str, Path]:
+        """`owner/repo` (lower case) -> the local clone its tasks build in."""
+        pairs = (entry.partition("=") for entry in self.github_checkouts)
+        return {repo.strip().lower(): Path(path.strip()) for repo, _, path in pairs}
 
     @field_validator(
         "slack_api_url", "github_api_url", "confluence_base_url", "confluence_token_url"

@@ -105,8 +105,10 @@ class Coordinator:
         *,
         transport: Transport | None = None,
         clock: Callable[[], datetime] | None = None,
+        publish: Callable[[TaskState], dict[str, Any] | None] | None = None,
     ) -> None:
         self.settings = settings
+        self._publish = publish  # e.g. the GitHub draft PR; wired into the graph below
         self.transport: Transport = transport or LocalTransport()
         self.clock: Callable[[], datetime] = clock or settings.now
         self.db_path = settings.db_path
@@ -167,6 +169,7 @@ class Coordinator:
             crash_at=settings.crash_at,
             outbox=settings.ledger_outbox,
             confluence=lane_from_settings(settings),
+            publish=self._publish,
         )
 
     def default_deadlines(self) -> dict[str, timedelta]:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
@@ -36,6 +37,7 @@ from agent_team.coordinator import Coordinator
 from agent_team.dashboard.app import DashboardContext, create_app
 from agent_team.exceptions import AgentTeamError
 from agent_team.health import Health
+from agent_team.intake.github_setup import GitHubIntegration, make_publisher
 from agent_team.redact import redact
 from agent_team.systemd import Notifier
 from agent_team.transports.base import Transport
@@ -79,7 +81,12 @@ class Daemon:
         self.notifier = Notifier(load_systemd_env())
         self.health = Health()
         self.stop = threading.Event()
-        self.coordinator = Coordinator(settings, transport=transport or make_transport(settings))
+        self._github_publisher = make_publisher(settings)  # the graph is compiled next
+        self.coordinator = Coordinator(
+            settings,
+            transport=transport or make_transport(settings),
+            publish=self._github_publisher,
+        )
         self.ctx = DashboardContext(
             settings, health=self.health, coordinator=self.coordinator, clock=settings.now
         )
@@ -101,6 +108,23 @@ class Daemon:
 
     def _install_github(self) -> None:
         """GitHub (issue #6): the poller loop, the webhook route, the status comment."""
+        self.github = GitHubIntegration.build(
+            self.settings, self.coordinator, publisher=self._github_publisher
+        )
+        github = self.github
+        if github is None:
+            return
+        self.routes.append(github.webhook.route())
+        self.loops.append(
+            Loop(
+                "github-poller",
+                partial(
+                    github.poll_forever,
+                    beat=lambda: self.health.beat("github-poller"),
+                    set_fact=self.health.set_fact,
+                ),
+            )
+        )
 
     def _install_confluence(self) -> None:
         """Confluence (issue #7): nothing to install here.

@@ -38,6 +38,7 @@ from agent_team.db.connection import (
 from agent_team.db.cursors import get_cursor, list_cursors, record_poll
 from agent_team.db.effects import begin_effect, finish_effect, get_effect, list_effects
 from agent_team.db.events import claim_event, event_seen, prune_events
+from agent_team.db.github_reads import IssueClaim, list_issue_claims, task_ids_by_source
 from agent_team.db.intake import (
     delete_issue_ingested,
     issue_already_ingested,
@@ -113,6 +114,7 @@ __all__ = [
     "AnswerResume",
     "Command",
     "IntakeCursor",
+    "IssueClaim",
     "LedgerConnection",
     "OpenQuestions",
     "Question",
@@ -165,6 +167,7 @@ __all__ = [
     "list_commands",
     "list_cursors",
     "list_effects",
+    "list_issue_claims",
     "list_questions",
     "list_tasks",
     "list_transitions",
@@ -190,6 +193,7 @@ __all__ = [
     "supersede_question",
     "table_counts",
     "task_costs",
+    "task_ids_by_source",
     "task_usage",
     "to_iso",
     "tokens_spent",

@@ -1,0 +1,70 @@
+"""`agent-team doctor` checks for the GitHub intake: settings, token, reachability, last poll."""
+
+from __future__ import annotations
+
+from agent_team import db
+from agent_team.config import Settings
+from agent_team.doctor import CheckResult, check
+from agent_team.intake.github import GitHubError, issue_source, make_client
+
+__all__ = ["check_github_intake", "check_github_last_poll"]
+
+
+@check
+def check_github_intake(settings: Settings) -> CheckResult:
+    repos = settings.github_repos
+    if not repos:
+        return CheckResult("github intake", True, "off (AGENT_TEAM_GITHUB_REPOS is empty)")
+    writes = settings.github_comment or settings.github_open_pr
+    if writes and settings.github_token is None:
+        return CheckResult(
+            "github intake", False,
+            "status comments or draft PRs are on but there is no token",
+            "set AGENT_TEAM_GITHUB_TOKEN (issues and pull requests: write; contents: write)",
+        )  # fmt: skip
+    client = make_client(settings, timeout_s=5.0)  # doctor answers quickly or says why
+    problems: list[str] = []
+    try:
+        for repo in repos:
+            try:
+                client.json("GET", f"repos/{repo}")
+            except GitHubError as exc:
+                problems.append(str(exc))
+    finally:
+        client.close()
+    if problems:
+        return CheckResult(
+            "github intake", False, "; ".join(problems),
+            "check AGENT_TEAM_GITHUB_REPOS, AGENT_TEAM_GITHUB_TOKEN and AGENT_TEAM_GITHUB_API_URL",
+        )  # fmt: skip
+    webhook = "webhook on" if settings.github_webhook_secret else "webhook off (no secret)"
+    return CheckResult(
+        "github intake", True,
+        f"{len(repos)} repo(s) reachable at {settings.github_api_url}; label "
+        f"{settings.github_label!r}; {webhook}",
+    )  # fmt: skip
+
+
+@check
+def check_github_last_poll(settings: Settings) -> CheckResult:
+    if not settings.github_repos or not settings.db_path.exists():
+        return CheckResult("github last poll", True, "no polls yet")
+    conn = db.connect_readonly(settings.db_path)
+    try:
+        cursors = {(c.source, c.label): c for c in db.list_cursors(conn)}
+    finally:
+        conn.close()
+    failing = []
+    for repo in settings.github_repos:
+        cursor = cursors.get((issue_source(repo), settings.github_label))
+        if cursor is not None and cursor.last_error and cursor.failures:
+            failing.append(f"{repo}: {cursor.last_error} ({cursor.failures} in a row)")
+    if failing:
+        return CheckResult(
+            "github last poll", False, "; ".join(failing),
+            "see `agent-team intake status` and the daemon's log",
+        )  # fmt: skip
+    polled = [c.last_poll_at for c in cursors.values() if c.last_poll_at]
+    return CheckResult(
+        "github last poll", True, f"last poll {max(polled)}" if polled else "no polls yet"
+    )

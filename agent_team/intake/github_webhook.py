@@ -1,0 +1,159 @@
+"""`POST /github/webhook`: signed issue events feed the same intake path as the poller.
+
+Order matters (issue #6): the signature is checked on the raw body before
+anything is parsed or stored; with no secret configured every request gets
+503 (we cannot tell GitHub from anyone else). Only then is the delivery id
+claimed in the ledger, so a redelivery (GitHub keeps the id) is answered
+`{"duplicate": true}` and changes nothing, across restarts too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agent_team import db
+from agent_team.intake.github import GitHubIntake, GitHubIssue, PollReport
+
+__all__ = ["MAX_BODY_BYTES", "WebhookHandler", "WebhookReply", "sign", "verify_signature"]
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+DELIVERY_SOURCE = "github"
+
+
+def sign(secret: str | bytes, body: bytes) -> str:
+    """The `X-Hub-Signature-256` value GitHub sends for `body`."""
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def verify_signature(secret: str | bytes, body: bytes, header: str | None) -> bool:
+    """Constant-time check of `X-Hub-Signature-256` against the raw body."""
+    if not header or not header.startswith("sha256="):
+        return False
+    return hmac.compare_digest(
+        sign(secret, body).encode("ascii"), header.strip().encode("ascii", "replace")
+    )
+
+
+@dataclass(frozen=True)
+class WebhookReply:
+    status: int
+    body: dict[str, Any]
+
+
+class _Repository(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    full_name: str
+
+
+class _IssuesEvent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    action: str
+    issue: GitHubIssue
+    repository: _Repository
+    label: dict[str, Any] | None = None
+
+
+class WebhookHandler:
+    """Turns one webhook request into a reply; thin: verify, de-dup, validate, ingest."""
+
+    def __init__(self, intake: GitHubIntake, secret: str | None) -> None:
+        self.intake = intake
+        self.secret = secret
+
+    def handle(self, headers: Mapping[str, str], body: bytes) -> WebhookReply:
+        if not self.secret:
+            return WebhookReply(
+                503,
+                {"error": "webhook secret not configured; set AGENT_TEAM_GITHUB_WEBHOOK_SECRET"},
+            )
+        if not verify_signature(self.secret, body, headers.get("x-hub-signature-256")):
+            log.warning("github webhook: refused a request with a bad or missing signature")
+            return WebhookReply(401, {"error": "bad signature"})
+        event = headers.get("x-github-event", "")
+        delivery = headers.get("x-github-delivery", "").strip()
+        if not delivery or len(delivery) > 200:
+            return WebhookReply(400, {"error": "missing X-GitHub-Delivery"})
+        try:
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            log.warning("github webhook: delivery %s is not JSON; ignored", delivery)
+            return WebhookReply(400, {"error": "body is not JSON"})
+        if event == "ping":
+            return WebhookReply(200, {"ok": True, "pong": True})
+        if event != "issues":
+            return WebhookReply(202, {"ignored": f"event {event or '(none)'}"})
+        try:
+            parsed = _IssuesEvent.model_validate(payload)
+        except ValidationError as exc:
+            fields = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors())
+            log.warning(
+                "github webhook: delivery %s is malformed (bad %s); ignored", delivery, fields
+            )
+            return WebhookReply(400, {"error": f"malformed issues event: bad {fields}"})
+        if not db.claim_event(self.intake.conn, source=DELIVERY_SOURCE, event_id=delivery):
+            return WebhookReply(200, {"duplicate": True})
+        return self._issues(parsed, delivery)
+
+    def _issues(self, event: _IssuesEvent, delivery: str) -> WebhookReply:
+        repo = self.intake.repos.get(event.repository.full_name.lower())
+        if repo is None:
+            log.warning(
+                "github webhook: delivery %s is for %s, which is not in AGENT_TEAM_GITHUB_REPOS; "
+                "ignored", delivery, event.repository.full_name,
+            )  # fmt: skip
+            return WebhookReply(202, {"ignored": "repository not configured"})
+        if event.action not in ("opened", "labeled", "reopened"):
+            return WebhookReply(202, {"ignored": f"action {event.action}"})
+        issue = event.issue
+        if issue.pull_request is not None or issue.state != "open":
+            return WebhookReply(202, {"ignored": "not an open issue"})
+        kind = self.intake.kind_for(issue.label_names())
+        if kind is None:
+            return WebhookReply(202, {"ignored": "not labelled for agent-team"})
+        report = PollReport()
+        self.intake.ingest_issue(repo, issue, kind, report)
+        if report.errors:
+            # The poller retries it (the claim was released); tell GitHub it failed.
+            return WebhookReply(500, {"error": "could not start the task; the poller retries"})
+        return WebhookReply(
+            201 if report.tasks_created else 200, {"created": bool(report.tasks_created)}
+        )
+
+    async def endpoint(self, request: Request) -> Response:
+        """The Starlette endpoint: read the raw body, handle it on a worker thread."""
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return JSONResponse({"error": "payload too large"}, status_code=413)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():  # bounded even without a Content-Length
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                return JSONResponse({"error": "payload too large"}, status_code=413)
+            chunks.append(chunk)
+        body = b"".join(chunks)
+        headers = {key.lower(): value for key, value in request.headers.items()}
+        try:
+            reply = await run_in_threadpool(self.handle, headers, body)
+        except Exception:
+            log.exception("github webhook: handling a delivery failed")
+            reply = WebhookReply(500, {"error": "internal error; see the daemon's log"})
+        return JSONResponse(reply.body, status_code=reply.status)
+
+    def route(self) -> Route:
+        return Route("/github/webhook", self.endpoint, methods=["POST"])

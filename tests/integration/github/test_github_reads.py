@@ -1,0 +1,31 @@
+"""The ledger reads the claim sweep uses (agent_team.db.github_reads)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from agent_team import db, inbox
+
+
+def test_claims_are_listed_by_source_prefix_and_age(conn: db.LedgerConnection) -> None:
+    assert db.record_issue_ingested(conn, source="github:acme/app", issue_id=1)
+    assert db.record_issue_ingested(conn, source="github:acme/app", issue_id=2)
+    assert db.record_issue_ingested(conn, source="jira:ACME", issue_id=3)
+    assert db.record_issue_ingested(conn, source="github_x:odd", issue_id=4)  # `_` is literal
+
+    claims = db.list_issue_claims(conn, source_prefix="github:")
+    assert [(c.source, c.issue_id) for c in claims] == [
+        ("github:acme/app", "1"),
+        ("github:acme/app", "2"),
+    ]
+    past = db.to_iso(db.utc_now() - timedelta(minutes=5))
+    assert db.list_issue_claims(conn, source_prefix="github:", claimed_before=past) == []
+    future = db.to_iso(db.utc_now() + timedelta(minutes=5))
+    assert len(db.list_issue_claims(conn, source_prefix="github:", claimed_before=future)) == 2
+
+
+def test_task_ids_by_source(conn: db.LedgerConnection) -> None:
+    inbox.submit_task(conn, title="a", source="github", task_id="gh-acme-app-1")
+    inbox.submit_task(conn, title="b", source="cli", task_id="t1")
+    assert db.task_ids_by_source(conn, source="github") == {"gh-acme-app-1"}
+    assert db.task_ids_by_source(conn, source="slack") == set()

@@ -1,0 +1,225 @@
+"""The status comment and the draft PR, through a real coordinator, across restarts and crashes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_team import db
+from agent_team.config import Settings
+from agent_team.coordinator import Coordinator
+from agent_team.intake.github import task_id_for
+from agent_team.intake.github_setup import GitHubIntegration, make_publisher
+from agent_team.intake.github_status import marker
+from tests.fakes.github_api import FakeGitHub
+from tests.integration.github.conftest import (
+    APP,
+    TOKEN,
+    clone_with_bare_origin,
+    git,
+    make_settings,
+)
+
+# Clear enough for the offline model to plan without a clarifying question.
+LONG_BODY = (
+    "The login page should remember the user's email address between visits.\n"
+    "- Store the email in a cookie after a successful login\n"
+    "- Prefill the email field when the cookie is present\n"
+    "- Add a test that covers both paths\n"
+)
+
+
+@dataclass
+class Setup:
+    fake: FakeGitHub
+    settings: Settings
+    clone: Path
+    bare: Path
+    number: int
+
+    @property
+    def task_id(self) -> str:
+        return task_id_for(APP, self.number)
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    clone, bare = clone_with_bare_origin(tmp_path)
+    with FakeGitHub(token=TOKEN) as fake:
+        fake.add_repo(APP, remote=bare)
+        number = fake.add_issue(
+            APP, labels=("agent-team",), title="Remember the email", body=LONG_BODY
+        )
+        settings = make_settings(
+            tmp_path, fake, github_repos=APP, github_comment=True, github_open_pr=True,
+            github_checkouts=f"{APP}={clone}", dashboard_url="http://agent-team.example/",
+        )  # fmt: skip
+        yield Setup(fake, settings, clone, bare, number)
+
+
+class Process:
+    """What one agent-team process builds: coordinator (with publisher) and the GitHub parts."""
+
+    def __init__(self, settings: Settings) -> None:
+        publisher = make_publisher(settings)
+        self.coordinator = Coordinator(settings, publish=publisher)
+        github = GitHubIntegration.build(settings, self.coordinator, publisher=publisher)
+        assert github is not None
+        self.github = github
+
+    def close(self) -> None:
+        self.github.close()
+        self.coordinator.close()
+
+
+def posts(fake: FakeGitHub, path: str) -> list[Any]:
+    return fake.seen("POST", path)
+
+
+def test_the_comment_is_edited_across_a_restart_and_one_draft_pr_is_opened(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    fake, comments_path = setup.fake, f"/repos/{APP}/issues/{setup.number}/comments"
+    first = Process(setup.settings)
+    assert first.github.poll().tasks_created == 1
+    first.coordinator.tick(until_idle=True, timeout_s=60)
+    task = db.get_task(first.coordinator.conn, setup.task_id)
+    assert task is not None and task.status == "waiting"
+    (comment,) = fake.comments_on(APP, setup.number)
+    assert "waiting on a person" in comment["body"] and marker(setup.task_id) in comment["body"]
+    assert f"http://agent-team.example/task/{setup.task_id}" in comment["body"]
+    assert len(posts(fake, comments_path)) == 1  # `started` posted it, `waiting` edited it
+    first.close()
+
+    second = Process(setup.settings)  # a restart: new objects on the same ledger
+    (question,) = db.list_questions(second.coordinator.conn, status="open")
+    second.coordinator.answer(question.question_id, "approve")
+    second.coordinator.tick(until_idle=True, timeout_s=60)
+
+    task = db.get_task(second.coordinator.conn, setup.task_id)
+    assert task is not None and task.status == "done"
+    (pull,) = fake.repos[APP].pulls
+    assert pull["draft"] is True and pull["body"].startswith(f"Closes #{setup.number}")
+    assert pull["base"]["ref"] == "main" and pull["title"] == "Remember the email"
+    # The branch really is on the remote, at the build's commit.
+    state = second.coordinator.graph.get_state(
+        {"configurable": {"thread_id": setup.task_id}}
+    ).values
+    assert (
+        git(setup.bare, "rev-parse", f"refs/heads/{pull['head']['ref']}")
+        == state["build"]["commit"]
+    )
+    assert state["pull_request"] == {"url": pull["html_url"], "number": pull["number"]}
+    (comment,) = fake.comments_on(APP, setup.number)
+    assert "**done**" in comment["body"] and pull["html_url"] in comment["body"]
+    assert len(posts(fake, comments_path)) == 1
+    assert len(fake.seen("PATCH")) == 2  # `waiting` before the restart, `done` after
+    effect = db.get_effect(second.coordinator.conn, f"github:pr:{setup.task_id}")
+    assert effect is not None and effect.state == "done"
+    assert effect.result_ref == str(pull["number"])
+
+    # Run the publisher again (a replayed node): the recorded PR comes back, nothing is sent.
+    before = len(fake.requests)
+    publisher = make_publisher(setup.settings)
+    assert publisher is not None
+    assert publisher(state) == state["pull_request"]
+    assert len(fake.requests) == before and len(fake.repos[APP].pulls) == 1
+    publisher.client.close()
+    second.close()
+    assert TOKEN not in caplog.text
+
+
+def test_a_pending_pr_record_after_a_crash_finds_the_pr_instead_of_opening_another(
+    setup: Setup,
+) -> None:
+    process = Process(setup.settings)
+    process.github.poll()
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+    (question,) = db.list_questions(process.coordinator.conn, status="open")
+    process.coordinator.answer(question.question_id, "approve")
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+    conn = process.coordinator.conn
+    state = process.coordinator.graph.get_state(
+        {"configurable": {"thread_id": setup.task_id}}
+    ).values
+    assert len(setup.fake.repos[APP].pulls) == 1
+    effect_id = f"github:pr:{setup.task_id}"
+    # As if the process died after GitHub created the PR but before the record said so.
+    request = {"repo": APP, "issue": setup.number, "head": state["build"]["branch"]}
+    for posting in (True, False):
+        assert db.finish_effect(
+            conn, effect_id=effect_id, state="pending", request={**request, "posting": posting}
+        )
+        publisher = make_publisher(setup.settings)
+        assert publisher is not None
+        assert publisher(state) == state["pull_request"]
+        publisher.client.close()
+        assert len(setup.fake.repos[APP].pulls) == 1
+        assert len(posts(setup.fake, f"/repos/{APP}/pulls")) == 1 + (not posting)
+    process.close()
+
+
+def test_a_pending_comment_record_finds_the_posted_comment(setup: Setup) -> None:
+    process = Process(setup.settings)
+    process.github.poll()
+    conn = process.coordinator.conn
+    # The last process posted the comment and died before recording its id.
+    process.github.client.json(
+        "POST", f"repos/{APP}/issues/{setup.number}/comments", ok=(201,),
+        json={"body": f"{marker(setup.task_id)}\nstarted"},
+    )  # fmt: skip
+    db.begin_effect(
+        conn, effect_id=f"github:comment:{setup.task_id}", task_id=setup.task_id,
+        kind="github_comment", request={"repo": APP, "issue": setup.number, "posting": True},
+    )  # fmt: skip
+
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+
+    (comment,) = setup.fake.comments_on(APP, setup.number)
+    assert "waiting on a person" in comment["body"]
+    assert len(posts(setup.fake, f"/repos/{APP}/issues/{setup.number}/comments")) == 1
+    effect = db.get_effect(conn, f"github:comment:{setup.task_id}")
+    assert effect is not None and effect.state == "done"
+    assert effect.result_ref == str(comment["id"])
+    process.close()
+
+
+def test_a_broken_github_never_fails_the_task(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    process = Process(setup.settings)
+    process.github.poll()
+    setup.fake.repos[APP].broken = 502
+    caplog.set_level(logging.WARNING)
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+    task = db.get_task(process.coordinator.conn, setup.task_id)
+    assert task is not None and task.status == "waiting"
+    assert "could not update the status comment" in caplog.text
+    assert setup.fake.comments_on(APP, setup.number) == []
+    process.close()
+
+
+def test_a_failed_push_fails_clearly_without_the_token(setup: Setup) -> None:
+    git(setup.clone, "remote", "set-url", "origin", str(setup.clone.parent / "nowhere.git"))
+    process = Process(setup.settings)
+    process.github.poll()
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+    (question,) = db.list_questions(process.coordinator.conn, status="open")
+    process.coordinator.answer(question.question_id, "approve")
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+
+    task = db.get_task(process.coordinator.conn, setup.task_id)
+    assert task is not None and task.status == "failed"
+    (last, *_) = reversed(db.list_transitions(process.coordinator.conn, thread_id=task.id))
+    assert last.note is not None and "git push of agent-team/" in last.note
+    assert TOKEN not in last.note
+    assert setup.fake.repos[APP].pulls == []
+    (comment,) = setup.fake.comments_on(APP, setup.number)
+    assert "**failed**" in comment["body"] and TOKEN not in comment["body"]
+    process.close()

@@ -1,0 +1,221 @@
+"""`POST /github/webhook` on a running daemon, and the webhook racing the poller."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent_team import db
+from agent_team.daemon import Daemon
+from agent_team.intake.github import task_id_for
+from agent_team.intake.github_webhook import WebhookHandler, sign
+from tests.fakes.github_api import FakeGitHub
+from tests.integration.github.conftest import (
+    APP,
+    TOKEN,
+    MakeIntake,
+    World,
+    github_tasks,
+    make_settings,
+)
+
+SECRET = "It's a Secret to Everybody"
+
+
+def issue_event(number: int, *, repo: str = APP, action: str = "opened") -> dict[str, Any]:
+    return {
+        "action": action,
+        "issue": {
+            "number": number,
+            "title": f"Webhook issue {number}",
+            "body": "From the webhook.",
+            "state": "open",
+            "html_url": f"https://github.example/{repo}/issues/{number}",
+            "labels": [{"name": "agent-team"}],
+        },
+        "repository": {"full_name": repo},
+        "sender": {"login": "someone"},
+    }
+
+
+def signed(
+    payload: dict[str, Any] | bytes, event: str = "issues", delivery: str | None = None
+) -> tuple[bytes, dict[str, str]]:
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return body, {
+        "X-Hub-Signature-256": sign(SECRET, body),
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "Content-Type": "application/json",
+    }
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[tuple[Daemon, FakeGitHub]]:
+    with FakeGitHub(token=TOKEN) as fake:
+        fake.add_repo(APP)
+        settings = make_settings(
+            tmp_path, fake, github_repos=APP, github_webhook_secret=SECRET, dashboard_port=0,
+            github_poll_s=3600,
+        )  # fmt: skip
+        service = Daemon(settings)
+        thread = threading.Thread(target=service.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while service._server is None or not service._server.started:
+            assert time.monotonic() < deadline, "the daemon did not start"
+            time.sleep(0.02)
+        yield service, fake
+        service.request_stop()
+        thread.join(timeout=30)
+
+
+def post(service: Daemon, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(service.url + "github/webhook", content=body, headers=headers, timeout=10)
+
+
+def test_an_opened_issue_becomes_one_task_and_a_redelivery_is_a_duplicate(
+    daemon: tuple[Daemon, FakeGitHub],
+) -> None:
+    service, _ = daemon
+    body, headers = signed(issue_event(42))
+
+    first = post(service, body, headers)
+    again = post(service, body, headers)  # GitHub's redelivery keeps the delivery id
+    other_delivery = post(service, *signed(issue_event(42, action="labeled")))
+
+    assert first.status_code == 201 and first.json() == {"created": True}
+    assert again.status_code == 200 and again.json() == {"duplicate": True}
+    assert other_delivery.status_code == 200 and other_delivery.json() == {"created": False}
+    conn = service.coordinator.conn
+    task = github_tasks(conn)[task_id_for(APP, 42)]
+    assert task.title == "Webhook issue 42" and task.source_ref.endswith("/issues/42")
+    assert db.event_seen(conn, source="github", event_id=headers["X-GitHub-Delivery"])
+
+
+def test_bad_signatures_and_bad_bodies_store_nothing(daemon: tuple[Daemon, FakeGitHub]) -> None:
+    service, _ = daemon
+    conn = service.coordinator.conn
+    body, headers = signed(issue_event(7))
+    forged = dict(headers, **{"X-Hub-Signature-256": sign("guess", body)})
+    missing = {k: v for k, v in headers.items() if k != "X-Hub-Signature-256"}
+
+    assert post(service, body, forged).status_code == 401
+    assert post(service, body, missing).status_code == 401
+    assert post(service, body + b" ", headers).status_code == 401  # body changed after signing
+    assert not db.event_seen(conn, source="github", event_id=headers["X-GitHub-Delivery"])
+
+    not_json, headers = signed(b"{not json")
+    assert post(service, not_json, headers).status_code == 400
+    no_title = issue_event(8)
+    del no_title["issue"]["title"]
+    reply = post(service, *signed(no_title))
+    assert reply.status_code == 400 and "issue.title" in reply.json()["error"]
+    assert github_tasks(conn) == {}
+
+
+def test_ping_other_events_and_unknown_repositories(daemon: tuple[Daemon, FakeGitHub]) -> None:
+    service, _ = daemon
+    assert post(service, *signed({"zen": "Keep it simple."}, event="ping")).status_code == 200
+    assert post(service, *signed({"action": "created"}, event="star")).status_code == 202
+    unknown = post(service, *signed(issue_event(3, repo="someone/else")))
+    assert unknown.status_code == 202 and unknown.json()["ignored"] == "repository not configured"
+    unlabelled = issue_event(4)
+    unlabelled["issue"]["labels"] = [{"name": "bug"}]
+    assert post(service, *signed(unlabelled)).status_code == 202
+    closed = post(service, *signed(issue_event(5, action="closed")))
+    assert closed.status_code == 202
+    assert github_tasks(service.coordinator.conn) == {}
+
+
+def test_healthz_reports_the_last_poll(daemon: tuple[Daemon, FakeGitHub]) -> None:
+    service, fake = daemon
+    deadline = time.monotonic() + 20
+    while True:
+        facts = httpx.get(service.url + "healthz", timeout=10).json()["facts"]
+        if "github_last_poll" in facts:
+            break
+        assert time.monotonic() < deadline, "no poll reported in /healthz"
+        time.sleep(0.05)
+    assert facts["github_last_poll"]["polls"] == 1
+    assert facts["github_last_poll"]["errors"] == []
+    assert facts["intake_polls"] == 1
+    assert fake.seen("GET", f"/repos/{APP}/issues")
+
+
+def test_no_secret_configured_means_503_before_anything(
+    make_intake: MakeIntake, world: World
+) -> None:
+    intake, starter = make_intake()
+    body, headers = signed(issue_event(1))
+    reply = WebhookHandler(intake, None).handle({k.lower(): v for k, v in headers.items()}, body)
+    assert reply.status == 503
+    assert not db.event_seen(intake.conn, source="github", event_id=headers["X-GitHub-Delivery"])
+    assert starter.calls == []
+
+
+def test_the_webhook_racing_the_poller_makes_one_task_per_issue(
+    make_intake: MakeIntake, world: World
+) -> None:
+    poller, poller_starter = make_intake(github_repos=APP)
+    hooked, hook_starter = make_intake(github_repos=APP)  # another connection, same ledger
+    handler = WebhookHandler(hooked, SECRET)
+    # The poller ingests newest first, the webhooks oldest first: they meet in the middle.
+    numbers = sorted(world.app_labelled)
+    issues = {n: world.fake.repos[APP].issues[n] for n in numbers}
+    barrier = threading.Barrier(5)
+    ingesting = threading.Event()  # the poller has its pages and starts its first issue
+
+    def poller_start(**request: Any) -> str:
+        ingesting.set()
+        return poller_starter(**request)
+
+    poller.start_task = poller_start
+    replies: list[int] = []
+    errors: list[BaseException] = []
+
+    def deliver(chunk: list[int]) -> None:
+        try:
+            barrier.wait(timeout=10)
+            assert ingesting.wait(timeout=30)
+            for number in chunk:
+                event = issue_event(number)
+                event["issue"]["title"] = issues[number]["title"]
+                event["issue"]["html_url"] = issues[number]["html_url"]
+                body, headers = signed(event)
+                reply = handler.handle({k.lower(): v for k, v in headers.items()}, body)
+                replies.append(reply.status)
+        except BaseException as exc:
+            errors.append(exc)
+
+    def poll() -> None:
+        try:
+            barrier.wait(timeout=10)
+            poller.poll_once()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=poll)] + [
+        threading.Thread(target=deliver, args=(numbers[i::4],)) for i in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert errors == []
+    assert set(replies) <= {200, 201} and len(replies) == len(numbers)
+    calls = poller_starter.calls + hook_starter.calls
+    assert len(calls) == len(set(calls))  # no issue was started twice
+    assert poller_starter.calls and hook_starter.calls  # both sides won some
+    tasks = github_tasks(poller.conn)
+    assert {task_id_for(APP, n) for n in numbers} <= set(tasks)
+    assert len(tasks) == len(world.app_labelled)
