@@ -22,7 +22,8 @@ operator as one line with no traceback.
     │   ├── BuilderUnavailableError the configured builder cannot run here
     │   ├── ConfluenceRefusedError  a Confluence change we will not make (bad ADF,
     │   │                           missing page, wrong space, a guard refused)
-    │   └── ConfluenceError         Confluence failed (auth, errors after retries)
+    │   ├── ConfluenceError         Confluence failed (auth, errors after retries)
+    │   └── PublishFailedError      a finished build could not be pushed / its PR opened
     ├── ModelError                  a model call failed or returned unusable output
     │   └── ModelUnavailableError   the provider package (extra) is not installed
     └── BuildError                  the builder ran and failed
@@ -49,6 +50,7 @@ __all__ = [
     "ModelError",
     "ModelUnavailableError",
     "ParkingError",
+    "PublishFailedError",
     "QuestionClosedError",
     "SchemaTooNewError",
     "TaskError",
@@ -109,6 +111,16 @@ class ParkingError(AgentTeamError):
     """The task must wait; `parked_reason` is stored on the task row."""
 
     parked_reason = "parked"
+
+
+class PublishFailedError(ParkingError):
+    """The build stands, but pushing it or opening its pull request failed.
+
+    Parked rather than failed: once the token or remote is fixed, `agent-team
+    retry` publishes the recorded build without building again.
+    """
+
+    parked_reason = "publish_failed"
 
 
 class BudgetExhaustedError(ParkingError):

@@ -23,6 +23,7 @@ from typing import Any
 
 from agent_team import db
 from agent_team.builders._proc import ProcessTimeout, inherited_env, run_process
+from agent_team.exceptions import PublishFailedError
 from agent_team.intake.github import SOURCE, GitHubClient, GitHubError, parse_issue_url
 from agent_team.task_model import TaskState
 
@@ -86,6 +87,15 @@ class PullRequestPublisher:
             return self._conn
 
     def __call__(self, state: TaskState) -> dict[str, Any] | None:
+        try:
+            return self._publish(state)
+        except GitHubError as exc:
+            raise PublishFailedError(
+                f"{exc}; the build is kept on its branch: fix the cause (token, remote, "
+                "repository settings)"
+            ) from exc
+
+    def _publish(self, state: TaskState) -> dict[str, Any] | None:
         task = db.get_task(self.conn, state["task_id"])
         build = state.get("build") or {}
         if task is None or task.source != SOURCE or not build:

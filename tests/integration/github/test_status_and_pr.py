@@ -205,7 +205,10 @@ def test_a_broken_github_never_fails_the_task(
     process.close()
 
 
-def test_a_failed_push_fails_clearly_without_the_token(setup: Setup) -> None:
+def test_a_failed_push_parks_clearly_without_the_token_and_retry_publishes(
+    setup: Setup,
+) -> None:
+    remote = git(setup.clone, "remote", "get-url", "origin").strip()
     git(setup.clone, "remote", "set-url", "origin", str(setup.clone.parent / "nowhere.git"))
     process = Process(setup.settings)
     process.github.poll()
@@ -215,11 +218,22 @@ def test_a_failed_push_fails_clearly_without_the_token(setup: Setup) -> None:
     process.coordinator.tick(until_idle=True, timeout_s=60)
 
     task = db.get_task(process.coordinator.conn, setup.task_id)
-    assert task is not None and task.status == "failed"
+    assert task is not None and (task.status, task.parked_reason) == ("parked", "publish_failed")
     (last, *_) = reversed(db.list_transitions(process.coordinator.conn, thread_id=task.id))
     assert last.note is not None and "git push of agent-team/" in last.note
+    assert f"agent-team retry {task.id}" in last.note
     assert TOKEN not in last.note
     assert setup.fake.repos[APP].pulls == []
     (comment,) = setup.fake.comments_on(APP, setup.number)
-    assert "**failed**" in comment["body"] and TOKEN not in comment["body"]
+    assert "**parked**" in comment["body"] and TOKEN not in comment["body"]
+
+    git(setup.clone, "remote", "set-url", "origin", remote)  # the operator fixes the remote
+    process.coordinator.retry(task.id)
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+
+    task = db.get_task(process.coordinator.conn, setup.task_id)
+    assert task is not None and task.status == "done"
+    assert len(setup.fake.repos[APP].pulls) == 1
+    (comment,) = setup.fake.comments_on(APP, setup.number)
+    assert "pull" in comment["body"]
     process.close()
