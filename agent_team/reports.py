@@ -73,6 +73,21 @@ def _seconds(start: str, end: datetime) -> float:
     return round((end - db.from_iso(start)).total_seconds(), 3)
 
 
+def _effect_view(effect: db.SideEffect) -> dict[str, Any]:
+    """What the task did outside: a pull request, a comment, a page write, a post."""
+    result = effect.result if isinstance(effect.result, dict) else {}
+    url = result.get("url") or result.get("page_url") or effect.result_ref
+    return {
+        "effect_id": effect.effect_id,
+        "kind": effect.kind,
+        "state": effect.state,
+        "result_ref": effect.result_ref,
+        "url": url if isinstance(url, str) and url.startswith(("https://", "http://")) else None,
+        "dry_run": bool(result.get("dry_run")),
+        "updated_at": effect.updated_at,
+    }
+
+
 def task_report(conn: sqlite3.Connection, task_id: str, now: datetime) -> dict[str, Any]:
     """Everything known about one task, from the ledger alone.
 
@@ -134,6 +149,7 @@ def task_report(conn: sqlite3.Connection, task_id: str, now: datetime) -> dict[s
             "unattributed_cost_usd": db.unattributed_spend(conn, task_id).usd_cost,
         },
         "build": build,
+        "effects": [_effect_view(effect) for effect in db.list_effects(conn, task_id=task_id)],
         # Kept for `agent-team show --json` readers from before `totals` existed.
         "total_usd": total_usd,
         "total_tokens": total_tokens,

@@ -473,6 +473,15 @@ class _Pages:
             "plan_html": render_markdown(self._clean(plan_markdown)) if plan_markdown else None,
             "plan_from": plan_from,
             "build": {k: self._clean(str(v)) for k, v in build.items()} if build else None,
+            "effects": [
+                {
+                    "kind": e["kind"].replace("_", " "),
+                    "state": "recorded (dry run)" if e["dry_run"] else e["state"],
+                    "ref": self._clean(e["result_ref"]) if e["result_ref"] else "",
+                    "url": self._clean(e["url"]) if e["url"] else None,
+                }
+                for e in report["effects"]
+            ],
         }
 
     def _question_card(self, q: dict[str, Any], now: datetime) -> QuestionCard:

@@ -271,3 +271,33 @@ def test_an_unexpected_error_is_a_500_page_without_details(
     assert response.status_code == 500
     assert "Something went wrong" in response.text
     assert "secret detail" not in response.text and "Traceback" not in response.text
+
+
+def test_the_task_page_and_api_show_what_the_task_did_outside(
+    seeded: Seeded, client: TestClient
+) -> None:
+    conn = db.connect(seeded.path)
+    try:
+        db.begin_effect(conn, effect_id="github:pr:tA", task_id="tA", kind="github_pr")
+        db.finish_effect(
+            conn, effect_id="github:pr:tA", result_ref="7",
+            result={"url": "https://github.com/acme/api/pull/7", "number": 7},
+        )  # fmt: skip
+        db.begin_effect(
+            conn, effect_id="confluence:write:tA:3", task_id="tA", kind="confluence_write"
+        )
+        db.finish_effect(conn, effect_id="confluence:write:tA:3", result={"dry_run": True})
+        db.begin_effect(conn, effect_id="evil", task_id="tA", kind="github_comment")
+        db.finish_effect(conn, effect_id="evil", result={"url": "javascript:alert(1)"})
+    finally:
+        conn.close()
+
+    effects = {e["effect_id"]: e for e in client.get("/api/task/tA").json()["effects"]}
+    assert effects["github:pr:tA"]["url"] == "https://github.com/acme/api/pull/7"
+    assert effects["confluence:write:tA:3"]["dry_run"] is True
+    assert effects["evil"]["url"] is None
+
+    page = client.get("/task/tA").text
+    assert 'href="https://github.com/acme/api/pull/7"' in page
+    assert "recorded (dry run)" in page
+    assert "javascript:" not in page
