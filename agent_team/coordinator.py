@@ -67,6 +67,11 @@ log = logging.getLogger(__name__)
 # a crash can repeat an event, and they must never raise into the task.
 TaskObserver = Callable[[db.Task, str, str], None]
 
+# Slack retries an event for minutes and GitHub redelivers on request for days; a
+# week of seen event ids covers both, and the table stays small.
+EVENT_RETENTION = timedelta(days=7)
+PRUNE_EVERY_S = 3600.0
+
 
 @dataclass
 class SweepReport:
@@ -283,6 +288,7 @@ class Coordinator:
         if sweep:
             self.recovery_sweep()
         next_timers = 0.0
+        next_prune = 0.0
         while not stop.is_set():
             self.wake.clear()
             with self._in_flight_guard:
@@ -296,6 +302,9 @@ class Coordinator:
                 self.unpark_budget()
                 self.deliver_open()
                 next_timers = time.monotonic() + timers_s
+            if time.monotonic() >= next_prune:
+                self.prune_events()
+                next_prune = time.monotonic() + PRUNE_EVERY_S
             if beat is not None:
                 beat()
             self.wake.wait(poll_s)
@@ -529,6 +538,13 @@ class Coordinator:
             )
         return expired
 
+    def prune_events(self) -> int:
+        """Forget inbound event ids (Slack, GitHub deliveries) older than `EVENT_RETENTION`."""
+        removed = db.prune_events(self.conn, older_than=self.clock() - EVENT_RETENTION)
+        if removed:
+            log.info("forgot %d event id(s) older than %s", removed, EVENT_RETENTION)
+        return removed
+
     def _all_tasks(self, status: TaskStatus) -> list[db.Task]:
         found: list[db.Task] = []
         while True:
@@ -595,6 +611,7 @@ class Coordinator:
     def tick(self, *, until_idle: bool = False, timeout_s: float = 300.0) -> TickReport:
         """One pass (sweep, commands, deadlines, budget); with `until_idle`, repeat until quiet."""
         report = TickReport(sweep=self.recovery_sweep())
+        self.prune_events()
         deadline = time.monotonic() + timeout_s
         while True:
             ran = self.run_pending()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from agent_team import db
-from agent_team.coordinator import Coordinator
+from agent_team.coordinator import EVENT_RETENTION, Coordinator
 from agent_team.graph import build_graph
 from agent_team.task_model import TaskState
 from tests.integration.pipeline.conftest import (
@@ -79,3 +80,16 @@ def test_without_a_publisher_the_graph_has_no_publish_node(
     coordinator = make_coordinator(clock=Clock())
     assert "publish" not in coordinator.graph.get_graph().nodes
     assert "build" in coordinator.graph.get_graph().nodes
+
+
+def test_old_event_ids_are_forgotten_by_a_tick(make_coordinator: MakeCoordinator) -> None:
+    clock = Clock()
+    coordinator = make_coordinator(clock=clock)
+    old = clock.now - EVENT_RETENTION - timedelta(minutes=1)
+    db.claim_event(coordinator.conn, source="slack", event_id="Ev-old", now=old)
+    db.claim_event(coordinator.conn, source="github", event_id="d-new", now=clock.now)
+
+    coordinator.tick()
+
+    assert not db.event_seen(coordinator.conn, source="slack", event_id="Ev-old")
+    assert db.event_seen(coordinator.conn, source="github", event_id="d-new")
