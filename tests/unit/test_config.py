@@ -6,7 +6,6 @@ developer's own environment removed, so only what the test sets is seen.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,8 @@ SECRET = "s3cr3t-value"
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """No AGENT_TEAM_* variables, and an empty working folder (so no stray `.env`)."""
-    for name in list(os.environ):
-        if name.upper().startswith(ENV_PREFIX):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def clean_env(isolated_env: Path) -> Path:
+    return isolated_env
 
 
 def write(path: Path, text: str) -> Path:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent_team.config import ENV_PREFIX, load_settings
+from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
 from tests.fakes import confluence_api as fc
 from tests.integration.pipeline.conftest import Clock, RecordingTransport
@@ -20,12 +19,8 @@ MakeLaneCoordinator = Callable[..., Coordinator]
 
 
 @pytest.fixture(autouse=True)
-def _no_agent_team_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Settings come from the test alone: no AGENT_TEAM_* variables, no stray `.env`."""
-    for key in list(os.environ):
-        if key.upper().startswith(ENV_PREFIX):
-            monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
+def _no_agent_team_env(isolated_env: Path) -> None:
+    """Settings come from the test alone (see tests/conftest.py)."""
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent_team import db, inbox
-from agent_team.config import ENV_PREFIX, Settings, load_settings
+from agent_team.config import Settings, load_settings
 from agent_team.intake.github import GitHubIntake, make_client
 from tests.fakes.github_api import FakeGitHub
 
@@ -37,11 +37,8 @@ class World:
 
 
 @pytest.fixture(autouse=True)
-def _no_agent_team_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for key in list(os.environ):
-        if key.upper().startswith(ENV_PREFIX):
-            monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
+def _no_agent_team_env(isolated_env: Path) -> None:
+    """Settings come from the test alone (see tests/conftest.py)."""
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from pydantic import Field
 
 from agent_team import db
 from agent_team.builders.base import BuildResult, BuildTask, plan_hash
-from agent_team.config import ENV_PREFIX, load_settings
+from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
 from agent_team.graph import build_graph
 from agent_team.models.caller import ModelCaller
@@ -294,12 +294,8 @@ class RecordingTransport:
 
 
 @pytest.fixture(autouse=True)
-def _no_agent_team_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Settings come from the test alone: no AGENT_TEAM_* variables, no stray `.env`."""
-    for key in list(os.environ):
-        if key.upper().startswith(ENV_PREFIX):
-            monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
+def _no_agent_team_env(isolated_env: Path) -> None:
+    """Settings come from the test alone (see tests/conftest.py)."""
 
 
 MakeCoordinator = Callable[..., Coordinator]
