@@ -90,6 +90,7 @@ from agent_team.db.schema import (
     migrate,
     schema_version,
 )
+from agent_team.db.slack_reads import find_question_by_channel_ref
 from agent_team.db.stats import table_counts
 from agent_team.db.tasks import (
     count_tasks_by_status,
@@ -150,6 +151,7 @@ __all__ = [
     "expire_question",
     "fail_command",
     "find_open_question_by_channel_ref",
+    "find_question_by_channel_ref",
     "find_open_question_kind_by_channel_ref",
     "finish_effect",
     "from_iso",

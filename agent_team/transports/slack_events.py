@@ -1,0 +1,457 @@
+"""The Slack listener: Events API / interactivity requests in, answers to the ledger out.
+
+One slack-bolt `App` serves both modes: HTTP (`POST /slack/events` on the
+daemon's own server, Bolt's signature check on) and Socket Mode (when an
+app-level token is set). Handlers stay thin (DESIGN.md §7): parse, check the
+sender, then the one answer path every transport uses (`inbox.submit_answer`
+through the coordinator, so the worker wakes at once).
+
+Why `process_before_response=True`: the handler's own work before the
+response is a ledger lookup and the answer's compare-and-set (milliseconds),
+so Slack gets its 200 after the answer is durable and a crash can never ack
+an answer that was not stored. Everything that talks back to Slack
+(`chat.update`, thread acks, ephemerals, `views.open`) runs afterwards on a
+small thread pool, so a slow or rate-limited Web API never delays the ack
+past Slack's 3 s.
+
+Deliveries are de-duplicated by `event_id` in the ledger (`seen_events`)
+before any handler runs: Slack retries a slow delivery with
+`X-Slack-Retry-Num`, and a retry after a restart is still recognised.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import datetime
+from typing import Any
+
+from slack_bolt import App, BoltRequest, BoltResponse
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_sdk.signature import SignatureVerifier
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from agent_team import db, inbox
+from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP, parse_answer
+from agent_team.config import Settings
+from agent_team.exceptions import InvalidAnswerError, QuestionClosedError, UnknownTaskError
+from agent_team.redact import redact
+from agent_team.task_model import QuestionKind, QuestionStatus
+from agent_team.transports.slack import SlackTransport, make_web_client, split_ref
+from agent_team.transports.slack_blocks import (
+    ACTION_PREFIX,
+    BUTTON_ANSWERS,
+    REVISE_ACTION,
+    REVISE_BLOCK,
+    REVISE_CALLBACK,
+    REVISE_INPUT,
+    closed_blocks,
+    escape,
+    outcome_line,
+    revise_modal,
+)
+
+__all__ = ["EVENTS_PATH", "AnswerFn", "SlackListener"]
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+MAX_BODY = 1_000_000  # Slack's payloads are a few KB; refuse anything absurd before parsing
+# Message subtypes that are still a person writing in the thread; the rest (edits,
+# deletes, joins, bot messages, ...) are ignored.
+_ANSWER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
+_LEADING_MENTION = re.compile(r"^\s*<@[A-Z0-9]+>\s*[:,]?\s*")
+_HELP = {
+    QuestionKind.CLARIFY.value: "reply in this thread with the missing details",
+    QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
+    QuestionKind.CONFLUENCE_APPROVAL.value: PUBLISH_HELP,
+}
+
+# (question_id, text, via) -> the answered question; raises like `inbox.submit_answer`.
+AnswerFn = Callable[[str, str, str], db.Question]
+
+
+class SlackListener:
+    """Bolt app + handlers; `route()` for HTTP mode, `socket_mode_handler()` for Socket Mode."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        transport: SlackTransport,
+        *,
+        answer: AnswerFn | None = None,
+        clock: Callable[[], datetime] | None = None,
+        followup_workers: int = 4,
+    ) -> None:
+        self.settings = settings
+        self.transport = transport
+        self.clock: Callable[[], datetime] = clock or transport.clock
+        self._answer_fn: AnswerFn = answer or self._answer_in_ledger
+        self.allowed = frozenset(settings.slack_allowed_users)
+        self.socket_mode = settings.slack_app_token is not None
+        secret = settings.slack_signing_secret
+        self._signing_secret = secret.get_secret_value() if secret is not None else ""
+        self._verifier = SignatureVerifier(self._signing_secret) if self._signing_secret else None
+        self._pool = ThreadPoolExecutor(
+            max_workers=followup_workers, thread_name_prefix="agent-team-slack"
+        )
+        self._pending: set[Future[None]] = set()
+        self._pending_lock = threading.Lock()
+        self.app = App(
+            client=transport.client,
+            # Passed explicitly: Bolt would otherwise read SLACK_SIGNING_SECRET itself.
+            signing_secret=self._signing_secret,
+            process_before_response=True,
+            token_verification_enabled=False,  # no network in the constructor; auth.test is lazy
+            request_verification_enabled=not self.socket_mode,
+            logger=logging.getLogger("agent_team.transports.slack.bolt"),
+        )
+        self._register()
+        if not self.allowed:
+            log.warning(
+                "AGENT_TEAM_SLACK_ALLOWED_USERS is empty: nobody can answer questions in Slack"
+            )
+
+    # -- wiring ----------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        app = self.app
+        app.middleware(self._dedupe)
+        app.event("message")(self._on_message)
+        app.action(re.compile(rf"^{re.escape(ACTION_PREFIX)}"))(self._on_action)
+        app.view(REVISE_CALLBACK)(self._on_revise_submit)
+        app.event(re.compile(".*"))(self._on_other_event)
+
+    def route(self) -> Route:
+        """`POST /slack/events` for the daemon's Starlette app."""
+        return Route(EVENTS_PATH, self.handle_http, methods=["POST"], name="slack_events")
+
+    def socket_mode_handler(self) -> SocketModeHandler:
+        """Built, not connected: `connect()` opens the WebSocket (the daemon's loop does)."""
+        token = self.settings.slack_app_token
+        if token is None:
+            raise ValueError("Socket Mode needs AGENT_TEAM_SLACK_APP_TOKEN")
+        app_token = token.get_secret_value()
+        return SocketModeHandler(
+            self.app, app_token, web_client=make_web_client(self.settings, token=app_token)
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=False)
+
+    def drain(self, timeout_s: float = 10.0) -> bool:
+        """Wait for the follow-up calls queued so far (tests and shutdown)."""
+        with self._pending_lock:
+            pending = list(self._pending)
+        _done, not_done = wait(pending, timeout=timeout_s)
+        return not not_done
+
+    def _later(self, fn: Callable[..., None], *args: Any) -> None:
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:  # a follow-up message must never take the listener down
+                log.exception("slack follow-up %s failed", getattr(fn, "__name__", fn))
+
+        future = self._pool.submit(run)
+        with self._pending_lock:
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: Future[None]) -> None:
+        with self._pending_lock:
+            self._pending.discard(future)
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    async def handle_http(self, request: Request) -> Response:
+        """Bolt's dispatch on a worker thread, so the server's event loop never blocks."""
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            log.warning("slack request refused: body of %d bytes", len(body))
+            return Response(status_code=413)
+        headers = {key: value for key, value in request.headers.items()}
+        retry = headers.get("x-slack-retry-num")
+        try:
+            text = body.decode("utf-8")
+            bolt_request = BoltRequest(body=text, query=request.url.query, headers=headers)
+        except (UnicodeDecodeError, ValueError) as exc:
+            # Unparseable: still refuse forgeries with 401; a signed one is acked and dropped
+            # (Slack retries anything but 200, and it would never parse).
+            if not self._signed(body, headers):
+                log.warning("slack request refused: bad signature")
+                return Response(status_code=401)
+            log.warning("slack request ignored: malformed body (%s)", type(exc).__name__)
+            return Response(status_code=200)
+        response = await run_in_threadpool(self.app.dispatch, bolt_request)
+        if response.status == 404:
+            log.info("slack request ignored: nothing handles it (retry %s)", retry or "-")
+            return Response(status_code=200)
+        if response.status == 401:
+            log.warning("slack request refused: bad or stale signature")
+        return _to_starlette(response)
+
+    def _signed(self, body: bytes, headers: dict[str, str]) -> bool:
+        if self._verifier is None:
+            return False
+        return self._verifier.is_valid_request(body, headers)
+
+    # -- middleware and handlers ---------------------------------------------------------------
+
+    def _dedupe(self, req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]) -> Any:
+        body = req.body if isinstance(req.body, dict) else {}
+        kind = body.get("type")
+        retry = _header(req, "x-slack-retry-num")
+        if kind == "event_callback":
+            event = body.get("event") if isinstance(body.get("event"), dict) else {}
+            event_id = body.get("event_id")
+            log.info(
+                "slack event %s %s/%s retry=%s user=%s",
+                event_id, event.get("type"), event.get("subtype") or "-", retry or "-",
+                event.get("user") or event.get("bot_id") or "-",
+            )  # fmt: skip
+            if isinstance(event_id, str) and event_id:
+                if not db.claim_event(
+                    self.transport.conn, source="slack", event_id=event_id, now=self.clock()
+                ):
+                    log.info("slack event %s already handled; acking the redelivery", event_id)
+                    return BoltResponse(status=200, body="")
+        elif kind is not None:
+            user = body.get("user") if isinstance(body.get("user"), dict) else {}
+            log.info("slack %s from %s", kind, user.get("id") or "-")
+        return next()
+
+    def _on_other_event(self, event: dict[str, Any]) -> None:
+        log.info("slack event %s ignored (not one we handle)", event.get("type"))
+
+    def _on_message(self, event: dict[str, Any], context: dict[str, Any]) -> None:
+        user = event.get("user")
+        subtype = event.get("subtype")
+        if subtype and subtype not in _ANSWER_SUBTYPES:
+            log.info("slack message ignored: subtype %s", subtype)
+            return
+        if event.get("bot_id") or not isinstance(user, str) or user == context.get("bot_user_id"):
+            log.info("slack message ignored: from a bot")
+            return
+        thread_ts, channel = event.get("thread_ts"), event.get("channel")
+        if not isinstance(thread_ts, str) or not isinstance(channel, str):
+            return  # a top-level channel message: not an answer
+        if thread_ts == event.get("ts"):
+            return
+        ref = f"{channel}:{thread_ts}"
+        text = _LEADING_MENTION.sub("", str(event.get("text") or "")).strip()
+        found = db.find_open_question_kind_by_channel_ref(self.transport.conn, ref)
+        if found is None:
+            self._reply_to_closed(ref, user, text, channel, thread_ts)
+            return
+        question_id, _kind = found
+        if user not in self.allowed:
+            self._later(self._not_allowed, channel, user, thread_ts)
+            return
+        self._answer(question_id, text, user, channel, thread_ts)
+
+    def _reply_to_closed(
+        self, ref: str, user: str, text: str, channel: str, thread_ts: str
+    ) -> None:
+        """A reply under a question that no longer takes answers.
+
+        People talk in these threads after the fact, so only a message that
+        *reads* as an answer, from someone allowed to answer, gets the
+        "already answered by ..." note; the rest is conversation and ignored.
+        """
+        question = db.find_question_by_channel_ref(self.transport.conn, ref)
+        if question is None or user not in self.allowed:
+            log.info("slack reply ignored: %s is not an open question", ref)
+            return
+        try:
+            parse_answer(question.kind, text)
+        except InvalidAnswerError:
+            return
+        self._later(self._ephemeral, channel, user, thread_ts, inbox.closed_message(question))
+
+    def _on_action(self, ack: Callable[..., None], body: dict[str, Any], action: dict[str, Any]) -> None:
+        ack()
+        user = str((body.get("user") or {}).get("id") or "")
+        container = body.get("container") or {}
+        channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
+        message_ts = str(container.get("message_ts") or (body.get("message") or {}).get("ts") or "")
+        question_id = str(action.get("value") or "")
+        action_id = str(action.get("action_id") or "")
+        log.info("slack button %s on %s by %s", action_id, question_id or "-", user or "-")
+        if not user or not channel or not message_ts or not question_id:
+            log.warning("slack button ignored: incomplete payload")
+            return
+        if user not in self.allowed:
+            self._later(self._not_allowed, channel, user, message_ts)
+            return
+        question = db.get_question(self.transport.conn, question_id)
+        ref = f"{channel}:{message_ts}"
+        if question is None:
+            self._later(self._ephemeral, channel, user, message_ts, "unknown question; nothing changed")
+            return
+        if question.channel_ref is not None and question.channel_ref != ref:
+            self._later(
+                self._ephemeral, channel, user, message_ts,
+                f"this message is out of date: question {question_id} was posted again; "
+                "answer the newest post",
+            )  # fmt: skip
+            return
+        if action_id == REVISE_ACTION:
+            if question.status != QuestionStatus.OPEN:
+                self._later(
+                    self._ephemeral, channel, user, message_ts, inbox.closed_message(question)
+                )
+                return
+            trigger = str(body.get("trigger_id") or "")
+            self._later(self._open_modal, trigger, question, ref, user)
+            return
+        text = BUTTON_ANSWERS.get(action_id)
+        if text is None:
+            log.warning("slack button %s is not one of ours", action_id)
+            return
+        self._answer(question_id, text, user, channel, message_ts)
+
+    def _on_revise_submit(
+        self, ack: Callable[..., None], body: dict[str, Any], view: dict[str, Any]
+    ) -> None:
+        user = str((body.get("user") or {}).get("id") or "")
+        question_id, _, ref = str(view.get("private_metadata") or "").partition("|")
+        values = ((view.get("state") or {}).get("values") or {}).get(REVISE_BLOCK) or {}
+        feedback = str((values.get(REVISE_INPUT) or {}).get("value") or "").strip()
+        log.info("slack modal %s on %s by %s", REVISE_CALLBACK, question_id or "-", user or "-")
+        if user not in self.allowed:
+            ack(response_action="errors", errors={REVISE_BLOCK: "You are not allowed to answer this."})
+            return
+        try:
+            channel, thread_ts = split_ref(ref)
+        except ValueError:
+            ack(response_action="errors", errors={REVISE_BLOCK: "This form is out of date."})
+            return
+        problem = self._answer(
+            question_id, f"revise {feedback}", user, channel, thread_ts, quiet=True
+        )
+        if problem:
+            ack(response_action="errors", errors={REVISE_BLOCK: problem[:150]})
+        else:
+            ack()
+
+    # -- the answer path -----------------------------------------------------------------------
+
+    def _answer_in_ledger(self, question_id: str, text: str, via: str) -> db.Question:
+        return inbox.submit_answer(self.transport.conn, question_id, text, via=via, now=self.clock())
+
+    def _answer(
+        self,
+        question_id: str,
+        text: str,
+        user: str,
+        channel: str,
+        thread_ts: str,
+        *,
+        quiet: bool = False,
+    ) -> str | None:
+        """Record the answer; returns the problem (bad or late answer), or None if it won.
+
+        With `quiet` (the modal) the problem is shown in the form instead of Slack.
+        """
+        try:
+            question = self._answer_fn(question_id, text, f"slack:{user}")
+        except InvalidAnswerError as exc:
+            log.info("slack answer to %s by %s refused: %s", question_id, user, exc)
+            if not quiet:
+                self._later(self._bad_answer, question_id, user, channel, thread_ts, str(exc))
+            return str(exc)
+        except (QuestionClosedError, UnknownTaskError) as exc:
+            log.info("slack answer to %s by %s came too late", question_id, user)
+            if not quiet:
+                self._later(self._ephemeral, channel, user, thread_ts, str(exc))
+            return str(exc)
+        log.info("slack answer to %s by %s won", question_id, user)
+        self._later(self._show_outcome, question, user)
+        return None
+
+    # -- follow-ups (on the pool, after the ack) -----------------------------------------------
+
+    def _ephemeral(self, channel: str, user: str, thread_ts: str, text: str) -> None:
+        self.transport.call(
+            "chat.postEphemeral", channel=channel, user=user, thread_ts=thread_ts, text=text
+        )
+
+    def _not_allowed(self, channel: str, user: str, thread_ts: str) -> None:
+        self._ephemeral(
+            channel, user, thread_ts,
+            "You are not allowed to answer this; the question stays open. "
+            "Ask an operator to add you to AGENT_TEAM_SLACK_ALLOWED_USERS.",
+        )  # fmt: skip
+
+    def _bad_answer(
+        self, question_id: str, user: str, channel: str, thread_ts: str, problem: str
+    ) -> None:
+        question = db.get_question(self.transport.conn, question_id)
+        accepted = _HELP.get(question.kind, "") if question is not None else ""
+        text = f"<@{user}> {escape(problem)}. The question stays open"
+        text += f"; {escape(accepted)}." if accepted and accepted not in problem else "."
+        self.transport.post(channel, text, thread_ts=thread_ts)
+
+    def _open_modal(self, trigger_id: str, question: db.Question, ref: str, user: str) -> None:
+        channel, ts = split_ref(ref)
+        try:
+            self.transport.call(
+                "views.open", trigger_id=trigger_id, view=revise_modal(question.question_id, ref, question.kind)
+            )
+        except Exception:
+            # The trigger lives 3 s; if the modal cannot open, ask in the thread instead.
+            self.transport.post(
+                channel,
+                f"<@{user}> reply in this thread with `revise <what to change>`.",
+                thread_ts=ts,
+            )
+
+    def _show_outcome(self, question: db.Question, user: str) -> None:
+        """The winner: redraw the question without buttons, and ack in the thread."""
+        if not question.channel_ref:
+            return
+        task = db.get_task(self.transport.conn, question.thread_id)
+        if task is None:
+            return
+        channel, ts = split_ref(question.channel_ref)
+        when = db.from_iso(question.answered_at) if question.answered_at else self.clock()
+        line = outcome_line(question.answer, user, when)
+        blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
+
+        def show() -> tuple[str, Any]:
+            self.transport.call("chat.update", channel=channel, ts=ts, text=line, blocks=blocks)
+            self.transport.post(channel, f"{line}. Resuming the task.", thread_ts=ts)
+            return question.channel_ref or "", None
+
+        self.transport.once(
+            f"slack:outcome:{question.question_id}",
+            task_id=task.id, kind="slack.update", request={"user": user}, do=show,
+        )  # fmt: skip
+
+
+def _header(req: BoltRequest, name: str) -> str | None:
+    values = req.headers.get(name) or []
+    return values[0] if values else None
+
+
+def _to_starlette(response: BoltResponse) -> Response:
+    body = response.body
+    if isinstance(body, dict):  # pragma: no cover - Bolt serialises dict bodies itself
+        body = json.dumps(body)
+    return Response(
+        content=body,
+        status_code=response.status,
+        headers=response.first_headers_without_set_cookie(),
+    )
+
+
+def _redacted(text: str) -> str:
+    return redact(text)
