@@ -19,6 +19,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from slack_sdk import WebClient
@@ -126,7 +127,11 @@ class SlackTransport:
         self.clock: Callable[[], datetime] = clock or settings.now
         self._secrets = [
             s.get_secret_value()
-            for s in (settings.slack_bot_token, settings.slack_signing_secret, settings.slack_app_token)
+            for s in (
+                settings.slack_bot_token,
+                settings.slack_signing_secret,
+                settings.slack_app_token,
+            )
             if s is not None
         ]
         self._conn: db.LedgerConnection | None = None
@@ -158,9 +163,7 @@ class SlackTransport:
             log.warning("slack %s %s -> %s", method, where, redact(str(error), self._secrets))
             raise
         except Exception as exc:
-            log.warning(
-                "slack %s %s failed: %s", method, where, redact(f"{exc!r}", self._secrets)
-            )
+            log.warning("slack %s %s failed: %s", method, where, redact(f"{exc!r}", self._secrets))
             raise
         log.info("slack %s %s -> ok", method, where)
         return dict(response.data) if isinstance(response.data, dict) else {}
@@ -174,7 +177,7 @@ class SlackTransport:
         request: Any,
         do: Callable[[], tuple[str | None, Any]],
     ) -> db.SideEffect:
-        """Run `do` unless the effect is already done; record `(result_ref, result)` or the error."""
+        """Run `do` unless the effect is done; record `(result_ref, result)` or the error."""
         effect = db.begin_effect(
             self.conn, effect_id=effect_id, task_id=task_id, kind=kind, request=request
         )
@@ -237,7 +240,9 @@ class SlackTransport:
             do=post,
         )  # fmt: skip
         assert effect.result_ref is not None
-        log.info("task %s: question %s posted at %s", task.id, question.question_id, effect.result_ref)
+        log.info(
+            "task %s: question %s posted at %s", task.id, question.question_id, effect.result_ref
+        )
         for old in posts:
             if old.result_ref and old.result_ref != effect.result_ref:
                 self._mark_superseded(old, question, task, effect.result_ref)
@@ -272,7 +277,7 @@ class SlackTransport:
         return posts[-1].result_ref if posts else None
 
     def notify(self, task: db.Task, event: str, text: str) -> None:
-        """Parked, done, failed, cancelled: one message per distinct notice, in the task's thread."""
+        """Parked, done, failed, cancelled: one message per distinct notice, in the task thread."""
         if event in QUIET_EVENTS:
             return
         thread = self.task_thread(task.id)
@@ -302,7 +307,9 @@ class SlackTransport:
                 how = "it continues by itself after midnight UTC, or raise the daily budget"
             else:
                 how = "fix the cause (`agent-team doctor` helps), then resubmit or reopen it"
-            return f"⏸️ {title} is parked ({task.parked_reason or 'parked'}): {body}. To unpark: {how}."
+            return (
+                f"⏸️ {title} is parked ({task.parked_reason or 'parked'}): {body}. To unpark: {how}."
+            )
         if event == "done":
             return f"✅ {title} is done: {body}"
         if event == "failed":
@@ -320,7 +327,9 @@ class SlackTransport:
             line = "⌛ Expired: nobody answered before the deadline. An operator can reopen it."
             blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
 
-            def update(channel: str = channel, ts: str = ts, blocks: Any = blocks) -> tuple[str, Any]:
+            def update(
+                channel: str = channel, ts: str = ts, blocks: Any = blocks
+            ) -> tuple[str, Any]:
                 self.call("chat.update", channel=channel, ts=ts, text="Expired", blocks=blocks)
                 return f"{channel}:{ts}", None
 
@@ -367,12 +376,12 @@ class SlackTransport:
                 self.once(
                     effect_id, task_id=question.thread_id, kind="slack.remind",
                     request={"fraction": fraction},
-                    do=lambda q=question, d=deadline, n=now: (self._remind(q, d, n), None),
+                    do=partial(self._remind, question, deadline, now),
                 )  # fmt: skip
                 posted_count += 1
         return posted_count
 
-    def _remind(self, question: db.Question, deadline: datetime, now: datetime) -> str:
+    def _remind(self, question: db.Question, deadline: datetime, now: datetime) -> tuple[str, Any]:
         assert question.channel_ref is not None
         channel, ts = split_ref(question.channel_ref)
         left = deadline - now
@@ -385,4 +394,4 @@ class SlackTransport:
             f"⏰ Reminder {who}: this question is still open and expires in {when} "
             f"(question `{question.question_id}`)."
         )
-        return self.post(channel, text, thread_ts=ts)
+        return self.post(channel, text, thread_ts=ts), None

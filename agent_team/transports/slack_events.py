@@ -21,18 +21,19 @@ before any handler runs: Slack retries a slow delivery with
 
 from __future__ import annotations
 
-import json
+import hashlib
+import hmac
 import logging
 import re
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime
 from typing import Any
 
 from slack_bolt import App, BoltRequest, BoltResponse
 from slack_bolt.adapter.socket_mode import SocketModeHandler
-from slack_sdk.signature import SignatureVerifier
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -42,7 +43,6 @@ from agent_team import db, inbox
 from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP, parse_answer
 from agent_team.config import Settings
 from agent_team.exceptions import InvalidAnswerError, QuestionClosedError, UnknownTaskError
-from agent_team.redact import redact
 from agent_team.task_model import QuestionKind, QuestionStatus
 from agent_team.transports.slack import SlackTransport, make_web_client, split_ref
 from agent_team.transports.slack_blocks import (
@@ -63,6 +63,7 @@ __all__ = ["EVENTS_PATH", "AnswerFn", "SlackListener"]
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+STALE_AFTER_S = 300  # Slack's rule: a request older than 5 minutes is a replay
 MAX_BODY = 1_000_000  # Slack's payloads are a few KB; refuse anything absurd before parsing
 # Message subtypes that are still a person writing in the thread; the rest (edits,
 # deletes, joins, bot messages, ...) are ignored.
@@ -98,7 +99,6 @@ class SlackListener:
         self.socket_mode = settings.slack_app_token is not None
         secret = settings.slack_signing_secret
         self._signing_secret = secret.get_secret_value() if secret is not None else ""
-        self._verifier = SignatureVerifier(self._signing_secret) if self._signing_secret else None
         self._pool = ThreadPoolExecutor(
             max_workers=followup_workers, thread_name_prefix="agent-team-slack"
         )
@@ -160,7 +160,11 @@ class SlackListener:
             except Exception:  # a follow-up message must never take the listener down
                 log.exception("slack follow-up %s failed", getattr(fn, "__name__", fn))
 
-        future = self._pool.submit(run)
+        try:
+            future = self._pool.submit(run)
+        except RuntimeError:  # shutting down: the answer is stored, only the message is lost
+            log.warning("slack follow-up %s dropped: shutting down", getattr(fn, "__name__", fn))
+            return
         with self._pending_lock:
             self._pending.add(future)
         future.add_done_callback(self._forget)
@@ -177,7 +181,7 @@ class SlackListener:
         if len(body) > MAX_BODY:
             log.warning("slack request refused: body of %d bytes", len(body))
             return Response(status_code=413)
-        headers = {key: value for key, value in request.headers.items()}
+        headers: dict[str, str | Sequence[str]] = dict(request.headers.items())
         retry = headers.get("x-slack-retry-num")
         try:
             text = body.decode("utf-8")
@@ -198,19 +202,35 @@ class SlackListener:
             log.warning("slack request refused: bad or stale signature")
         return _to_starlette(response)
 
-    def _signed(self, body: bytes, headers: dict[str, str]) -> bool:
-        if self._verifier is None:
+    def _signed(self, body: bytes, headers: Mapping[str, Any]) -> bool:
+        """Slack's v0 signature over the raw bytes (slack-sdk's verifier needs UTF-8)."""
+        if not self._signing_secret:
             return False
-        return self._verifier.is_valid_request(body, headers)
+        lowered = {key.lower(): value for key, value in headers.items()}
+        timestamp, signature = (
+            lowered.get("x-slack-request-timestamp"),
+            lowered.get("x-slack-signature"),
+        )
+        if not isinstance(timestamp, str) or not isinstance(signature, str):
+            return False
+        try:
+            stale = abs(time.time() - int(timestamp)) > STALE_AFTER_S
+        except ValueError:
+            return False
+        base = b"v0:" + timestamp.encode() + b":" + body
+        digest = hmac.new(self._signing_secret.encode(), base, hashlib.sha256).hexdigest()
+        return not stale and hmac.compare_digest(f"v0={digest}", signature)
 
     # -- middleware and handlers ---------------------------------------------------------------
 
-    def _dedupe(self, req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]) -> Any:
+    def _dedupe(
+        self, req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]
+    ) -> Any:
         body = req.body if isinstance(req.body, dict) else {}
         kind = body.get("type")
         retry = _header(req, "x-slack-retry-num")
         if kind == "event_callback":
-            event = body.get("event") if isinstance(body.get("event"), dict) else {}
+            event = _dict(body.get("event"))
             event_id = body.get("event_id")
             log.info(
                 "slack event %s %s/%s retry=%s user=%s",
@@ -224,7 +244,7 @@ class SlackListener:
                     log.info("slack event %s already handled; acking the redelivery", event_id)
                     return BoltResponse(status=200, body="")
         elif kind is not None:
-            user = body.get("user") if isinstance(body.get("user"), dict) else {}
+            user = _dict(body.get("user"))
             log.info("slack %s from %s", kind, user.get("id") or "-")
         return next()
 
@@ -276,7 +296,9 @@ class SlackListener:
             return
         self._later(self._ephemeral, channel, user, thread_ts, inbox.closed_message(question))
 
-    def _on_action(self, ack: Callable[..., None], body: dict[str, Any], action: dict[str, Any]) -> None:
+    def _on_action(
+        self, ack: Callable[..., None], body: dict[str, Any], action: dict[str, Any]
+    ) -> None:
         ack()
         user = str((body.get("user") or {}).get("id") or "")
         container = body.get("container") or {}
@@ -294,7 +316,9 @@ class SlackListener:
         question = db.get_question(self.transport.conn, question_id)
         ref = f"{channel}:{message_ts}"
         if question is None:
-            self._later(self._ephemeral, channel, user, message_ts, "unknown question; nothing changed")
+            self._later(
+                self._ephemeral, channel, user, message_ts, "unknown question; nothing changed"
+            )
             return
         if question.channel_ref is not None and question.channel_ref != ref:
             self._later(
@@ -327,7 +351,10 @@ class SlackListener:
         feedback = str((values.get(REVISE_INPUT) or {}).get("value") or "").strip()
         log.info("slack modal %s on %s by %s", REVISE_CALLBACK, question_id or "-", user or "-")
         if user not in self.allowed:
-            ack(response_action="errors", errors={REVISE_BLOCK: "You are not allowed to answer this."})
+            ack(
+                response_action="errors",
+                errors={REVISE_BLOCK: "You are not allowed to answer this."},
+            )
             return
         try:
             channel, thread_ts = split_ref(ref)
@@ -345,7 +372,9 @@ class SlackListener:
     # -- the answer path -----------------------------------------------------------------------
 
     def _answer_in_ledger(self, question_id: str, text: str, via: str) -> db.Question:
-        return inbox.submit_answer(self.transport.conn, question_id, text, via=via, now=self.clock())
+        return inbox.submit_answer(
+            self.transport.conn, question_id, text, via=via, now=self.clock()
+        )
 
     def _answer(
         self,
@@ -404,7 +433,9 @@ class SlackListener:
         channel, ts = split_ref(ref)
         try:
             self.transport.call(
-                "views.open", trigger_id=trigger_id, view=revise_modal(question.question_id, ref, question.kind)
+                "views.open",
+                trigger_id=trigger_id,
+                view=revise_modal(question.question_id, ref, question.kind),
             )
         except Exception:
             # The trigger lives 3 s; if the modal cannot open, ask in the thread instead.
@@ -437,21 +468,18 @@ class SlackListener:
         )  # fmt: skip
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _header(req: BoltRequest, name: str) -> str | None:
     values = req.headers.get(name) or []
     return values[0] if values else None
 
 
 def _to_starlette(response: BoltResponse) -> Response:
-    body = response.body
-    if isinstance(body, dict):  # pragma: no cover - Bolt serialises dict bodies itself
-        body = json.dumps(body)
     return Response(
-        content=body,
+        content=response.body,
         status_code=response.status,
         headers=response.first_headers_without_set_cookie(),
     )
-
-
-def _redacted(text: str) -> str:
-    return redact(text)

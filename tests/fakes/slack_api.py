@@ -66,9 +66,7 @@ class FakeSlack:
         with self._lock:
             return [c for c in self.calls if c.method == method and c.status == status]
 
-    def wait_for(
-        self, predicate: Callable[[FakeSlack], bool], timeout_s: float = 10.0
-    ) -> None:
+    def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout_s: float = 10.0) -> None:
         """Poll until `predicate(self)` holds (never a fixed sleep); AssertionError on timeout."""
         deadline = time.monotonic() + timeout_s
         while not predicate(self):
@@ -129,7 +127,11 @@ class FakeSlack:
             limits = self._limits.get(method)
             if limits:
                 retry_after = limits.pop(0)
-                return 429, {"Retry-After": f"{retry_after:g}"}, {"ok": False, "error": "ratelimited"}
+                return (
+                    429,
+                    {"Retry-After": f"{retry_after:g}"},
+                    {"ok": False, "error": "ratelimited"},
+                )
             failures = self._failures.get(method)
             if failures:
                 return 200, {}, {"ok": False, "error": failures.pop(0)}

@@ -83,8 +83,15 @@ def block_action(ref: str, user: str, action_id: str, question_id: str) -> dict[
         "container": {"type": "message", "message_ts": ts, "channel_id": channel},
         "channel": {"id": channel},
         "message": {"ts": ts, "type": "message"},
-        "actions": [{"type": "button", "action_id": action_id, "block_id": f"answer:{question_id}",
-                     "value": question_id, "action_ts": f"{time.time():.6f}"}],  # fmt: skip
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": f"answer:{question_id}",
+                "value": question_id,
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
     }
 
 
