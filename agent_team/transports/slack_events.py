@@ -15,8 +15,9 @@ small thread pool, so a slow or rate-limited Web API never delays the ack
 past Slack's 3 s.
 
 Deliveries are de-duplicated by `event_id` in the ledger (`seen_events`)
-before any handler runs: Slack retries a slow delivery with
-`X-Slack-Retry-Num`, and a retry after a restart is still recognised.
+before a handler acts on one: Slack retries a slow delivery with
+`X-Slack-Retry-Num`, and a retry after a restart is still recognised. Events
+we ignore anyway (chatter, bots, edits) are not written down.
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ class SlackListener:
         )
         self._pending: set[Future[None]] = set()
         self._pending_lock = threading.Lock()
+        # The listener's own ledger writes (event claims, answers) queue here instead of in
+        # SQLite: a writer that finds the file locked sleeps in SQLite's busy handler (1 ms,
+        # then 2, 5, 10 ... 100 ms), which under a burst of 50 answers costs far more than
+        # the few milliseconds each write takes.
+        self._write_lock = threading.Lock()
         self.app = App(
             client=transport.client,
             # Passed explicitly: Bolt would otherwise read SLACK_SIGNING_SECRET itself.
@@ -123,7 +129,7 @@ class SlackListener:
 
     def _register(self) -> None:
         app = self.app
-        app.middleware(self._dedupe)
+        app.middleware(self._log_request)
         app.event("message")(self._on_message)
         app.action(re.compile(rf"^{re.escape(ACTION_PREFIX)}"))(self._on_action)
         app.view(REVISE_CALLBACK)(self._on_revise_submit)
@@ -223,35 +229,47 @@ class SlackListener:
 
     # -- middleware and handlers ---------------------------------------------------------------
 
-    def _dedupe(
+    def _log_request(
         self, req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]
     ) -> Any:
+        """Every request in the log: type, ids, retry number, who; never the text."""
         body = req.body if isinstance(req.body, dict) else {}
         kind = body.get("type")
-        retry = _header(req, "x-slack-retry-num")
         if kind == "event_callback":
             event = _dict(body.get("event"))
-            event_id = body.get("event_id")
             log.info(
                 "slack event %s %s/%s retry=%s user=%s",
-                event_id, event.get("type"), event.get("subtype") or "-", retry or "-",
+                body.get("event_id"), event.get("type"), event.get("subtype") or "-",
+                _header(req, "x-slack-retry-num") or "-",
                 event.get("user") or event.get("bot_id") or "-",
             )  # fmt: skip
-            if isinstance(event_id, str) and event_id:
-                if not db.claim_event(
-                    self.transport.conn, source="slack", event_id=event_id, now=self.clock()
-                ):
-                    log.info("slack event %s already handled; acking the redelivery", event_id)
-                    return BoltResponse(status=200, body="")
         elif kind is not None:
-            user = _dict(body.get("user"))
-            log.info("slack %s from %s", kind, user.get("id") or "-")
+            log.info("slack %s from %s", kind, _dict(body.get("user")).get("id") or "-")
         return next()
+
+    def _first_delivery(self, body: dict[str, Any]) -> bool:
+        """Claim the delivery's `event_id` in the ledger; False for a retry or a repeat.
+
+        Claimed only once an event is about to be acted on: channel chatter,
+        bots and edits cost no write.
+        """
+        event_id = body.get("event_id")
+        if not isinstance(event_id, str) or not event_id:
+            return True
+        with self._write_lock:
+            first = db.claim_event(
+                self.transport.conn, source="slack", event_id=event_id, now=self.clock()
+            )
+        if not first:
+            log.info("slack event %s already handled; acking the redelivery", event_id)
+        return first
 
     def _on_other_event(self, event: dict[str, Any]) -> None:
         log.info("slack event %s ignored (not one we handle)", event.get("type"))
 
-    def _on_message(self, event: dict[str, Any], context: dict[str, Any]) -> None:
+    def _on_message(
+        self, event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]
+    ) -> None:
         user = event.get("user")
         subtype = event.get("subtype")
         if subtype and subtype not in _ANSWER_SUBTYPES:
@@ -269,16 +287,18 @@ class SlackListener:
         text = _LEADING_MENTION.sub("", str(event.get("text") or "")).strip()
         found = db.find_open_question_kind_by_channel_ref(self.transport.conn, ref)
         if found is None:
-            self._reply_to_closed(ref, user, text, channel, thread_ts)
+            self._reply_to_closed(ref, user, text, channel, thread_ts, body)
             return
         question_id, _kind = found
+        if not self._first_delivery(body):
+            return
         if user not in self.allowed:
             self._later(self._not_allowed, channel, user, thread_ts)
             return
         self._answer(question_id, text, user, channel, thread_ts)
 
     def _reply_to_closed(
-        self, ref: str, user: str, text: str, channel: str, thread_ts: str
+        self, ref: str, user: str, text: str, channel: str, thread_ts: str, body: dict[str, Any]
     ) -> None:
         """A reply under a question that no longer takes answers.
 
@@ -293,6 +313,8 @@ class SlackListener:
         try:
             parse_answer(question.kind, text)
         except InvalidAnswerError:
+            return
+        if not self._first_delivery(body):
             return
         self._later(self._ephemeral, channel, user, thread_ts, inbox.closed_message(question))
 
@@ -327,12 +349,11 @@ class SlackListener:
                 "answer the newest post",
             )  # fmt: skip
             return
+        if question.status != QuestionStatus.OPEN:
+            # Already decided (the common case in a burst of clicks): no write, no second read.
+            self._later(self._ephemeral, channel, user, message_ts, inbox.closed_message(question))
+            return
         if action_id == REVISE_ACTION:
-            if question.status != QuestionStatus.OPEN:
-                self._later(
-                    self._ephemeral, channel, user, message_ts, inbox.closed_message(question)
-                )
-                return
             trigger = str(body.get("trigger_id") or "")
             self._later(self._open_modal, trigger, question, ref, user)
             return
@@ -391,7 +412,8 @@ class SlackListener:
         With `quiet` (the modal) the problem is shown in the form instead of Slack.
         """
         try:
-            question = self._answer_fn(question_id, text, f"slack:{user}")
+            with self._write_lock:
+                question = self._answer_fn(question_id, text, f"slack:{user}")
         except InvalidAnswerError as exc:
             log.info("slack answer to %s by %s refused: %s", question_id, user, exc)
             if not quiet:

@@ -1,0 +1,276 @@
+"""Slack answers under contention: how fast `POST /slack/events` acks, and how fast the task resumes.
+
+One run starts the real daemon in this process (`Daemon(settings).run()` in
+a thread, the dashboard's uvicorn server on an ephemeral loopback port,
+`AGENT_TEAM_TRANSPORT=slack`) against the loopback Slack Web API from
+`tests/fakes/slack_api.py`, with the offline model and builder. Then, for
+each of `--rounds` tasks:
+
+    1. submit a task and wait until its plan question is posted (channel_ref set);
+    2. fire `--concurrency` (50) signed answers at once from as many threads,
+       each with its own connection, released by a barrier: two in three are
+       `block_actions` Approve clicks, one in three thread replies "approve";
+    3. time each request -> HTTP 200 (the ack Slack waits at most 3 s for);
+    4. from the ledger: the winning answer's `answered_at` -> the task's
+       `plan_review running` transition after it (the resume run starting);
+    5. wait until the task is done before the next round.
+
+Baselines in the same run, same server, same client setup:
+
+    ack      `--concurrency` concurrent GET /healthz (the cheapest endpoint);
+    resume   an answer given in-process with `Coordinator.answer` (what the
+             CLI and dashboard do), timed the same way on `--rounds` more tasks.
+
+Targets: p99 ack <= 50 ms; answer -> resume start p50 <= 20 ms.
+
+    .venv/bin/python bench/slack_ack.py               # 20 rounds (about 30 s)
+    .venv/bin/python bench/slack_ack.py --rounds 5    # quick run
+
+This is a benchmark, not a test; only the figures and ratios within one run mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import json
+import logging
+import math
+import multiprocessing
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent_team import db  # noqa: E402
+from agent_team.config import load_settings  # noqa: E402
+from agent_team.daemon import Daemon  # noqa: E402
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlack  # noqa: E402
+
+SECRET = "bench-signing-secret-0123456789ab"
+CHANNEL = "C0BENCH01"
+USERS = ["UALICE001", "UBOB00001"]
+BODY = (
+    "The login page should remember the user's email address between visits.\n"
+    "- Store the email in a cookie after a successful login\n"
+    "- Prefill the email field when the cookie is present\n"
+)
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def signed(body: bytes) -> dict[str, str]:
+    ts = str(int(time.time()))
+    digest = hmac.new(SECRET.encode(), b"v0:" + ts.encode() + b":" + body, hashlib.sha256)
+    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest.hexdigest()}"}
+
+
+def answer_request(ref: str, question_id: str, i: int) -> tuple[bytes, dict[str, str]]:
+    channel, ts = ref.split(":")
+    user = USERS[i % 2]
+    if i % 3:
+        payload: dict[str, Any] = {
+            "type": "block_actions", "user": {"id": user}, "trigger_id": f"t{i}",
+            "team": {"id": "T1"}, "container": {"channel_id": channel, "message_ts": ts},
+            "actions": [{"action_id": "agent_team.approve", "value": question_id}],
+        }  # fmt: skip
+        body = urlencode({"payload": json.dumps(payload)}).encode()
+        return body, {"Content-Type": "application/x-www-form-urlencoded", **signed(body)}
+    event = {
+        "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:12]}", "team_id": "T1",
+        "event": {"type": "message", "channel": channel, "user": user, "text": "approve",
+                  "ts": f"{time.time():.6f}", "thread_ts": ts},
+    }  # fmt: skip
+    body = json.dumps(event).encode()
+    return body, {"Content-Type": "application/json", **signed(body)}
+
+
+Request = tuple[str, str, bytes | None, dict[str, str]]  # method, url, body, headers
+
+
+def burst(requests: list[Request]) -> list[float]:
+    """One thread per request, released together; each request's seconds to its response.
+
+    Each thread builds its client (and its TLS context) before the barrier, so
+    only the request itself is timed; the connection is opened by the request,
+    as Slack opens one per delivery.
+    """
+    n = len(requests)
+    barrier = threading.Barrier(n)
+    times: list[float] = []
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def run(i: int) -> None:
+        with httpx.Client(timeout=10) as client:
+            barrier.wait()
+            started = time.perf_counter()
+            method, url, body, headers = requests[i]
+            status = client.request(method, url, content=body, headers=headers).status_code
+            elapsed = time.perf_counter() - started
+        with lock:
+            times.append(elapsed)
+            statuses.append(status)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if any(status != 200 for status in statuses):
+        raise SystemExit(f"non-200 responses: {sorted(set(statuses))}")
+    return times
+
+
+def _load_generator(inbox: Connection, outbox: Connection) -> None:
+    """The client side, in its own process: its threads must not share the server's GIL."""
+    while True:
+        requests = inbox.recv()
+        if requests is None:
+            return
+        outbox.send(burst(requests))
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.002)
+
+
+def resume_started(conn: db.LedgerConnection, task_id: str, answered_at: str) -> datetime | None:
+    for row in db.list_transitions(conn, task_id):
+        if (
+            row.to_phase == "plan_review"
+            and row.status == "running"
+            and row.entered_at > answered_at
+        ):
+            return db.from_iso(row.entered_at)
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, default=50)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    spawn = multiprocessing.get_context("spawn")
+    child_in, to_child = spawn.Pipe(duplex=False)
+    from_child, child_out = spawn.Pipe(duplex=False)
+    generator = spawn.Process(target=_load_generator, args=(child_in, child_out), daemon=True)
+    generator.start()
+    fake = FakeSlack().start()
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = load_settings(
+            db_path=Path(tmp) / "agent-team.db", state_dir=Path(tmp) / "state",
+            dashboard_port=0, transport="slack", slack_bot_token=BOT_TOKEN,
+            slack_signing_secret=SECRET, slack_channel=CHANNEL, slack_allowed_users=USERS,
+            slack_api_url=fake.base_url, log_level="error",
+        )  # fmt: skip
+        daemon = Daemon(settings)
+        thread = threading.Thread(target=daemon.run, daemon=True)
+        thread.start()
+        wait_for(lambda: daemon.bound is not None, "the daemon")
+        url = daemon.url + "slack/events"
+        conn = db.connect(settings.db_path)
+        acks: list[float] = []
+        baseline_acks: list[float] = []
+        resumes: dict[str, list[float]] = {"slack": [], "direct": []}
+        try:
+            for round_no in range(args.rounds * 2):
+                via = "slack" if round_no % 2 == 0 else "direct"
+                task_id = daemon.coordinator.start_task(title=f"bench {round_no}", body=BODY)
+
+                def posted(task_id: str = task_id) -> bool:
+                    found = db.list_questions(conn, status="open", thread_id=task_id)
+                    return bool(found) and found[0].channel_ref is not None
+
+                wait_for(posted, "the question post")
+                (question,) = db.list_questions(conn, status="open", thread_id=task_id)
+                ref, qid = question.channel_ref or "", question.question_id
+                if via == "slack":
+                    answers: list[Request] = [
+                        ("POST", url, *answer_request(ref, qid, i)) for i in range(args.concurrency)
+                    ]
+                    to_child.send(answers)
+                    acks += from_child.recv()
+                    healths: list[Request] = [("GET", daemon.url + "healthz", None, {})] * len(
+                        answers
+                    )
+                    to_child.send(healths)
+                    baseline_acks += from_child.recv()
+                else:
+                    daemon.coordinator.answer(qid, "approve", via="bench")
+                answered = db.get_question(conn, qid)
+                assert answered is not None and answered.answered_at is not None
+
+                def resumed(t: str = task_id, at: str = answered.answered_at) -> bool:
+                    return resume_started(conn, t, at) is not None
+
+                wait_for(resumed, "the resume run")
+                started = resume_started(conn, task_id, answered.answered_at)
+                assert started is not None
+                gap = (started - db.from_iso(answered.answered_at)).total_seconds()
+                resumes[via].append(gap)
+
+                def done(t: str = task_id) -> bool:
+                    task = db.get_task(conn, t)
+                    return task is not None and task.status == "done"
+
+                wait_for(done, "the task to finish")
+        finally:
+            to_child.send(None)
+            generator.join(timeout=30)
+            daemon.request_stop()
+            thread.join(timeout=60)
+            conn.close()
+            fake.stop()
+
+    def ms(values: list[float], p: float) -> float:
+        return percentile(values, p) * 1000
+
+    n = len(acks)
+    print(f"rounds {args.rounds}, {args.concurrency} concurrent answers each ({n} requests)")
+    print(
+        f"ack   POST /slack/events  p50 {ms(acks, 50):7.1f} ms  p99 {ms(acks, 99):7.1f} ms"
+        f"   (target p99 <= 50 ms)"
+    )
+    print(
+        f"      GET /healthz (base) p50 {ms(baseline_acks, 50):7.1f} ms  "
+        f"p99 {ms(baseline_acks, 99):7.1f} ms   ratio p50 "
+        f"{percentile(acks, 50) / percentile(baseline_acks, 50):.2f}x  p99 "
+        f"{percentile(acks, 99) / percentile(baseline_acks, 99):.2f}x"
+    )
+    slack, direct = resumes["slack"], resumes["direct"]
+    print(
+        f"answer -> resume start  slack p50 {ms(slack, 50):6.1f} ms  p99 {ms(slack, 99):6.1f} ms"
+        f"   (target p50 <= 20 ms)"
+    )
+    print(
+        f"                 direct (base) p50 {ms(direct, 50):6.1f} ms  p99 {ms(direct, 99):6.1f} ms"
+        f"   ratio p50 {percentile(slack, 50) / max(percentile(direct, 50), 1e-9):.2f}x"
+    )
+    winners = [c for c in fake.of("chat.update")]
+    print(f"question messages redrawn: {len(winners)} (one per round: one winner each)")
+
+
+if __name__ == "__main__":
+    main()
