@@ -1,10 +1,10 @@
-"""Slack answers under contention: how fast `POST /slack/events` acks, and how fast the task resumes.
+"""Slack answers under contention: how fast `POST /slack/events` acks, how fast the task resumes.
 
 One run starts the real daemon in this process (`Daemon(settings).run()` in
 a thread, the dashboard's uvicorn server on an ephemeral loopback port,
-`AGENT_TEAM_TRANSPORT=slack`) against the loopback Slack Web API from
-`tests/fakes/slack_api.py`, with the offline model and builder. Then, for
-each of `--rounds` tasks:
+`AGENT_TEAM_TRANSPORT=slack`, offline model and builder). Slack's side runs
+in a second process: the loopback Web API from `tests/fakes/slack_api.py`
+and the load generator. Then, for each of `--rounds` tasks:
 
     1. submit a task and wait until its plan question is posted (channel_ref set);
     2. fire `--concurrency` (50) signed answers at once from as many threads,
@@ -138,13 +138,25 @@ def burst(requests: list[Request]) -> list[float]:
     return times
 
 
-def _load_generator(inbox: Connection, outbox: Connection) -> None:
-    """The client side, in its own process: its threads must not share the server's GIL."""
-    while True:
-        requests = inbox.recv()
-        if requests is None:
-            return
-        outbox.send(burst(requests))
+def _outside(inbox: Connection, outbox: Connection) -> None:
+    """Slack's side, in its own process (its threads must not share the daemon's GIL).
+
+    Serves the loopback Web API the daemon posts to, and sends the bursts of
+    answers; "updates" asks how many question messages were redrawn.
+    """
+    fake = FakeSlack().start()
+    outbox.send(fake.base_url)
+    try:
+        while True:
+            requests = inbox.recv()
+            if requests is None:
+                return
+            if requests == "updates":
+                outbox.send(len(fake.of("chat.update")))
+                continue
+            outbox.send(burst(requests))
+    finally:
+        fake.stop()
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
@@ -175,15 +187,15 @@ def main() -> None:
     spawn = multiprocessing.get_context("spawn")
     child_in, to_child = spawn.Pipe(duplex=False)
     from_child, child_out = spawn.Pipe(duplex=False)
-    generator = spawn.Process(target=_load_generator, args=(child_in, child_out), daemon=True)
-    generator.start()
-    fake = FakeSlack().start()
+    outside = spawn.Process(target=_outside, args=(child_in, child_out), daemon=True)
+    outside.start()
+    slack_api_url: str = from_child.recv()
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(
             db_path=Path(tmp) / "agent-team.db", state_dir=Path(tmp) / "state",
             dashboard_port=0, transport="slack", slack_bot_token=BOT_TOKEN,
             slack_signing_secret=SECRET, slack_channel=CHANNEL, slack_allowed_users=USERS,
-            slack_api_url=fake.base_url, log_level="error",
+            slack_api_url=slack_api_url, log_level="error",
         )  # fmt: skip
         daemon = Daemon(settings)
         thread = threading.Thread(target=daemon.run, daemon=True)
@@ -237,12 +249,13 @@ def main() -> None:
 
                 wait_for(done, "the task to finish")
         finally:
-            to_child.send(None)
-            generator.join(timeout=30)
             daemon.request_stop()
             thread.join(timeout=60)
             conn.close()
-            fake.stop()
+            to_child.send("updates")
+            updates = from_child.recv()
+            to_child.send(None)
+            outside.join(timeout=30)
 
     def ms(values: list[float], p: float) -> float:
         return percentile(values, p) * 1000
@@ -268,8 +281,7 @@ def main() -> None:
         f"                 direct (base) p50 {ms(direct, 50):6.1f} ms  p99 {ms(direct, 99):6.1f} ms"
         f"   ratio p50 {percentile(slack, 50) / max(percentile(direct, 50), 1e-9):.2f}x"
     )
-    winners = [c for c in fake.of("chat.update")]
-    print(f"question messages redrawn: {len(winners)} (one per round: one winner each)")
+    print(f"question messages redrawn: {updates} (one per Slack round: one winner each)")
 
 
 if __name__ == "__main__":

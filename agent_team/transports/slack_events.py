@@ -22,6 +22,7 @@ we ignore anyway (chatter, bots, edits) are not written down.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
@@ -35,7 +36,6 @@ from typing import Any
 
 from slack_bolt import App, BoltRequest, BoltResponse
 from slack_bolt.adapter.socket_mode import SocketModeHandler
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -91,6 +91,7 @@ class SlackListener:
         answer: AnswerFn | None = None,
         clock: Callable[[], datetime] | None = None,
         followup_workers: int = 4,
+        dispatch_workers: int = 4,
     ) -> None:
         self.settings = settings
         self.transport = transport
@@ -102,6 +103,12 @@ class SlackListener:
         self._signing_secret = secret.get_secret_value() if secret is not None else ""
         self._pool = ThreadPoolExecutor(
             max_workers=followup_workers, thread_name_prefix="agent-team-slack"
+        )
+        # Bolt's dispatch runs here, not on the server's 40-thread default pool: the work is
+        # a few ms of CPU and SQLite, so more threads only add GIL and lock contention
+        # (and starve the worker that resumes the task) without acking any sooner.
+        self._dispatch_pool = ThreadPoolExecutor(
+            max_workers=dispatch_workers, thread_name_prefix="agent-team-slack-in"
         )
         self._pending: set[Future[None]] = set()
         self._pending_lock = threading.Lock()
@@ -150,6 +157,7 @@ class SlackListener:
         )
 
     def close(self) -> None:
+        self._dispatch_pool.shutdown(wait=True, cancel_futures=False)
         self._pool.shutdown(wait=True, cancel_futures=False)
 
     def drain(self, timeout_s: float = 10.0) -> bool:
@@ -200,7 +208,8 @@ class SlackListener:
                 return Response(status_code=401)
             log.warning("slack request ignored: malformed body (%s)", type(exc).__name__)
             return Response(status_code=200)
-        response = await run_in_threadpool(self.app.dispatch, bolt_request)
+        loop = asyncio.get_running_loop()
+        response = await loop.run_in_executor(self._dispatch_pool, self.app.dispatch, bolt_request)
         if response.status == 404:
             log.info("slack request ignored: nothing handles it (retry %s)", retry or "-")
             return Response(status_code=200)
