@@ -142,6 +142,25 @@ def test_a_button_on_an_outdated_message_is_refused(world: SlackWorld) -> None:
 # -- thread replies --------------------------------------------------------------------------
 
 
+def test_a_clarify_question_asks_for_a_reply_and_the_reply_is_the_answer(
+    world: SlackWorld,
+) -> None:
+    task_id = world.coordinator.start_task(title="Login", body="Make login nicer.")
+    world.coordinator.tick(until_idle=True, timeout_s=60)
+    (question,) = db.list_questions(world.conn, status="open", thread_id=task_id)
+    assert question.kind == "clarify"
+    (post,) = world.fake.of("chat.postMessage")
+    assert not [b for b in post.params["blocks"] if b["type"] == "actions"]
+    assert "Reply in this thread" in json.dumps(post.params["blocks"])
+    ref = question.channel_ref or ""
+    world.send(message_event(ref, BOB, "Remember the email & prefill it"))
+    answered = world.question(question.question_id)
+    assert answered.answer == {"text": "Remember the email & prefill it"}
+    world.settle()
+    (update,) = world.fake.of("chat.update")
+    assert "Answered by" in update.params["text"] and "&amp;" in update.params["text"]
+
+
 def test_a_thread_reply_answers(world: SlackWorld) -> None:
     question = world.waiting_question()
     ref = question.channel_ref or ""
