@@ -15,6 +15,9 @@ and the load generator. Then, for each of `--rounds` tasks:
        `plan_review running` transition after it (the resume run starting);
     5. wait until the task is done before the next round.
 
+Then the same answers once more, one at a time (each is a late answer by
+then): the per-request cost without queueing.
+
 Baselines in the same run, same server, same client setup:
 
     ack      `--concurrency` concurrent GET /healthz (the cheapest endpoint);
@@ -38,6 +41,7 @@ import json
 import logging
 import math
 import multiprocessing
+import socket
 import sys
 import tempfile
 import threading
@@ -48,9 +52,7 @@ from datetime import datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
-
-import httpx
+from urllib.parse import urlencode, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -104,26 +106,42 @@ def answer_request(ref: str, question_id: str, i: int) -> tuple[bytes, dict[str,
 Request = tuple[str, str, bytes | None, dict[str, str]]  # method, url, body, headers
 
 
+def _raw(method: str, url: str, body: bytes | None, headers: dict[str, str]) -> bytes:
+    """The request as bytes, built before the clock starts (the client costs ~no CPU then)."""
+    parts = urlsplit(url)
+    lines = [f"{method} {parts.path} HTTP/1.1", f"Host: {parts.netloc}", "Connection: close"]
+    lines += [f"{key}: {value}" for key, value in headers.items()]
+    lines.append(f"Content-Length: {len(body or b'')}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b"")
+
+
 def burst(requests: list[Request]) -> list[float]:
     """One thread per request, released together; each request's seconds to its response.
 
-    Each thread builds its client (and its TLS context) before the barrier, so
-    only the request itself is timed; the connection is opened by the request,
-    as Slack opens one per delivery.
+    Plain sockets and pre-built request bytes: 50 threads of an HTTP client
+    library would spend tens of milliseconds queueing for their own GIL and
+    that would be timed as the server's. Each request opens its own
+    connection, as Slack does per delivery; the time runs from `connect` to
+    the end of the response.
     """
     n = len(requests)
+    raws = [_raw(*request) for request in requests]
+    host, port = urlsplit(requests[0][1]).hostname or "", urlsplit(requests[0][1]).port or 80
     barrier = threading.Barrier(n)
     times: list[float] = []
     statuses: list[int] = []
     lock = threading.Lock()
 
     def run(i: int) -> None:
-        with httpx.Client(timeout=10) as client:
-            barrier.wait()
-            started = time.perf_counter()
-            method, url, body, headers = requests[i]
-            status = client.request(method, url, content=body, headers=headers).status_code
-            elapsed = time.perf_counter() - started
+        barrier.wait()
+        started = time.perf_counter()
+        with socket.create_connection((host, port), timeout=10) as sock:
+            sock.sendall(raws[i])
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        elapsed = time.perf_counter() - started
+        status = int(b"".join(chunks).split(b" ", 2)[1])
         with lock:
             times.append(elapsed)
             statuses.append(status)
@@ -205,6 +223,8 @@ def main() -> None:
         conn = db.connect(settings.db_path)
         acks: list[float] = []
         baseline_acks: list[float] = []
+        alone: list[float] = []
+        alone_health: list[float] = []
         resumes: dict[str, list[float]] = {"slack": [], "direct": []}
         try:
             for round_no in range(args.rounds * 2):
@@ -248,6 +268,12 @@ def main() -> None:
                     return task is not None and task.status == "done"
 
                 wait_for(done, "the task to finish")
+            # The same requests one at a time (a late answer each): the per-request floor.
+            for i in range(args.concurrency):
+                to_child.send([("POST", url, *answer_request(ref, qid, i))])
+                alone += from_child.recv()
+                to_child.send([("GET", daemon.url + "healthz", None, {})])
+                alone_health += from_child.recv()
         finally:
             daemon.request_stop()
             thread.join(timeout=60)
@@ -271,6 +297,10 @@ def main() -> None:
         f"p99 {ms(baseline_acks, 99):7.1f} ms   ratio p50 "
         f"{percentile(acks, 50) / percentile(baseline_acks, 50):.2f}x  p99 "
         f"{percentile(acks, 99) / percentile(baseline_acks, 99):.2f}x"
+    )
+    print(
+        f"      one at a time       p50 {ms(alone, 50):7.1f} ms  p99 {ms(alone, 99):7.1f} ms"
+        f"   (/healthz p50 {ms(alone_health, 50):.1f} ms  p99 {ms(alone_health, 99):.1f} ms)"
     )
     slack, direct = resumes["slack"], resumes["direct"]
     print(
