@@ -191,22 +191,33 @@ class SlackListener:
 
     async def handle_http(self, request: Request) -> Response:
         """Bolt's dispatch on a worker thread, so the server's event loop never blocks."""
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY:
+            log.warning("slack request refused: body of %s bytes", declared)
+            return Response(status_code=413)
         body = await request.body()
         if len(body) > MAX_BODY:
             log.warning("slack request refused: body of %d bytes", len(body))
             return Response(status_code=413)
         headers: dict[str, str | Sequence[str]] = dict(request.headers.items())
         retry = headers.get("x-slack-retry-num")
+        problem: str | None = None
         try:
-            text = body.decode("utf-8")
-            bolt_request = BoltRequest(body=text, query=request.url.query, headers=headers)
-        except (UnicodeDecodeError, ValueError) as exc:
+            bolt_request = BoltRequest(
+                body=body.decode("utf-8"), query=request.url.query, headers=headers
+            )
+            parsed: Any = bolt_request.body  # typed as a dict, but it is whatever the JSON was
+            if not isinstance(parsed, dict):
+                problem = f"a JSON {type(parsed).__name__}, not an object"
+        except Exception as exc:  # Bolt parses in its constructor; any failure is bad input
+            problem = type(exc).__name__
+        if problem is not None:
             # Unparseable: still refuse forgeries with 401; a signed one is acked and dropped
             # (Slack retries anything but 200, and it would never parse).
             if not self._signed(body, headers):
                 log.warning("slack request refused: bad signature")
                 return Response(status_code=401)
-            log.warning("slack request ignored: malformed body (%s)", type(exc).__name__)
+            log.warning("slack request ignored: malformed body (%s)", problem)
             return Response(status_code=200)
         loop = asyncio.get_running_loop()
         response = await loop.run_in_executor(self._dispatch_pool, self.app.dispatch, bolt_request)
@@ -304,7 +315,15 @@ class SlackListener:
         if user not in self.allowed:
             self._later(self._not_allowed, channel, user, thread_ts)
             return
-        self._answer(question_id, text, user, channel, thread_ts)
+        try:
+            self._answer(question_id, text, user, channel, thread_ts)
+        except Exception:
+            # Not handled after all (the ledger stayed busy, ...): drop the claim so that
+            # Slack's retry of this 500 is processed, not taken for a duplicate.
+            event_id = body.get("event_id")
+            if isinstance(event_id, str) and event_id:
+                db.forget_event(self.transport.conn, source="slack", event_id=event_id)
+            raise
 
     def _reply_to_closed(
         self, ref: str, user: str, text: str, channel: str, thread_ts: str, body: dict[str, Any]

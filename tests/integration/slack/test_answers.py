@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from agent_team import db
+from agent_team.exceptions import LedgerBusyError
 from tests.fakes.slack_api import BOT_USER
 from tests.integration.slack.conftest import (
     ALICE,
@@ -325,3 +326,27 @@ def test_fifty_concurrent_answers_have_one_winner_and_every_request_is_acked_fas
     assert len(notes) == 49 and all("already answered" in n["text"] for n in notes)
     commands = db.list_commands(world.conn, task_id=question.thread_id)
     assert [c.kind for c in commands].count("resume") == 1
+
+
+def test_a_delivery_that_failed_midway_is_processed_when_slack_retries(
+    world: SlackWorld,
+) -> None:
+    question = world.waiting_question()
+    ref = question.channel_ref or ""
+    real = world.listener._answer_fn
+    calls: list[str] = []
+
+    def busy_once(question_id: str, text: str, via: str) -> db.Question:
+        calls.append(question_id)
+        if len(calls) == 1:
+            raise LedgerBusyError("the ledger stayed locked")
+        return real(question_id, text, via)
+
+    world.listener._answer_fn = busy_once
+    payload = message_event(ref, ALICE, "approve", event_id="Ev0BUSYONCE")
+    assert world.send(payload).status_code == 500, "not handled: Slack must retry"
+    assert world.question(question.question_id).status == "open"
+    assert not db.event_seen(world.conn, source="slack", event_id="Ev0BUSYONCE")
+    retried = world.send(payload, headers={"X-Slack-Retry-Num": "1"})
+    assert retried.status_code == 200
+    assert world.question(question.question_id).status == "answered"

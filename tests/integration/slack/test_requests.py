@@ -80,3 +80,17 @@ def test_the_url_verification_challenge_is_answered(world: SlackWorld) -> None:
     )
     assert response.status_code == 200
     assert "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" in response.text
+
+
+def test_json_that_is_not_an_object_is_acked_and_ignored(world: SlackWorld) -> None:
+    for raw in (b"[1, 2]", b'"text"', b"null", b"{}", b"payload=%7Bnot-json"):
+        headers = {"Content-Type": "application/json", **sign(raw)}
+        assert world.http.post(world.server.url, content=raw, headers=headers).status_code == 200
+        forged = {"Content-Type": "application/json", **sign(raw, secret="wrong")}
+        assert world.http.post(world.server.url, content=raw, headers=forged).status_code == 401
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(world: SlackWorld) -> None:
+    raw = b"x" * 1_000_001
+    response = world.http.post(world.server.url, content=raw, headers=sign(raw))
+    assert response.status_code == 413
