@@ -360,26 +360,32 @@ class SlackTransport:
             if span.total_seconds() <= 0 or now >= deadline:
                 continue
             due = [f for f in fractions if now >= posted + span * f]
-            if not due:
-                continue
-            for fraction in due:
-                effect_id = f"slack:remind:{question.question_id}:{question.posted_at}:{fraction:g}"
-                if fraction != due[-1]:
-                    self.once(
-                        effect_id, task_id=question.thread_id, kind="slack.remind",
-                        request={"fraction": fraction}, do=lambda: (None, {"skipped": True}),
-                    )  # fmt: skip
-                    continue
-                effect = db.get_effect(self.conn, effect_id)
-                if effect is not None and effect.state == EffectState.DONE:
-                    continue
-                self.once(
-                    effect_id, task_id=question.thread_id, kind="slack.remind",
-                    request={"fraction": fraction},
-                    do=partial(self._remind, question, deadline, now),
-                )  # fmt: skip
-                posted_count += 1
+            try:
+                posted_count += self._remind_question(question, due, deadline, now)
+            except Exception:  # Slack down or refusing: the next pass tries again
+                log.exception("reminder for %s failed", question.question_id)
         return posted_count
+
+    def _remind_question(
+        self, question: db.Question, due: list[float], deadline: datetime, now: datetime
+    ) -> int:
+        """Post the latest due reminder of one question if not yet posted; mark the rest skipped."""
+        posted = 0
+        for fraction in due:
+            effect_id = f"slack:remind:{question.question_id}:{question.posted_at}:{fraction:g}"
+            effect = db.get_effect(self.conn, effect_id)  # a read: most passes write nothing
+            if effect is not None and effect.state == EffectState.DONE:
+                continue
+            if fraction != due[-1]:
+                do: Callable[[], tuple[str | None, Any]] = lambda: (None, {"skipped": True})  # noqa: E731
+            else:
+                do = partial(self._remind, question, deadline, now)
+                posted += 1
+            self.once(
+                effect_id, task_id=question.thread_id, kind="slack.remind",
+                request={"fraction": fraction}, do=do,
+            )  # fmt: skip
+        return posted
 
     def _remind(self, question: db.Question, deadline: datetime, now: datetime) -> tuple[str, Any]:
         assert question.channel_ref is not None

@@ -175,3 +175,13 @@ LONG = (
     "- Store the email in a cookie after a successful login\n"
     "- Prefill the email field when the cookie is present\n"
 )
+
+
+def test_a_refused_reminder_is_tried_again_on_the_next_pass(world: SlackWorld) -> None:
+    question = world.waiting_question()
+    world.clock.advance(hours=40)
+    world.fake.fail("chat.postMessage", "service_unavailable")
+    assert world.transport.remind_due() == 0, "a Slack error does not break the loop"
+    assert world.transport.remind_due() == 1
+    assert world.transport.remind_due() == 0
+    assert len(in_thread(world, question.channel_ref or "")) == 1
