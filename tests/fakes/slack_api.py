@@ -35,6 +35,7 @@ class SlackCall:
     params: dict[str, Any]
     authorized: bool
     status: int
+    ok: bool
 
 
 @dataclass
@@ -62,9 +63,13 @@ class FakeSlack:
         with self._lock:
             self._failures.setdefault(method, []).extend([error] * times)
 
-    def of(self, method: str, *, status: int = 200) -> list[SlackCall]:
+    def of(self, method: str, *, status: int = 200, ok: bool | None = True) -> list[SlackCall]:
+        """Calls of `method` that got `status` and (unless `ok` is None) that `ok`."""
         with self._lock:
-            return [c for c in self.calls if c.method == method and c.status == status]
+            return [
+                c for c in self.calls
+                if c.method == method and c.status == status and (ok is None or c.ok == ok)
+            ]  # fmt: skip
 
     def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout_s: float = 10.0) -> None:
         """Poll until `predicate(self)` holds (never a fixed sleep); AssertionError on timeout."""
@@ -98,7 +103,9 @@ class FakeSlack:
                 authorized = self.headers.get("Authorization") == f"Bearer {BOT_TOKEN}"
                 status, headers, reply = fake._reply(method, params, authorized)
                 with fake._lock:
-                    fake.calls.append(SlackCall(method, params, authorized, status))
+                    fake.calls.append(
+                        SlackCall(method, params, authorized, status, bool(reply.get("ok")))
+                    )
                 body = json.dumps(reply).encode("utf-8")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")

@@ -135,7 +135,7 @@ def test_a_task_with_no_question_notifies_in_the_channel(world: SlackWorld) -> N
 def test_a_429_is_retried_after_retry_after(world: SlackWorld) -> None:
     world.fake.rate_limit("chat.postMessage", times=1, retry_after=1)
     question = world.waiting_question()
-    assert len(world.fake.of("chat.postMessage", status=429)) == 1
+    assert len(world.fake.of("chat.postMessage", status=429, ok=None)) == 1
     assert len(world.fake.of("chat.postMessage")) == 1
     assert question.channel_ref == f"{CHANNEL}:1700000000.000001"
 
@@ -155,7 +155,7 @@ def test_delivery_is_recorded_so_a_second_pass_never_posts_twice(world: SlackWor
     assert task is not None
     # A crash after the post but before `record_delivery`: the sweep delivers again.
     assert world.transport.deliver(delivered, task) == delivered.channel_ref
-    assert len(world.fake.of("chat.postMessage")) == 2  # the failure and the one success
+    assert len(world.fake.of("chat.postMessage", ok=None)) == 2  # the failure, the success
     (effect,) = db.list_effects(world.conn, task_id=task_id, kind="slack.post")
     assert (effect.state, effect.result_ref) == ("done", delivered.channel_ref)
 
