@@ -146,6 +146,7 @@ class Daemon:
         try:
             while not stop.is_set():
                 self.slack.transport.remind_due()
+                self.slack.transport.reconcile_answered()
                 self.health.beat("slack-reminders")
                 stop.wait(SLACK_REMINDER_S)
         finally:

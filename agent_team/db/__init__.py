@@ -91,7 +91,7 @@ from agent_team.db.schema import (
     schema_version,
 )
 from agent_team.db.slack_events import forget_event
-from agent_team.db.slack_reads import find_question_by_channel_ref
+from agent_team.db.slack_reads import answered_since, find_question_by_channel_ref
 from agent_team.db.stats import table_counts
 from agent_team.db.tasks import (
     count_tasks_by_status,
@@ -127,6 +127,7 @@ __all__ = [
     "UsageSummaryRow",
     "answer_question",
     "answer_resume_times",
+    "answered_since",
     "answered_without_resume",
     "assert_ready",
     "backup_ledger",

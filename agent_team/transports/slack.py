@@ -18,7 +18,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -38,9 +38,9 @@ from agent_team.transports.slack_blocks import (
     closed_blocks,
     escape,
     mention,
+    outcome_line,
     question_blocks,
     question_fallback,
-    superseded_blocks,
 )
 
 __all__ = [
@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 POST_KIND = "slack.post"
 NOTIFY_KIND = "slack.notify"
 QUIET_EVENTS = frozenset({"started", "waiting"})  # the question itself is the message
+TERMINAL_EVENTS = frozenset({"done", "failed", "cancelled"})
+OUTCOME_WINDOW = timedelta(days=2)  # how far back `reconcile_answered` looks
+OUTCOME_GRACE = timedelta(seconds=60)  # the listener's own redraw gets this long first
 
 
 def require_slack_settings(settings: Settings) -> None:
@@ -252,20 +255,11 @@ class SlackTransport:
         self, old: db.SideEffect, question: db.Question, task: db.Task, new_ref: str
     ) -> None:
         assert old.result_ref is not None
-        channel, ts = split_ref(old.result_ref)
-        blocks = superseded_blocks(question, task, self.settings.dashboard_url)
-
-        def update() -> tuple[str, Any]:
-            self.call("chat.update", channel=channel, ts=ts, text="Superseded", blocks=blocks)
-            return old.result_ref or "", {"superseded_by": new_ref}
-
-        try:
-            self.once(
-                f"slack:superseded:{question.question_id}:{old.request.get('n')}",
-                task_id=task.id, kind="slack.update", request={"ts": ts}, do=update,
-            )  # fmt: skip
-        except Exception:  # the new post stands; the old one just keeps its buttons
-            log.exception("could not mark %s superseded", old.result_ref)
+        self._redraw_closed(
+            f"slack:superseded:{question.question_id}:{old.request.get('n')}", question,
+            old.result_ref, task,
+            "↪️ Superseded: this question was reopened and posted again below; answer there.",
+        )  # fmt: skip
 
     def task_thread(self, task_id: str) -> str | None:
         """The `<channel>:<ts>` of the task's newest question post, where its notices go."""
@@ -293,6 +287,35 @@ class SlackTransport:
         )  # fmt: skip
         if event == "parked" and task.parked_reason == "question_expired":
             self._show_expired(task)
+        if event in TERMINAL_EVENTS:
+            self._close_leftovers(task, event)
+
+    def _close_leftovers(self, task: db.Task, event: str) -> None:
+        """Questions the task ended without: their buttons go, so nobody answers into a void."""
+        for question in db.list_questions(self.conn, status="superseded", thread_id=task.id):
+            if question.channel_ref:
+                self._redraw_closed(
+                    f"slack:closed:{question.question_id}", question, question.channel_ref,
+                    task, f"↪️ No longer needed: the task is {event}.",
+                )  # fmt: skip
+
+    def _redraw_closed(
+        self, effect_id: str, question: db.Question, ref: str, task: db.Task, line: str
+    ) -> None:
+        """Once per `effect_id`: the message at `ref` redrawn without buttons, `line` below."""
+        channel, ts = split_ref(ref)
+        blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
+
+        def update() -> tuple[str, Any]:
+            self.call("chat.update", channel=channel, ts=ts, text=line, blocks=blocks)
+            return ref, None
+
+        try:
+            self.once(
+                effect_id, task_id=task.id, kind="slack.update", request={"ts": ts}, do=update
+            )
+        except Exception:  # the message keeps its buttons; an answer there is refused anyway
+            log.exception("could not redraw %s (%s)", ref, effect_id)
 
     def _notice_text(self, task: db.Task, event: str, text: str) -> str:
         body = escape(tail(text, 1500))
@@ -321,22 +344,75 @@ class SlackTransport:
     def _show_expired(self, task: db.Task) -> None:
         """Take the buttons off an expired question's message (it cannot be answered there)."""
         for question in db.list_questions(self.conn, status="expired", thread_id=task.id):
-            if not question.channel_ref:
+            if question.channel_ref:
+                self._redraw_closed(
+                    f"slack:expired:{question.question_id}:{question.deadline_at}", question,
+                    question.channel_ref, task,
+                    "⌛ Expired: nobody answered before the deadline. An operator can reopen it.",
+                )  # fmt: skip
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def show_outcome(self, question: db.Question) -> bool:
+        """Redraw an answered question without its buttons (decision, who, when) and ack it.
+
+        Once per question (`slack:outcome:<question>`). The listener calls it
+        right after a winning Slack answer; `reconcile_answered` catches the
+        rest (answers from the CLI or dashboard, a crash before the redraw).
+        Returns True if the message was redrawn now.
+        """
+        if not question.channel_ref or question.status != QuestionStatus.ANSWERED:
+            return False
+        task = db.get_task(self.conn, question.thread_id)
+        if task is None:
+            return False
+        channel, ts = split_ref(question.channel_ref)
+        when = db.from_iso(question.answered_at) if question.answered_at else self.clock()
+        line = outcome_line(question.answer, question.answered_via, when)
+        blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
+        done_now = False
+
+        def show() -> tuple[str, Any]:
+            nonlocal done_now
+            self.call("chat.update", channel=channel, ts=ts, text=line, blocks=blocks)
+            decision = (
+                question.answer.get("decision") if isinstance(question.answer, dict) else None
+            )
+            then = "The task stops here." if decision == "reject" else "Resuming the task."
+            self.post(channel, f"{line}. {then}", thread_ts=ts)
+            done_now = True
+            return question.channel_ref or "", None
+
+        self.once(
+            f"slack:outcome:{question.question_id}",
+            task_id=task.id, kind="slack.update", request={"via": question.answered_via},
+            do=show,
+        )  # fmt: skip
+        return done_now
+
+    def reconcile_answered(self, now: datetime | None = None) -> int:
+        """Redraw recently answered questions whose message still shows buttons.
+
+        Slack answers are redrawn by the listener within seconds, so they are
+        left alone for `OUTCOME_GRACE`; answers from elsewhere at once.
+        """
+        now = now or self.clock()
+        redrawn = 0
+        for question in db.answered_since(self.conn, now - OUTCOME_WINDOW):
+            if question.transport != self.name or not question.channel_ref:
                 continue
-            channel, ts = split_ref(question.channel_ref)
-            line = "⌛ Expired: nobody answered before the deadline. An operator can reopen it."
-            blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
-
-            def update(
-                channel: str = channel, ts: str = ts, blocks: Any = blocks
-            ) -> tuple[str, Any]:
-                self.call("chat.update", channel=channel, ts=ts, text="Expired", blocks=blocks)
-                return f"{channel}:{ts}", None
-
-            self.once(
-                f"slack:expired:{question.question_id}:{question.deadline_at}",
-                task_id=task.id, kind="slack.update", request={"ts": ts}, do=update,
-            )  # fmt: skip
+            effect = db.get_effect(self.conn, f"slack:outcome:{question.question_id}")
+            if effect is not None and effect.state == EffectState.DONE:
+                continue
+            answered = db.from_iso(question.answered_at) if question.answered_at else now
+            from_slack = (question.answered_via or "").startswith("slack:")
+            if from_slack and now - answered < OUTCOME_GRACE:
+                continue
+            try:
+                redrawn += int(self.show_outcome(question))
+            except Exception:
+                log.exception("could not redraw answered question %s", question.question_id)
+        return redrawn
 
     # -- reminders ---------------------------------------------------------------------------
 

@@ -33,7 +33,6 @@ __all__ = [
     "question_blocks",
     "question_fallback",
     "revise_modal",
-    "superseded_blocks",
 ]
 
 ACTION_PREFIX = "agent_team."
@@ -196,12 +195,20 @@ def question_blocks(question: Question, task: Task, dashboard_url: str | None) -
     return blocks
 
 
-def outcome_line(answer: Any, user: str | None, when: datetime) -> str:
-    """`✅ Approved by @u at <date>`, from the normalised answer."""
+def outcome_line(answer: Any, via: str | None, when: datetime) -> str:
+    """`✅ Approved by @u at <date>`, from the normalised answer and `answered_via`.
+
+    `via` is `slack:<user id>` (shown as a mention) or another channel's name
+    (`cli`, `dashboard:...`), shown as text.
+    """
     decision = str(answer.get("decision", "")) if isinstance(answer, dict) else ""
     word = _DECISION_WORDS.get(decision, "Answered")
     icon = {"approve": "✅", "edit": "✅", "publish": "✅", "reject": "⛔"}.get(decision, "💬")
-    who = f" by <@{user}>" if user else ""
+    who = ""
+    if via and via.startswith("slack:"):
+        who = f" by <@{via.removeprefix('slack:')}>"
+    elif via:
+        who = f" via {escape(via)}"
     line = f"{icon} {word}{who} at {_slack_date(when.isoformat())}"
     text = str(answer.get("text", "")) if isinstance(answer, dict) else ""
     if text:
@@ -216,15 +223,6 @@ def closed_blocks(
     blocks = _summary_blocks(question, task, dashboard_url)
     blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": line}})
     return blocks
-
-
-def superseded_blocks(question: Question, task: Task, dashboard_url: str | None) -> list[Any]:
-    return closed_blocks(
-        question,
-        task,
-        dashboard_url,
-        "↪️ Superseded: this question was reopened and posted again below; answer there.",
-    )
 
 
 def revise_modal(question_id: str, channel_ref: str, kind: str) -> dict[str, Any]:

@@ -53,9 +53,7 @@ from agent_team.transports.slack_blocks import (
     REVISE_BLOCK,
     REVISE_CALLBACK,
     REVISE_INPUT,
-    closed_blocks,
     escape,
-    outcome_line,
     revise_modal,
 )
 
@@ -496,26 +494,7 @@ class SlackListener:
             )
 
     def _show_outcome(self, question: db.Question, user: str) -> None:
-        """The winner: redraw the question without buttons, and ack in the thread."""
-        if not question.channel_ref:
-            return
-        task = db.get_task(self.transport.conn, question.thread_id)
-        if task is None:
-            return
-        channel, ts = split_ref(question.channel_ref)
-        when = db.from_iso(question.answered_at) if question.answered_at else self.clock()
-        line = outcome_line(question.answer, user, when)
-        blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
-
-        def show() -> tuple[str, Any]:
-            self.transport.call("chat.update", channel=channel, ts=ts, text=line, blocks=blocks)
-            self.transport.post(channel, f"{line}. Resuming the task.", thread_ts=ts)
-            return question.channel_ref or "", None
-
-        self.transport.once(
-            f"slack:outcome:{question.question_id}",
-            task_id=task.id, kind="slack.update", request={"user": user}, do=show,
-        )  # fmt: skip
+        self.transport.show_outcome(question)
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from agent_team.transports.slack_blocks import (
     question_blocks,
     question_fallback,
     revise_modal,
-    superseded_blocks,
 )
 
 
@@ -65,12 +64,13 @@ def test_confluence_approval_offers_publish_and_clarify_asks_for_a_reply() -> No
 
 def test_closed_and_superseded_messages_have_no_buttons() -> None:
     q = question("plan_decision", {"text": "Review"})
-    line = outcome_line({"decision": "approve", "text": ""}, "U1", datetime(2026, 3, 2, tzinfo=UTC))
+    when = datetime(2026, 3, 2, tzinfo=UTC)
+    line = outcome_line({"decision": "approve", "text": ""}, "slack:U1", when)
     assert line.startswith("✅ Approved by <@U1> at <!date^")
     assert actions(closed_blocks(q, task(), None, line)) == []
-    assert "Superseded" in json.dumps(superseded_blocks(q, task(), None))
-    revise = outcome_line({"decision": "revise", "text": "a <@U2> b"}, "U1", datetime.now(UTC))
+    revise = outcome_line({"decision": "revise", "text": "a <@U2> b"}, "slack:U1", when)
     assert "Changes requested" in revise and "a &lt;@U2&gt; b" in revise
+    assert "Rejected via cli:&lt;x&gt;" in outcome_line({"decision": "reject"}, "cli:<x>", when)
 
 
 def test_small_helpers() -> None:

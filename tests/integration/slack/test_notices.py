@@ -185,3 +185,35 @@ def test_a_refused_reminder_is_tried_again_on_the_next_pass(world: SlackWorld) -
     assert world.transport.remind_due() == 1
     assert world.transport.remind_due() == 0
     assert len(in_thread(world, question.channel_ref or "")) == 1
+
+
+def test_an_answer_from_elsewhere_or_lost_in_a_crash_is_redrawn_by_the_timer(
+    world: SlackWorld,
+) -> None:
+    by_cli = world.waiting_question("Answered in the CLI")
+    by_slack = world.waiting_question("Answered in Slack, then a crash")
+    world.coordinator.answer(by_cli.question_id, "approve", via="cli")
+    # The Slack answer was stored, but the process died before its follow-up ran.
+    world.coordinator.answer(by_slack.question_id, "reject", via=f"slack:{ALICE}")
+
+    assert world.transport.reconcile_answered() == 1, "the Slack one gets the listener's grace"
+    (update,) = world.fake.of("chat.update")
+    assert update.params["ts"] == (by_cli.channel_ref or "").split(":")[1]
+    assert "Approved via cli" in update.params["text"]
+
+    world.clock.advance(seconds=61)
+    assert world.transport.reconcile_answered() == 1
+    assert f"Rejected by <@{ALICE}>" in world.fake.of("chat.update")[-1].params["text"]
+    assert world.transport.reconcile_answered() == 0, "once each"
+
+
+def test_cancelling_a_waiting_task_takes_the_buttons_off_its_question(world: SlackWorld) -> None:
+    question = world.waiting_question()
+    world.coordinator.cancel(question.thread_id)
+    world.coordinator.tick(until_idle=True, timeout_s=60)
+    assert world.question(question.question_id).status == "superseded"
+    (update,) = world.fake.of("chat.update")
+    assert update.params["ts"] == (question.channel_ref or "").split(":")[1]
+    assert "No longer needed: the task is cancelled" in update.params["text"]
+    assert not [b for b in update.params["blocks"] if b["type"] == "actions"]
+    assert any("was cancelled" in t for t in in_thread(world, question.channel_ref or ""))
