@@ -177,6 +177,16 @@ def _outside(inbox: Connection, outbox: Connection) -> None:
         fake.stop()
 
 
+def _ask(to_child: Connection, from_child: Connection, child: Any, message: Any) -> Any:
+    """Send to Slack's side and wait for its answer; fail loudly if that process died."""
+    to_child.send(message)
+    deadline = time.monotonic() + 120
+    while not from_child.poll(0.1):
+        if not child.is_alive() or time.monotonic() > deadline:
+            raise SystemExit("the Slack-side process died or hung; see its traceback above")
+    return from_child.recv()
+
+
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -207,6 +217,8 @@ def main() -> None:
     from_child, child_out = spawn.Pipe(duplex=False)
     outside = spawn.Process(target=_outside, args=(child_in, child_out), daemon=True)
     outside.start()
+    if not from_child.poll(60):
+        raise SystemExit("the Slack-side process did not start; see its traceback above")
     slack_api_url: str = from_child.recv()
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(
@@ -242,13 +254,11 @@ def main() -> None:
                     answers: list[Request] = [
                         ("POST", url, *answer_request(ref, qid, i)) for i in range(args.concurrency)
                     ]
-                    to_child.send(answers)
-                    acks += from_child.recv()
+                    acks += _ask(to_child, from_child, outside, answers)
                     healths: list[Request] = [("GET", daemon.url + "healthz", None, {})] * len(
                         answers
                     )
-                    to_child.send(healths)
-                    baseline_acks += from_child.recv()
+                    baseline_acks += _ask(to_child, from_child, outside, healths)
                 else:
                     daemon.coordinator.answer(qid, "approve", via="bench")
                 answered = db.get_question(conn, qid)
@@ -270,16 +280,15 @@ def main() -> None:
                 wait_for(done, "the task to finish")
             # The same requests one at a time (a late answer each): the per-request floor.
             for i in range(args.concurrency):
-                to_child.send([("POST", url, *answer_request(ref, qid, i))])
-                alone += from_child.recv()
-                to_child.send([("GET", daemon.url + "healthz", None, {})])
-                alone_health += from_child.recv()
+                one = [("POST", url, *answer_request(ref, qid, i))]
+                alone += _ask(to_child, from_child, outside, one)
+                health = [("GET", daemon.url + "healthz", None, {})]
+                alone_health += _ask(to_child, from_child, outside, health)
         finally:
             daemon.request_stop()
             thread.join(timeout=60)
             conn.close()
-            to_child.send("updates")
-            updates = from_child.recv()
+            updates = _ask(to_child, from_child, outside, "updates") if outside.is_alive() else "?"
             to_child.send(None)
             outside.join(timeout=30)
 

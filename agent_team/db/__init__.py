@@ -90,7 +90,6 @@ from agent_team.db.schema import (
     migrate,
     schema_version,
 )
-from agent_team.db.slack_events import forget_event
 from agent_team.db.slack_reads import answered_since, find_question_by_channel_ref
 from agent_team.db.stats import table_counts
 from agent_team.db.tasks import (
@@ -156,7 +155,6 @@ __all__ = [
     "find_open_question_kind_by_channel_ref",
     "find_question_by_channel_ref",
     "finish_effect",
-    "forget_event",
     "from_iso",
     "get_command",
     "get_cursor",

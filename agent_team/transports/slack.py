@@ -137,24 +137,34 @@ class SlackTransport:
             )
             if s is not None
         ]
-        self._conn: db.LedgerConnection | None = None
+        self._local = threading.local()
+        self._conns: list[db.LedgerConnection] = []
         self._conn_lock = threading.Lock()
 
     # -- plumbing ------------------------------------------------------------------------
 
     @property
     def conn(self) -> db.LedgerConnection:
-        """Opened on first use: the coordinator creates the ledger after the transport."""
-        with self._conn_lock:
-            if self._conn is None:
-                self._conn = db.connect(self.settings.db_path)
-            return self._conn
+        """This thread's ledger connection, opened on first use.
+
+        One per thread: the listener's request threads read at the same time,
+        and threads sharing one SQLite connection queue on its mutex. Opened
+        lazily because the coordinator creates the ledger after the transport.
+        """
+        conn: db.LedgerConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = db.connect(self.settings.db_path)
+            self._local.conn = conn
+            with self._conn_lock:
+                self._conns.append(conn)
+        return conn
 
     def close(self) -> None:
         with self._conn_lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            for conn in self._conns:
+                conn.close()
+            self._conns.clear()
+        self._local = threading.local()
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         """One Web API call, logged by method and channel (never the token or the text)."""

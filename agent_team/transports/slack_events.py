@@ -14,10 +14,14 @@ an answer that was not stored. Everything that talks back to Slack
 small thread pool, so a slow or rate-limited Web API never delays the ack
 past Slack's 3 s.
 
-Deliveries are de-duplicated by `event_id` in the ledger (`seen_events`)
-before a handler acts on one: Slack retries a slow delivery with
-`X-Slack-Retry-Num`, and a retry after a restart is still recognised. Events
-we ignore anyway (chatter, bots, edits) are not written down.
+Deliveries are de-duplicated by `event_id` in the ledger (`seen_events`):
+Slack retries a slow delivery with `X-Slack-Retry-Num`, and a retry after a
+restart is still recognised. The id is written when the event changed
+something or earned a public reply (the winning answer, in the same lock as
+its compare-and-set; a refused answer's help text); a retry of the winner
+then finds its question answered and its id claimed. Events we ignore (chatter,
+bots, edits) and late answers, which only earn a private note, cost no write:
+their de-dup is a read plus an in-memory set.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime
@@ -62,6 +67,7 @@ __all__ = ["EVENTS_PATH", "AnswerFn", "SlackListener"]
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+RECENT_EVENTS = 10_000  # event ids remembered in memory for private-note de-dup
 STALE_AFTER_S = 300  # Slack's rule: a request older than 5 minutes is a replay
 MAX_BODY = 1_000_000  # Slack's payloads are a few KB; refuse anything absurd before parsing
 # Message subtypes that are still a person writing in the thread; the rest (edits,
@@ -115,6 +121,8 @@ class SlackListener:
         # then 2, 5, 10 ... 100 ms), which under a burst of 50 answers costs far more than
         # the few milliseconds each write takes.
         self._write_lock = threading.Lock()
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._recent_lock = threading.Lock()
         self.app = App(
             client=transport.client,
             # Passed explicitly: Bolt would otherwise read SLACK_SIGNING_SECRET itself.
@@ -265,14 +273,9 @@ class SlackListener:
             log.info("slack %s from %s", kind, _dict(body.get("user")).get("id") or "-")
         return next()
 
-    def _first_delivery(self, body: dict[str, Any]) -> bool:
-        """Claim the delivery's `event_id` in the ledger; False for a retry or a repeat.
-
-        Claimed only once an event is about to be acted on: channel chatter,
-        bots and edits cost no write.
-        """
-        event_id = body.get("event_id")
-        if not isinstance(event_id, str) or not event_id:
+    def _claim(self, event_id: str | None) -> bool:
+        """Record in the ledger that this delivery was acted on; False if it already was."""
+        if not event_id:
             return True
         with self._write_lock:
             first = db.claim_event(
@@ -281,6 +284,22 @@ class SlackListener:
         if not first:
             log.info("slack event %s already handled; acking the redelivery", event_id)
         return first
+
+    def _repeat(self, event_id: str | None) -> bool:
+        """A delivery seen before: claimed in the ledger, or already met in this process.
+
+        For replies that only earn a private note: a repeated note after a
+        restart is harmless, so these cost a read, not a write.
+        """
+        if not event_id:
+            return False
+        with self._recent_lock:
+            if event_id in self._recent:
+                return True
+            self._recent[event_id] = None
+            if len(self._recent) > RECENT_EVENTS:
+                self._recent.popitem(last=False)
+        return db.event_seen(self.transport.conn, source="slack", event_id=event_id)
 
     def _on_other_event(self, event: dict[str, Any]) -> None:
         log.info("slack event %s ignored (not one we handle)", event.get("type"))
@@ -305,26 +324,21 @@ class SlackListener:
         text = _LEADING_MENTION.sub("", str(event.get("text") or "")).strip()
         found = db.find_open_question_kind_by_channel_ref(self.transport.conn, ref)
         if found is None:
-            self._reply_to_closed(ref, user, text, channel, thread_ts, body)
+            self._reply_to_closed(ref, user, text, channel, thread_ts, _event_id(body))
             return
         question_id, _kind = found
-        if not self._first_delivery(body):
-            return
+        event_id = _event_id(body)
         if user not in self.allowed:
-            self._later(self._not_allowed, channel, user, thread_ts)
+            if self._claim(event_id):
+                self._later(self._not_allowed, channel, user, thread_ts)
             return
-        try:
-            self._answer(question_id, text, user, channel, thread_ts)
-        except Exception:
-            # Not handled after all (the ledger stayed busy, ...): drop the claim so that
-            # Slack's retry of this 500 is processed, not taken for a duplicate.
-            event_id = body.get("event_id")
-            if isinstance(event_id, str) and event_id:
-                db.forget_event(self.transport.conn, source="slack", event_id=event_id)
-            raise
+        # A retry of a delivery we acted on finds its question answered (closed path
+        # below) or, if it was refused, its claim; the winning claim is written after
+        # the answer, so a failure before that leaves Slack's retry to be processed.
+        self._answer(question_id, text, user, channel, thread_ts, event_id=event_id)
 
     def _reply_to_closed(
-        self, ref: str, user: str, text: str, channel: str, thread_ts: str, body: dict[str, Any]
+        self, ref: str, user: str, text: str, channel: str, thread_ts: str, event_id: str | None
     ) -> None:
         """A reply under a question that no longer takes answers.
 
@@ -340,7 +354,7 @@ class SlackListener:
             parse_answer(question.kind, text)
         except InvalidAnswerError:
             return
-        if not self._first_delivery(body):
+        if self._repeat(event_id):
             return
         self._later(self._ephemeral, channel, user, thread_ts, inbox.closed_message(question))
 
@@ -432,22 +446,29 @@ class SlackListener:
         thread_ts: str,
         *,
         quiet: bool = False,
+        event_id: str | None = None,
     ) -> str | None:
         """Record the answer; returns the problem (bad or late answer), or None if it won.
 
-        With `quiet` (the modal) the problem is shown in the form instead of Slack.
+        With `quiet` (the modal) the problem is shown in the form instead of
+        Slack. `event_id` (thread replies) keeps Slack's retries from being
+        told twice.
         """
         try:
             with self._write_lock:
                 question = self._answer_fn(question_id, text, f"slack:{user}")
+                if event_id:
+                    db.claim_event(
+                        self.transport.conn, source="slack", event_id=event_id, now=self.clock()
+                    )
         except InvalidAnswerError as exc:
             log.info("slack answer to %s by %s refused: %s", question_id, user, exc)
-            if not quiet:
+            if not quiet and self._claim(event_id):
                 self._later(self._bad_answer, question_id, user, channel, thread_ts, str(exc))
             return str(exc)
         except (QuestionClosedError, UnknownTaskError) as exc:
             log.info("slack answer to %s by %s came too late", question_id, user)
-            if not quiet:
+            if not quiet and not self._repeat(event_id):
                 self._later(self._ephemeral, channel, user, thread_ts, str(exc))
             return str(exc)
         log.info("slack answer to %s by %s won", question_id, user)
@@ -495,6 +516,11 @@ class SlackListener:
 
     def _show_outcome(self, question: db.Question, user: str) -> None:
         self.transport.show_outcome(question)
+
+
+def _event_id(body: dict[str, Any]) -> str | None:
+    event_id = body.get("event_id")
+    return event_id if isinstance(event_id, str) and event_id else None
 
 
 def _dict(value: Any) -> dict[str, Any]:
