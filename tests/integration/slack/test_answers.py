@@ -350,3 +350,22 @@ def test_a_delivery_that_failed_midway_is_processed_when_slack_retries(
     retried = world.send(payload, headers={"X-Slack-Retry-Num": "1"})
     assert retried.status_code == 200
     assert world.question(question.question_id).status == "answered"
+
+
+def test_a_publish_approval_is_answered_with_its_publish_button(world: SlackWorld) -> None:
+    db.create_task(world.conn, task_id="tdocs", kind="code", title="Docs page", body="")
+    db.ensure_question(
+        world.conn, question_id="tdocs:q1", thread_id="tdocs", turn=1,
+        kind="confluence_approval", transport="slack", deadline_at=None,
+        payload_json=json.dumps({"text": "Publish this change?", "diff": "+ new line"}),
+    )  # fmt: skip
+    assert world.coordinator.deliver_open("tdocs") == 1
+    (post,) = world.fake.of("chat.postMessage")
+    (actions,) = [b for b in post.params["blocks"] if b["type"] == "actions"]
+    assert [e["text"]["text"] for e in actions["elements"]] == [
+        "Publish", "Request changes", "Reject",
+    ]  # fmt: skip
+    assert "+ new line" in json.dumps(post.params["blocks"])
+    ref = world.question("tdocs:q1").channel_ref or ""
+    world.send(block_action(ref, ALICE, "agent_team.publish", "tdocs:q1"), form=True)
+    assert world.question("tdocs:q1").answer == {"decision": "publish", "text": ""}
