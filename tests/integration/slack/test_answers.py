@@ -116,6 +116,10 @@ def test_request_changes_opens_a_modal_whose_text_becomes_a_revise_answer(
     assert "feedback" in empty.json()["errors"]
     assert world.question(question.question_id).status == "open"
 
+    intruder = world.send(view_submission(MALLORY, view["private_metadata"], "Drop it"), form=True)
+    assert intruder.json()["errors"]["feedback"] == "You are not allowed to answer this."
+    assert world.question(question.question_id).status == "open"
+
     sent = world.send(
         view_submission(ALICE, view["private_metadata"], "Use a signed cookie"), form=True
     )
