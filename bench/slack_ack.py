@@ -13,7 +13,8 @@ and the load generator. Then, for each of `--rounds` tasks:
     3. time each request -> HTTP 200 (the ack Slack waits at most 3 s for);
     4. from the ledger: the winning answer's `answered_at` -> the task's
        `plan_review running` transition after it (the resume run starting);
-    5. wait until the task is done before the next round.
+    5. wait until the task is done and every late answer's private note is
+       out before the next round.
 
 Then the same answers once more, one at a time (each is a late answer by
 then): the per-request cost without queueing.
@@ -169,8 +170,8 @@ def _outside(inbox: Connection, outbox: Connection) -> None:
             requests = inbox.recv()
             if requests is None:
                 return
-            if requests == "updates":
-                outbox.send(len(fake.of("chat.update")))
+            if isinstance(requests, str):  # "count:<method>": calls of a Web API method so far
+                outbox.send(len(fake.of(requests.removeprefix("count:"))))
                 continue
             outbox.send(burst(requests))
     finally:
@@ -254,11 +255,13 @@ def main() -> None:
                     answers: list[Request] = [
                         ("POST", url, *answer_request(ref, qid, i)) for i in range(args.concurrency)
                     ]
-                    acks += _ask(to_child, from_child, outside, answers)
+                    # The baseline first: the private notes a burst of late answers leaves
+                    # behind would still be going out during a burst right after it.
                     healths: list[Request] = [("GET", daemon.url + "healthz", None, {})] * len(
                         answers
                     )
                     baseline_acks += _ask(to_child, from_child, outside, healths)
+                    acks += _ask(to_child, from_child, outside, answers)
                 else:
                     daemon.coordinator.answer(qid, "approve", via="bench")
                 answered = db.get_question(conn, qid)
@@ -278,6 +281,14 @@ def main() -> None:
                     return task is not None and task.status == "done"
 
                 wait_for(done, "the task to finish")
+                if via == "slack":  # every late answer's private note is out: a quiet start
+                    notes = len(acks) - len(acks) // args.concurrency
+
+                    def sent(notes: int = notes) -> bool:
+                        count = _ask(to_child, from_child, outside, "count:chat.postEphemeral")
+                        return bool(count >= notes)
+
+                    wait_for(sent, "the private notes")
             # The same requests one at a time (a late answer each): the per-request floor.
             for i in range(args.concurrency):
                 one = [("POST", url, *answer_request(ref, qid, i))]
@@ -288,7 +299,11 @@ def main() -> None:
             daemon.request_stop()
             thread.join(timeout=60)
             conn.close()
-            updates = _ask(to_child, from_child, outside, "updates") if outside.is_alive() else "?"
+            updates = (
+                _ask(to_child, from_child, outside, "count:chat.update")
+                if outside.is_alive()
+                else "?"
+            )
             to_child.send(None)
             outside.join(timeout=30)
 

@@ -108,6 +108,9 @@ class SlackListener:
         self._pool = ThreadPoolExecutor(
             max_workers=followup_workers, thread_name_prefix="agent-team-slack"
         )
+        self._notes_pool = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="agent-team-slack-n"
+        )
         # Bolt's dispatch runs here, not on the server's 40-thread default pool: the work is
         # a few ms of CPU and SQLite, so more threads only add GIL and lock contention
         # (and starve the worker that resumes the task) without acking any sooner.
@@ -165,6 +168,7 @@ class SlackListener:
     def close(self) -> None:
         self._dispatch_pool.shutdown(wait=True, cancel_futures=False)
         self._pool.shutdown(wait=True, cancel_futures=False)
+        self._notes_pool.shutdown(wait=True, cancel_futures=False)
 
     def drain(self, timeout_s: float = 10.0) -> bool:
         """Wait for the follow-up calls queued so far (tests and shutdown)."""
@@ -173,7 +177,18 @@ class SlackListener:
         _done, not_done = wait(pending, timeout=timeout_s)
         return not not_done
 
-    def _later(self, fn: Callable[..., None], *args: Any) -> None:
+    def _note_later(self, channel: str, user: str, thread_ts: str, text: str) -> None:
+        """A private note to someone who answered too late: one at a time, off the hot path.
+
+        A stampede of clicks produces one note per click; sending them on
+        their own single thread keeps them from competing for the CPU with
+        the acks and with the winning answer's resume.
+        """
+        self._later(self._ephemeral, channel, user, thread_ts, text, pool=self._notes_pool)
+
+    def _later(
+        self, fn: Callable[..., None], *args: Any, pool: ThreadPoolExecutor | None = None
+    ) -> None:
         def run() -> None:
             try:
                 fn(*args)
@@ -181,7 +196,7 @@ class SlackListener:
                 log.exception("slack follow-up %s failed", getattr(fn, "__name__", fn))
 
         try:
-            future = self._pool.submit(run)
+            future = (pool or self._pool).submit(run)
         except RuntimeError:  # shutting down: the answer is stored, only the message is lost
             log.warning("slack follow-up %s dropped: shutting down", getattr(fn, "__name__", fn))
             return
@@ -356,7 +371,7 @@ class SlackListener:
             return
         if self._repeat(event_id):
             return
-        self._later(self._ephemeral, channel, user, thread_ts, inbox.closed_message(question))
+        self._note_later(channel, user, thread_ts, inbox.closed_message(question))
 
     def _on_action(
         self, ack: Callable[..., None], body: dict[str, Any], action: dict[str, Any]
@@ -391,7 +406,7 @@ class SlackListener:
             return
         if question.status != QuestionStatus.OPEN:
             # Already decided (the common case in a burst of clicks): no write, no second read.
-            self._later(self._ephemeral, channel, user, message_ts, inbox.closed_message(question))
+            self._note_later(channel, user, message_ts, inbox.closed_message(question))
             return
         if action_id == REVISE_ACTION:
             trigger = str(body.get("trigger_id") or "")
@@ -469,7 +484,7 @@ class SlackListener:
         except (QuestionClosedError, UnknownTaskError) as exc:
             log.info("slack answer to %s by %s came too late", question_id, user)
             if not quiet and not self._repeat(event_id):
-                self._later(self._ephemeral, channel, user, thread_ts, str(exc))
+                self._note_later(channel, user, thread_ts, str(exc))
             return str(exc)
         log.info("slack answer to %s by %s won", question_id, user)
         self._later(self._show_outcome, question, user)
