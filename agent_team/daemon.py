@@ -25,13 +25,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
 
 import uvicorn
 from pydantic import SecretStr
 from starlette.routing import BaseRoute
 
-from agent_team import db
 from agent_team.builders import kill_running_children
 from agent_team.config import Settings, load_systemd_env
 from agent_team.coordinator import Coordinator
@@ -43,15 +41,11 @@ from agent_team.systemd import Notifier
 from agent_team.transports.base import Transport
 from agent_team.transports.registry import make_transport
 
-if TYPE_CHECKING:
-    from agent_team.transports.slack_events import SlackListener
-
 __all__ = ["Daemon", "DaemonError", "Loop", "ensure_demo_token"]
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
-SLACK_REMINDER_S = 30.0  # how often the reminder loop looks for due reminders
 STABLE_AFTER_S = 30.0  # a loop that ran this long before dying restarts from the short backoff
 
 
@@ -94,7 +88,6 @@ class Daemon:
         self.cut_short = False  # runs were still going when the grace period ended
         self.bound: tuple[str, int] | None = None
         self._server: uvicorn.Server | None = None
-        self.slack: SlackListener | None = None
         self._threads: list[threading.Thread] = []
         # Integrations: each is a no-op unless its settings turn it on.
         self._install_slack()
@@ -113,46 +106,31 @@ class Daemon:
         transport = self.coordinator.transport
         if not isinstance(transport, SlackTransport):  # a test handed in its own transport
             transport = SlackTransport(self.settings, clock=self.coordinator.clock)
-        coordinator = self.coordinator
-
-        def answer(question_id: str, text: str, via: str) -> db.Question:
-            return coordinator.answer(question_id, text, via=via)
-
         listener = SlackListener(
-            self.settings, transport, answer=answer, clock=self.coordinator.clock
+            self.settings, transport, answer=self.coordinator.answer, clock=self.coordinator.clock
         )
-        self.slack = listener
+        health = self.health
         if listener.socket_mode:
-            self.health.set_fact("slack", "socket mode")
-            self.loops.append(Loop("slack-socket", self._slack_socket))
+            health.set_fact("slack", "socket mode")
+            self.loops.append(
+                Loop(
+                    "slack-socket",
+                    lambda stop, _first: listener.run_socket_mode(
+                        stop, lambda: health.beat("slack-socket")
+                    ),
+                )
+            )
         else:
-            self.health.set_fact("slack", "http /slack/events")
+            health.set_fact("slack", "http /slack/events")
             self.routes.append(listener.route())
-        self.loops.append(Loop("slack-reminders", self._slack_reminders))
-
-    def _slack_socket(self, stop: threading.Event, first: bool) -> None:
-        assert self.slack is not None
-        handler = self.slack.socket_mode_handler()
-        handler.connect()  # type: ignore[no-untyped-call]  # opens the WebSocket in its threads
-        try:
-            while not stop.wait(5.0):
-                self.health.beat("slack-socket")
-        finally:
-            handler.close()  # type: ignore[no-untyped-call]
-
-    def _slack_reminders(self, stop: threading.Event, first: bool) -> None:
-        """Reminders at the configured fractions of each deadline; closes the listener on stop."""
-        assert self.slack is not None
-        try:
-            while not stop.is_set():
-                self.slack.transport.remind_due()
-                self.slack.transport.reconcile_answered()
-                self.health.beat("slack-reminders")
-                stop.wait(SLACK_REMINDER_S)
-        finally:
-            if stop.is_set():
-                self.slack.drain(5.0)
-                self.slack.close()
+        self.loops.append(
+            Loop(
+                "slack-reminders",
+                lambda stop, _first: listener.run_timers(
+                    stop, lambda: health.beat("slack-reminders")
+                ),
+            )
+        )
 
     def _install_github(self) -> None:
         """GitHub (issue #6): the poller loop, the webhook route, the status comment."""

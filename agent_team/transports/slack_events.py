@@ -37,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from slack_bolt import App, BoltRequest, BoltResponse
 from slack_bolt.adapter.socket_mode import SocketModeHandler
@@ -67,6 +67,7 @@ __all__ = ["EVENTS_PATH", "AnswerFn", "SlackListener"]
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+TIMERS_S = 30.0  # how often the timer loop looks for due reminders and missed redraws
 RECENT_EVENTS = 10_000  # event ids remembered in memory for private-note de-dup
 STALE_AFTER_S = 300  # Slack's rule: a request older than 5 minutes is a replay
 MAX_BODY = 1_000_000  # Slack's payloads are a few KB; refuse anything absurd before parsing
@@ -80,8 +81,11 @@ _HELP = {
     QuestionKind.CONFLUENCE_APPROVAL.value: PUBLISH_HELP,
 }
 
-# (question_id, text, via) -> the answered question; raises like `inbox.submit_answer`.
-AnswerFn = Callable[[str, str, str], db.Question]
+
+class AnswerFn(Protocol):
+    """`Coordinator.answer`'s shape: records the answer or raises like `inbox.submit_answer`."""
+
+    def __call__(self, question_id: str, text: str, *, via: str) -> db.Question: ...
 
 
 class SlackListener:
@@ -164,6 +168,31 @@ class SlackListener:
         return SocketModeHandler(
             self.app, app_token, web_client=make_web_client(self.settings, token=app_token)
         )
+
+    def run_socket_mode(self, stop: threading.Event, beat: Callable[[], None]) -> None:
+        """The daemon's Socket Mode loop: connect, beat until `stop`, disconnect."""
+        handler = self.socket_mode_handler()
+        handler.connect()  # type: ignore[no-untyped-call]  # the WebSocket runs in its own threads
+        try:
+            while not stop.wait(5.0):
+                beat()
+        finally:
+            handler.close()  # type: ignore[no-untyped-call]
+
+    def run_timers(
+        self, stop: threading.Event, beat: Callable[[], None], every_s: float = TIMERS_S
+    ) -> None:
+        """The daemon's Slack timer loop: reminders, late redraws; on stop, the last messages."""
+        try:
+            while not stop.is_set():
+                self.transport.remind_due()
+                self.transport.reconcile_answered()
+                beat()
+                stop.wait(every_s)
+        finally:
+            if stop.is_set():
+                self.drain(5.0)
+                self.close()
 
     def close(self) -> None:
         self._dispatch_pool.shutdown(wait=True, cancel_futures=False)
@@ -447,7 +476,7 @@ class SlackListener:
 
     # -- the answer path -----------------------------------------------------------------------
 
-    def _answer_in_ledger(self, question_id: str, text: str, via: str) -> db.Question:
+    def _answer_in_ledger(self, question_id: str, text: str, *, via: str) -> db.Question:
         return inbox.submit_answer(
             self.transport.conn, question_id, text, via=via, now=self.clock()
         )
@@ -471,7 +500,7 @@ class SlackListener:
         """
         try:
             with self._write_lock:
-                question = self._answer_fn(question_id, text, f"slack:{user}")
+                question = self._answer_fn(question_id, text, via=f"slack:{user}")
                 if event_id:
                     db.claim_event(
                         self.transport.conn, source="slack", event_id=event_id, now=self.clock()

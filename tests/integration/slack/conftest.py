@@ -230,7 +230,7 @@ def make_world(tmp_path: Path, fake: FakeSlack) -> Iterator[Any]:
         clock = Clock()
         transport = SlackTransport(settings, clock=clock)
         coordinator = Coordinator(settings, transport=transport, clock=clock)
-        listener = SlackListener(settings, transport, answer=_answer_via(coordinator), clock=clock)
+        listener = SlackListener(settings, transport, answer=coordinator.answer, clock=clock)
         server = Server(Starlette(routes=[listener.route()]))
         world = SlackWorld(
             settings, fake, clock, coordinator, transport, listener, server,
@@ -246,13 +246,6 @@ def make_world(tmp_path: Path, fake: FakeSlack) -> Iterator[Any]:
         world.listener.close()
         world.transport.close()
         world.coordinator.close()
-
-
-def _answer_via(coordinator: Coordinator) -> Any:
-    def answer(question_id: str, text: str, via: str) -> db.Question:
-        return coordinator.answer(question_id, text, via=via)
-
-    return answer
 
 
 @pytest.fixture

@@ -340,11 +340,11 @@ def test_a_delivery_that_failed_midway_is_processed_when_slack_retries(
     real = world.listener._answer_fn
     calls: list[str] = []
 
-    def busy_once(question_id: str, text: str, via: str) -> db.Question:
+    def busy_once(question_id: str, text: str, *, via: str) -> db.Question:
         calls.append(question_id)
         if len(calls) == 1:
             raise LedgerBusyError("the ledger stayed locked")
-        return real(question_id, text, via)
+        return real(question_id, text, via=via)
 
     world.listener._answer_fn = busy_once
     payload = message_event(ref, ALICE, "approve", event_id="Ev0BUSYONCE")
