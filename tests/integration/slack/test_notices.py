@@ -5,6 +5,9 @@ Time moves with the injected clock; nothing here sleeps.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from slack_sdk.errors import SlackApiError
 
@@ -217,3 +220,25 @@ def test_cancelling_a_waiting_task_takes_the_buttons_off_its_question(world: Sla
     assert "No longer needed: the task is cancelled" in update.params["text"]
     assert not [b for b in update.params["blocks"] if b["type"] == "actions"]
     assert any("was cancelled" in t for t in in_thread(world, question.channel_ref or ""))
+
+
+def test_the_timer_loop_reminds_beats_and_finishes_cleanly_on_stop(world: SlackWorld) -> None:
+    question = world.waiting_question()
+    world.clock.advance(hours=40)
+    stop = threading.Event()
+    beats: list[int] = []
+    loop = threading.Thread(
+        target=world.listener.run_timers, args=(stop, lambda: beats.append(1), 0.01)
+    )
+    loop.start()
+    try:
+        world.fake.wait_for(lambda f: len(in_thread(world, question.channel_ref or "")) == 1)
+        deadline = time.monotonic() + 10
+        while len(beats) < 3:
+            assert time.monotonic() < deadline, "the loop should keep beating"
+            time.sleep(0.005)
+    finally:
+        stop.set()
+        loop.join(timeout=10)
+    assert not loop.is_alive()
+    assert len(in_thread(world, question.channel_ref or "")) == 1, "still one reminder"
