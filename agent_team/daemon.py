@@ -105,6 +105,39 @@ class Daemon:
 
     def _install_slack(self) -> None:
         """Slack (issue #5): the events route or Socket Mode listener, reminder timer."""
+        if self.settings.transport != "slack":
+            return
+        from agent_team.transports.slack import SlackTransport
+        from agent_team.transports.slack_events import SlackListener
+
+        transport = self.coordinator.transport
+        if not isinstance(transport, SlackTransport):  # a test handed in its own transport
+            transport = SlackTransport(self.settings, clock=self.coordinator.clock)
+        listener = SlackListener(
+            self.settings, transport, answer=self.coordinator.answer, clock=self.coordinator.clock
+        )
+        health = self.health
+        if listener.socket_mode:
+            health.set_fact("slack", "socket mode")
+            self.loops.append(
+                Loop(
+                    "slack-socket",
+                    lambda stop, _first: listener.run_socket_mode(
+                        stop, lambda: health.beat("slack-socket")
+                    ),
+                )
+            )
+        else:
+            health.set_fact("slack", "http /slack/events")
+            self.routes.append(listener.route())
+        self.loops.append(
+            Loop(
+                "slack-reminders",
+                lambda stop, _first: listener.run_timers(
+                    stop, lambda: health.beat("slack-reminders")
+                ),
+            )
+        )
 
     def _install_github(self) -> None:
         """GitHub (issue #6): the poller loop, the webhook route, the status comment."""

@@ -91,6 +91,7 @@ from agent_team.db.schema import (
     migrate,
     schema_version,
 )
+from agent_team.db.slack_reads import answered_since, find_question_by_channel_ref
 from agent_team.db.stats import table_counts
 from agent_team.db.tasks import (
     count_tasks_by_status,
@@ -127,6 +128,7 @@ __all__ = [
     "UsageSummaryRow",
     "answer_question",
     "answer_resume_times",
+    "answered_since",
     "answered_without_resume",
     "assert_ready",
     "backup_ledger",
@@ -153,6 +155,7 @@ __all__ = [
     "fail_command",
     "find_open_question_by_channel_ref",
     "find_open_question_kind_by_channel_ref",
+    "find_question_by_channel_ref",
     "finish_effect",
     "from_iso",
     "get_command",

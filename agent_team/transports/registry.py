@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from agent_team.config import Settings
-from agent_team.exceptions import ConfigError
 from agent_team.transports.base import Transport
 from agent_team.transports.local import LocalTransport
 
@@ -11,6 +10,15 @@ __all__ = ["make_transport"]
 
 
 def make_transport(settings: Settings) -> Transport:
-    if settings.transport == "local":
-        return LocalTransport()
-    raise ConfigError(f"AGENT_TEAM_TRANSPORT={settings.transport} is not available yet")
+    """The configured transport.
+
+    Raises:
+        ConfigError: `transport=slack` without the settings it needs (the message
+            names each missing variable).
+    """
+    if settings.transport == "slack":
+        # Imported here so the local transport never loads slack-bolt.
+        from agent_team.transports.slack import SlackTransport
+
+        return SlackTransport(settings)
+    return LocalTransport()

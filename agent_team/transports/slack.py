@@ -1,0 +1,489 @@
+"""The Slack transport: questions become Block Kit messages, notices go into their threads.
+
+Every post is a side effect recorded in the ledger before and after the call
+(DESIGN.md §4), keyed so that a crash or a second delivery pass never posts
+twice: `slack:post:<question>:<n>` (n counts reopenings), `slack:notify:
+<task>:<event>:<digest>`, `slack:remind:<question>:<posted_at>:<fraction>`,
+`slack:outcome:<question>`, `slack:superseded:<question>:<n>`. A post that
+failed or was cut off before its result was saved is tried again; Slack
+gives no idempotency key, so that one case is at-least-once.
+
+The answers coming back (thread replies, buttons, the modal) are handled by
+`slack_events.SlackListener`; this module is the outbound half.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+)
+
+from agent_team import db
+from agent_team.config import Settings
+from agent_team.exceptions import ConfigError
+from agent_team.redact import redact, tail
+from agent_team.task_model import EffectState, QuestionStatus
+from agent_team.transports.slack_blocks import (
+    closed_blocks,
+    escape,
+    mention,
+    outcome_line,
+    question_blocks,
+    question_fallback,
+)
+
+__all__ = [
+    "POST_KIND",
+    "SlackTransport",
+    "make_web_client",
+    "require_slack_settings",
+    "split_ref",
+]
+
+log = logging.getLogger(__name__)
+
+POST_KIND = "slack.post"
+NOTIFY_KIND = "slack.notify"
+QUIET_EVENTS = frozenset({"started", "waiting"})  # the question itself is the message
+TERMINAL_EVENTS = frozenset({"done", "failed", "cancelled"})
+OUTCOME_WINDOW = timedelta(days=2)  # how far back `reconcile_answered` looks
+OUTCOME_GRACE = timedelta(seconds=60)  # the listener's own redraw gets this long first
+
+
+def require_slack_settings(settings: Settings) -> None:
+    """Refuse to start a Slack transport that could not work, naming every missing variable.
+
+    Raises:
+        ConfigError: a required setting is missing.
+    """
+    missing = []
+    if settings.slack_bot_token is None:
+        missing.append("AGENT_TEAM_SLACK_BOT_TOKEN")
+    if not settings.slack_channel:
+        missing.append("AGENT_TEAM_SLACK_CHANNEL")
+    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+        missing.append("AGENT_TEAM_SLACK_SIGNING_SECRET (or AGENT_TEAM_SLACK_APP_TOKEN)")
+    if missing:
+        raise ConfigError(
+            f"AGENT_TEAM_TRANSPORT=slack needs {', '.join(missing)}; set them "
+            "(see the Slack section of the README) or use AGENT_TEAM_TRANSPORT=local"
+        )
+
+
+def make_web_client(settings: Settings, token: str | None = None) -> WebClient:
+    """The Web API client: our base URL, and 429s retried after Slack's `Retry-After`."""
+    base_url = settings.slack_api_url
+    if not base_url.endswith("/"):
+        base_url += "/"
+    if token is None and settings.slack_bot_token is not None:
+        token = settings.slack_bot_token.get_secret_value()
+    return WebClient(
+        token=token,
+        base_url=base_url,
+        timeout=10,
+        retry_handlers=[
+            ConnectionErrorRetryHandler(max_retry_count=1),
+            RateLimitErrorRetryHandler(max_retry_count=3),
+        ],
+    )
+
+
+def split_ref(channel_ref: str) -> tuple[str, str]:
+    """`<channel_id>:<ts>` -> (channel, ts)."""
+    channel, _, ts = channel_ref.partition(":")
+    if not channel or not ts:
+        raise ValueError(f"{channel_ref!r} is not a Slack channel_ref (<channel>:<ts>)")
+    return channel, ts
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+class SlackTransport:
+    """Posts questions, outcomes, reminders and task notices; safe to share between threads."""
+
+    name = "slack"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        client: WebClient | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        require_slack_settings(settings)
+        self.settings = settings
+        self.channel: str = settings.slack_channel or ""
+        self.client = client or make_web_client(settings)
+        self.clock: Callable[[], datetime] = clock or settings.now
+        self._secrets = [
+            s.get_secret_value()
+            for s in (
+                settings.slack_bot_token,
+                settings.slack_signing_secret,
+                settings.slack_app_token,
+            )
+            if s is not None
+        ]
+        self._local = threading.local()
+        self._conns: list[db.LedgerConnection] = []
+        self._conn_lock = threading.Lock()
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> db.LedgerConnection:
+        """This thread's ledger connection, opened on first use.
+
+        One per thread: the listener's request threads read at the same time,
+        and threads sharing one SQLite connection queue on its mutex. Opened
+        lazily because the coordinator creates the ledger after the transport.
+        """
+        conn: db.LedgerConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = db.connect(self.settings.db_path)
+            self._local.conn = conn
+            with self._conn_lock:
+                self._conns.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._conn_lock:
+            for conn in self._conns:
+                conn.close()
+            self._conns.clear()
+        self._local = threading.local()
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        """One Web API call, logged by method and channel (never the token or the text)."""
+        where = params.get("channel", "")
+        try:
+            response = self.client.api_call(method, json=params)
+        except SlackApiError as exc:
+            error = exc.response.get("error", "error") if exc.response is not None else "error"
+            log.warning("slack %s %s -> %s", method, where, redact(str(error), self._secrets))
+            raise
+        except Exception as exc:
+            log.warning("slack %s %s failed: %s", method, where, redact(f"{exc!r}", self._secrets))
+            raise
+        log.info("slack %s %s -> ok", method, where)
+        return dict(response.data) if isinstance(response.data, dict) else {}
+
+    def once(
+        self,
+        effect_id: str,
+        *,
+        task_id: str,
+        kind: str,
+        request: Any,
+        do: Callable[[], tuple[str | None, Any]],
+    ) -> db.SideEffect:
+        """Run `do` unless the effect is done; record `(result_ref, result)` or the error."""
+        effect = db.begin_effect(
+            self.conn, effect_id=effect_id, task_id=task_id, kind=kind, request=request
+        )
+        if effect.state == EffectState.DONE:
+            return effect
+        try:
+            ref, result = do()
+        except Exception as exc:
+            db.finish_effect(
+                self.conn, effect_id=effect_id, state=EffectState.FAILED.value,
+                error=tail(redact(f"{type(exc).__name__}: {exc}", self._secrets), 500),
+            )  # fmt: skip
+            raise
+        db.finish_effect(self.conn, effect_id=effect_id, result_ref=ref, result=result)
+        found = db.get_effect(self.conn, effect_id)
+        assert found is not None
+        return found
+
+    def post(self, channel: str, text: str, *, thread_ts: str | None = None, **extra: Any) -> str:
+        """chat.postMessage; returns the new message's `<channel>:<ts>`."""
+        params: dict[str, Any] = {"channel": channel, "text": text, "unfurl_links": False}
+        if thread_ts:
+            params["thread_ts"] = thread_ts
+        params.update(extra)
+        data = self.call("chat.postMessage", **params)
+        return f"{data.get('channel') or channel}:{data.get('ts')}"
+
+    # -- the Transport interface -----------------------------------------------------------
+
+    def _posts(self, question_id: str, task_id: str) -> list[db.SideEffect]:
+        posts = [
+            effect
+            for effect in db.list_effects(self.conn, task_id=task_id, kind=POST_KIND)
+            if isinstance(effect.request, dict) and effect.request.get("question_id") == question_id
+        ]
+        return sorted(posts, key=lambda effect: int(effect.request.get("n", 0)))
+
+    def deliver(self, question: db.Question, task: db.Task) -> str:
+        """Post the question (once per opening) and mark an older post of it as superseded."""
+        posts = self._posts(question.question_id, task.id)
+        latest = posts[-1] if posts else None
+        if latest is not None and latest.request.get("deadline_at") == question.deadline_at:
+            if latest.state == EffectState.DONE and latest.result_ref:
+                return latest.result_ref  # posted before a crash cost us `record_delivery`
+            n = int(latest.request["n"])
+        else:
+            n = int(latest.request["n"]) + 1 if latest is not None else 1
+        blocks = question_blocks(question, task, self.settings.dashboard_url)
+
+        def post() -> tuple[str, Any]:
+            ref = self.post(self.channel, question_fallback(question, task), blocks=blocks)
+            return ref, {"channel_ref": ref}
+
+        effect = self.once(
+            f"slack:post:{question.question_id}:{n}",
+            task_id=task.id,
+            kind=POST_KIND,
+            request={"question_id": question.question_id, "deadline_at": question.deadline_at,
+                     "n": n},
+            do=post,
+        )  # fmt: skip
+        assert effect.result_ref is not None
+        log.info(
+            "task %s: question %s posted at %s", task.id, question.question_id, effect.result_ref
+        )
+        for old in posts:
+            if old.result_ref and old.result_ref != effect.result_ref:
+                self._mark_superseded(old, question, task, effect.result_ref)
+        return effect.result_ref
+
+    def _mark_superseded(
+        self, old: db.SideEffect, question: db.Question, task: db.Task, new_ref: str
+    ) -> None:
+        assert old.result_ref is not None
+        self._redraw_closed(
+            f"slack:superseded:{question.question_id}:{old.request.get('n')}", question,
+            old.result_ref, task,
+            "↪️ Superseded: this question was reopened and posted again below; answer there.",
+        )  # fmt: skip
+
+    def task_thread(self, task_id: str) -> str | None:
+        """The `<channel>:<ts>` of the task's newest question post, where its notices go."""
+        posts = [
+            effect
+            for effect in db.list_effects(self.conn, task_id=task_id, kind=POST_KIND, state="done")
+            if effect.result_ref
+        ]
+        return posts[-1].result_ref if posts else None
+
+    def notify(self, task: db.Task, event: str, text: str) -> None:
+        """Parked, done, failed, cancelled: one message per distinct notice, in the task thread."""
+        if event in QUIET_EVENTS:
+            return
+        thread = self.task_thread(task.id)
+        message = self._notice_text(task, event, text)
+        channel, thread_ts = split_ref(thread) if thread else (self.channel, None)
+
+        def post() -> tuple[str, Any]:
+            return self.post(channel, message, thread_ts=thread_ts), None
+
+        self.once(
+            f"slack:notify:{task.id}:{event}:{_digest(text)}",
+            task_id=task.id, kind=NOTIFY_KIND, request={"event": event}, do=post,
+        )  # fmt: skip
+        if event == "parked" and task.parked_reason == "question_expired":
+            self._show_expired(task)
+        if event in TERMINAL_EVENTS:
+            self._close_leftovers(task, event)
+
+    def _close_leftovers(self, task: db.Task, event: str) -> None:
+        """Questions the task ended without: their buttons go, so nobody answers into a void."""
+        for question in db.list_questions(self.conn, status="superseded", thread_id=task.id):
+            if question.channel_ref:
+                self._redraw_closed(
+                    f"slack:closed:{question.question_id}", question, question.channel_ref,
+                    task, f"↪️ No longer needed: the task is {event}.",
+                )  # fmt: skip
+
+    def _redraw_closed(
+        self, effect_id: str, question: db.Question, ref: str, task: db.Task, line: str
+    ) -> None:
+        """Once per `effect_id`: the message at `ref` redrawn without buttons, `line` below."""
+        channel, ts = split_ref(ref)
+        blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
+
+        def update() -> tuple[str, Any]:
+            self.call("chat.update", channel=channel, ts=ts, text=line, blocks=blocks)
+            return ref, None
+
+        try:
+            self.once(
+                effect_id, task_id=task.id, kind="slack.update", request={"ts": ts}, do=update
+            )
+        except Exception:  # the message keeps its buttons; an answer there is refused anyway
+            log.exception("could not redraw %s (%s)", ref, effect_id)
+
+    def _notice_text(self, task: db.Task, event: str, text: str) -> str:
+        body = escape(tail(text, 1500))
+        title = f"*{escape(task.title)}* (task `{task.id}`)"
+        if event == "parked":
+            if task.parked_reason == "question_expired":
+                line = f"⌛ {title} is parked: {body}. Nobody answered in time."
+                if self.settings.slack_escalate_to:
+                    line += f" {mention(self.settings.slack_escalate_to)}: please decide or reopen."
+                return line
+            if task.parked_reason == "budget_exhausted":
+                how = "it continues by itself after midnight UTC, or raise the daily budget"
+            else:
+                how = "fix the cause (`agent-team doctor` helps), then resubmit or reopen it"
+            return (
+                f"⏸️ {title} is parked ({task.parked_reason or 'parked'}): {body}. To unpark: {how}."
+            )
+        if event == "done":
+            return f"✅ {title} is done: {body}"
+        if event == "failed":
+            return f"❌ {title} failed: {body}"
+        if event == "cancelled":
+            return f"🛑 {title} was cancelled: {body}"
+        return f"{title}: {event}: {body}"
+
+    def _show_expired(self, task: db.Task) -> None:
+        """Take the buttons off an expired question's message (it cannot be answered there)."""
+        for question in db.list_questions(self.conn, status="expired", thread_id=task.id):
+            if question.channel_ref:
+                self._redraw_closed(
+                    f"slack:expired:{question.question_id}:{question.deadline_at}", question,
+                    question.channel_ref, task,
+                    "⌛ Expired: nobody answered before the deadline. An operator can reopen it.",
+                )  # fmt: skip
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def show_outcome(self, question: db.Question) -> bool:
+        """Redraw an answered question without its buttons (decision, who, when) and ack it.
+
+        Once per question (`slack:outcome:<question>`). The listener calls it
+        right after a winning Slack answer; `reconcile_answered` catches the
+        rest (answers from the CLI or dashboard, a crash before the redraw).
+        Returns True if the message was redrawn now.
+        """
+        if not question.channel_ref or question.status != QuestionStatus.ANSWERED:
+            return False
+        task = db.get_task(self.conn, question.thread_id)
+        if task is None:
+            return False
+        channel, ts = split_ref(question.channel_ref)
+        when = db.from_iso(question.answered_at) if question.answered_at else self.clock()
+        line = outcome_line(question.answer, question.answered_via, when)
+        blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
+        done_now = False
+
+        def show() -> tuple[str, Any]:
+            nonlocal done_now
+            self.call("chat.update", channel=channel, ts=ts, text=line, blocks=blocks)
+            decision = (
+                question.answer.get("decision") if isinstance(question.answer, dict) else None
+            )
+            then = "The task stops here." if decision == "reject" else "Resuming the task."
+            self.post(channel, f"{line}. {then}", thread_ts=ts)
+            done_now = True
+            return question.channel_ref or "", None
+
+        self.once(
+            f"slack:outcome:{question.question_id}",
+            task_id=task.id, kind="slack.update", request={"via": question.answered_via},
+            do=show,
+        )  # fmt: skip
+        return done_now
+
+    def reconcile_answered(self, now: datetime | None = None) -> int:
+        """Redraw recently answered questions whose message still shows buttons.
+
+        Slack answers are redrawn by the listener within seconds, so they are
+        left alone for `OUTCOME_GRACE`; answers from elsewhere at once.
+        """
+        now = now or self.clock()
+        redrawn = 0
+        for question in db.answered_since(self.conn, now - OUTCOME_WINDOW):
+            if question.transport != self.name or not question.channel_ref:
+                continue
+            effect = db.get_effect(self.conn, f"slack:outcome:{question.question_id}")
+            if effect is not None and effect.state == EffectState.DONE:
+                continue
+            answered = db.from_iso(question.answered_at) if question.answered_at else now
+            from_slack = (question.answered_via or "").startswith("slack:")
+            if from_slack and now - answered < OUTCOME_GRACE:
+                continue
+            try:
+                redrawn += int(self.show_outcome(question))
+            except Exception:
+                log.exception("could not redraw answered question %s", question.question_id)
+        return redrawn
+
+    # -- reminders ---------------------------------------------------------------------------
+
+    def remind_due(self, now: datetime | None = None) -> int:
+        """Post the reminders that are due (once each); returns how many were posted.
+
+        A reminder is due at `posted_at + fraction * (deadline - posted_at)`.
+        When several fell due at once (the daemon was down), only the latest
+        is posted and the earlier ones are recorded as skipped.
+        """
+        now = now or self.clock()
+        posted_count = 0
+        fractions = self.settings.reminder_fractions()
+        for question in db.list_questions(self.conn, status=QuestionStatus.OPEN.value):
+            if question.transport != self.name or not question.channel_ref:
+                continue
+            if not question.posted_at or not question.deadline_at:
+                continue
+            posted, deadline = db.from_iso(question.posted_at), db.from_iso(question.deadline_at)
+            span = deadline - posted
+            if span.total_seconds() <= 0 or now >= deadline:
+                continue
+            due = [f for f in fractions if now >= posted + span * f]
+            try:
+                posted_count += self._remind_question(question, due, deadline, now)
+            except Exception:  # Slack down or refusing: the next pass tries again
+                log.exception("reminder for %s failed", question.question_id)
+        return posted_count
+
+    def _remind_question(
+        self, question: db.Question, due: list[float], deadline: datetime, now: datetime
+    ) -> int:
+        """Post the latest due reminder of one question if not yet posted; mark the rest skipped."""
+        posted = 0
+        for fraction in due:
+            effect_id = f"slack:remind:{question.question_id}:{question.posted_at}:{fraction:g}"
+            effect = db.get_effect(self.conn, effect_id)  # a read: most passes write nothing
+            if effect is not None and effect.state == EffectState.DONE:
+                continue
+            if fraction != due[-1]:
+                do: Callable[[], tuple[str | None, Any]] = lambda: (None, {"skipped": True})  # noqa: E731
+            else:
+                do = partial(self._remind, question, deadline, now)
+                posted += 1
+            self.once(
+                effect_id, task_id=question.thread_id, kind="slack.remind",
+                request={"fraction": fraction}, do=do,
+            )  # fmt: skip
+        return posted
+
+    def _remind(self, question: db.Question, deadline: datetime, now: datetime) -> tuple[str, Any]:
+        assert question.channel_ref is not None
+        channel, ts = split_ref(question.channel_ref)
+        left = deadline - now
+        hours = left.total_seconds() / 3600
+        when = f"{hours:.1f} h" if hours >= 1 else f"{max(1, int(left.total_seconds() // 60))} min"
+        who = mention(self.settings.slack_allowed_users)
+        if not who:
+            who = "(nobody may answer yet: set AGENT_TEAM_SLACK_ALLOWED_USERS)"
+        text = (
+            f"⏰ Reminder {who}: this question is still open and expires in {when} "
+            f"(question `{question.question_id}`)."
+        )
+        return self.post(channel, text, thread_ts=ts), None

@@ -1,0 +1,251 @@
+"""Block Kit for questions, outcomes and notices: pure functions, no network, no ledger.
+
+Kept apart from the transport so the message shapes are unit-tested alone,
+and so the listener and the transport build the same message (the listener
+redraws a question without its buttons after an answer).
+
+Every piece of text that came from outside (an issue title, a plan, an
+answer) is escaped for Slack's mrkdwn: `<!channel>` in an issue title must
+not ping a channel, and `<http://x|y>` must not become a disguised link.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from agent_team.db import Question, Task, from_iso
+from agent_team.task_model import QuestionKind
+
+__all__ = [
+    "ACTION_PREFIX",
+    "BUTTON_ANSWERS",
+    "REVISE_ACTION",
+    "REVISE_BLOCK",
+    "REVISE_CALLBACK",
+    "REVISE_INPUT",
+    "closed_blocks",
+    "dashboard_link",
+    "escape",
+    "mention",
+    "outcome_line",
+    "question_blocks",
+    "question_fallback",
+    "revise_modal",
+]
+
+ACTION_PREFIX = "agent_team."
+REVISE_ACTION = f"{ACTION_PREFIX}revise"
+REVISE_CALLBACK = "agent_team.revise_modal"
+REVISE_BLOCK = "feedback"
+REVISE_INPUT = "text"
+# Button action id -> the answer text it stands for (the answers grammar of each kind).
+BUTTON_ANSWERS: dict[str, str] = {
+    f"{ACTION_PREFIX}approve": "approve",
+    f"{ACTION_PREFIX}publish": "publish",
+    f"{ACTION_PREFIX}reject": "reject",
+}
+
+_SECTION_LIMIT = 2900  # Slack refuses section text over 3000 characters
+_HEADERS = {
+    QuestionKind.CLARIFY.value: "agent-team needs a detail",
+    QuestionKind.PLAN_DECISION.value: "agent-team: review the plan",
+    QuestionKind.CONFLUENCE_APPROVAL.value: "agent-team: approve the documentation change",
+}
+_DECISION_WORDS = {
+    "approve": "Approved",
+    "edit": "Approved with an edited plan",
+    "revise": "Changes requested",
+    "reject": "Rejected",
+    "publish": "Publish approved",
+}
+
+
+def escape(text: str) -> str:
+    """Escape the three characters Slack's mrkdwn treats as control characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def mention(user_ids: list[str]) -> str:
+    return " ".join(f"<@{user}>" for user in user_ids)
+
+
+def _clip(text: str, limit: int = _SECTION_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _slack_date(iso: str | None) -> str:
+    """A date Slack shows in the reader's own time zone, with the UTC text as fallback."""
+    if not iso:
+        return "no deadline"
+    when = from_iso(iso)
+    fallback = when.strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{int(when.timestamp())}^{{date_short_pretty}} {{time}}|{fallback}>"
+
+
+def dashboard_link(dashboard_url: str | None, task_id: str) -> str | None:
+    if not dashboard_url:
+        return None
+    return f"{dashboard_url.rstrip('/')}/task/{task_id}"
+
+
+def _link(url: str, label: str) -> str:
+    # A URL from an issue is still outside input: drop the characters that break a link.
+    clean = re.sub(r"[<>|\s]", "", url)
+    return f"<{clean}|{escape(label)}>"
+
+
+def _task_line(task: Task, dashboard_url: str | None) -> str:
+    parts = [f"*{escape(task.title)}* (task `{task.id}`)"]
+    if task.source_ref and task.source_ref.startswith(("http://", "https://")):
+        parts.append(_link(task.source_ref, "source"))
+    elif task.source_ref:
+        parts.append(f"source: {escape(task.source_ref)}")
+    link = dashboard_link(dashboard_url, task.id)
+    if link:
+        parts.append(_link(link, "dashboard"))
+    return " · ".join(parts)
+
+
+def _payload(question: Question) -> dict[str, Any]:
+    payload = question.payload
+    return payload if isinstance(payload, dict) else {}
+
+
+def _summary_blocks(question: Question, task: Task, dashboard_url: str | None) -> list[Any]:
+    payload = _payload(question)
+    blocks: list[Any] = [
+        {
+            "type": "header",
+            "text": {"type": "plain_text", "text": _HEADERS.get(question.kind, "agent-team asks")},
+        },
+        {"type": "section", "text": {"type": "mrkdwn", "text": _task_line(task, dashboard_url)}},
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": _clip(escape(str(payload.get("text", ""))) or "-")},
+        },
+    ]
+    # The plan, or the exact change a publish approval is about.
+    for key in ("plan_markdown", "preview", "diff", "summary"):
+        value = payload.get(key)
+        if isinstance(value, str) and value.strip():
+            blocks.append(
+                {"type": "section", "text": {"type": "mrkdwn", "text": _clip(escape(value))}}
+            )
+    return blocks
+
+
+def question_fallback(question: Question, task: Task) -> str:
+    """The notification text (shown where blocks are not: push notices, screen readers)."""
+    text = str(_payload(question).get("text", "")) or question.kind
+    return _clip(f"{task.title}: {text}", 300)
+
+
+def question_blocks(question: Question, task: Task, dashboard_url: str | None) -> list[Any]:
+    """The question as posted: summary, deadline, and buttons or the reply hint."""
+    blocks = _summary_blocks(question, task, dashboard_url)
+    help_text = str(_payload(question).get("help", ""))
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [
+                {
+                    "type": "mrkdwn",
+                    "text": f"Answer by {_slack_date(question.deadline_at)} · "
+                    f"question `{question.question_id}`",
+                }
+            ],
+        }
+    )
+    buttons: list[tuple[str, str, str | None]] = []
+    if question.kind == QuestionKind.PLAN_DECISION:
+        buttons = [
+            ("Approve", f"{ACTION_PREFIX}approve", "primary"),
+            ("Request changes", REVISE_ACTION, None),
+            ("Reject", f"{ACTION_PREFIX}reject", "danger"),
+        ]
+    elif question.kind == QuestionKind.CONFLUENCE_APPROVAL:
+        buttons = [
+            ("Publish", f"{ACTION_PREFIX}publish", "primary"),
+            ("Request changes", REVISE_ACTION, None),
+            ("Reject", f"{ACTION_PREFIX}reject", "danger"),
+        ]
+    if buttons:
+        elements = []
+        for label, action_id, style in buttons:
+            button: dict[str, Any] = {
+                "type": "button",
+                "text": {"type": "plain_text", "text": label},
+                "action_id": action_id,
+                "value": question.question_id,
+            }
+            if style:
+                button["style"] = style
+            elements.append(button)
+        blocks.append(
+            {"type": "actions", "block_id": f"answer:{question.question_id}", "elements": elements}
+        )
+    hint = "Reply in this thread" + (
+        f" ({escape(help_text)})" if help_text else " with your answer"
+    )
+    if buttons:
+        hint = "Or reply in this thread" + (f": {escape(help_text)}" if help_text else "")
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": hint}]})
+    return blocks
+
+
+def outcome_line(answer: Any, via: str | None, when: datetime) -> str:
+    """`✅ Approved by @u at <date>`, from the normalised answer and `answered_via`.
+
+    `via` is `slack:<user id>` (shown as a mention) or another channel's name
+    (`cli`, `dashboard:...`), shown as text.
+    """
+    decision = str(answer.get("decision", "")) if isinstance(answer, dict) else ""
+    word = _DECISION_WORDS.get(decision, "Answered")
+    icon = {"approve": "✅", "edit": "✅", "publish": "✅", "reject": "⛔"}.get(decision, "💬")
+    who = ""
+    if via and via.startswith("slack:"):
+        who = f" by <@{via.removeprefix('slack:')}>"
+    elif via:
+        who = f" via {escape(via)}"
+    line = f"{icon} {word}{who} at {_slack_date(when.isoformat())}"
+    text = str(answer.get("text", "")) if isinstance(answer, dict) else ""
+    if text:
+        line += f": {_clip(escape(text), 500)}"
+    return line
+
+
+def closed_blocks(
+    question: Question, task: Task, dashboard_url: str | None, line: str
+) -> list[Any]:
+    """The question redrawn once it is closed: no buttons, the outcome underneath."""
+    blocks = _summary_blocks(question, task, dashboard_url)
+    blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": line}})
+    return blocks
+
+
+def revise_modal(question_id: str, channel_ref: str, kind: str) -> dict[str, Any]:
+    """The "Request changes" modal; `private_metadata` says which question it answers."""
+    what = "plan" if kind == QuestionKind.PLAN_DECISION else "change"
+    return {
+        "type": "modal",
+        "callback_id": REVISE_CALLBACK,
+        "private_metadata": f"{question_id}|{channel_ref}",
+        "title": {"type": "plain_text", "text": "Request changes"},
+        "submit": {"type": "plain_text", "text": "Send"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": REVISE_BLOCK,
+                "label": {"type": "plain_text", "text": f"What should change in the {what}?"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REVISE_INPUT,
+                    "multiline": True,
+                    "max_length": 3000,
+                },
+            }
+        ],
+    }

@@ -1,0 +1,55 @@
+"""`agent-team doctor` checks for the Slack transport (registered on import)."""
+
+from __future__ import annotations
+
+from slack_sdk.errors import SlackApiError
+
+from agent_team.config import Settings
+from agent_team.doctor import CheckResult, check
+from agent_team.exceptions import ConfigError
+from agent_team.redact import redact
+from agent_team.transports.slack import make_web_client, require_slack_settings
+
+__all__ = ["check_slack", "check_slack_allowed_users"]
+
+
+@check
+def check_slack(settings: Settings) -> CheckResult:
+    """The settings are complete and the bot token works (`auth.test`)."""
+    if settings.transport != "slack":
+        return CheckResult("slack", True, "not used (AGENT_TEAM_TRANSPORT=local)")
+    try:
+        require_slack_settings(settings)
+    except ConfigError as exc:
+        return CheckResult("slack", False, str(exc), "set the variables named above")
+    mode = "socket mode" if settings.slack_app_token else "HTTP mode at POST /slack/events"
+    try:
+        data = make_web_client(settings).auth_test().data
+    except SlackApiError as exc:
+        error = exc.response.get("error", "error") if exc.response is not None else "error"
+        return CheckResult(
+            "slack", False, f"auth.test refused the bot token: {error}",
+            "check AGENT_TEAM_SLACK_BOT_TOKEN (an xoxb- token of the installed app)",
+        )  # fmt: skip
+    except Exception as exc:
+        return CheckResult(
+            "slack", False, f"cannot reach {settings.slack_api_url}: {redact(str(exc))}",
+            "check the network, or AGENT_TEAM_SLACK_API_URL",
+        )  # fmt: skip
+    who = data.get("user_id") if isinstance(data, dict) else None
+    return CheckResult("slack", True, f"bot {who} posts to {settings.slack_channel}; {mode}")
+
+
+@check
+def check_slack_allowed_users(settings: Settings) -> CheckResult:
+    """Fail closed is safe but useless: say so when nobody may answer."""
+    if settings.transport != "slack":
+        return CheckResult("slack allowed users", True, "not used")
+    if not settings.slack_allowed_users:
+        return CheckResult(
+            "slack allowed users", False,
+            "AGENT_TEAM_SLACK_ALLOWED_USERS is empty: nobody can answer questions in Slack",
+            "set AGENT_TEAM_SLACK_ALLOWED_USERS to the Slack user ids, comma-separated",
+        )  # fmt: skip
+    count = len(settings.slack_allowed_users)
+    return CheckResult("slack allowed users", True, f"{count} user(s) may answer")

@@ -1,0 +1,96 @@
+"""What reaches `POST /slack/events` that is not a good answer: forgeries, junk, unknown events."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from agent_team import db
+from tests.integration.slack.conftest import (
+    ALICE,
+    SlackWorld,
+    block_action,
+    message_event,
+    sign,
+)
+
+
+def seen(world: SlackWorld, event_id: str) -> bool:
+    return db.event_seen(world.conn, source="slack", event_id=event_id)
+
+
+def test_a_forged_signature_is_refused_and_nothing_is_stored(world: SlackWorld) -> None:
+    question = world.waiting_question()
+    ref = question.channel_ref or ""
+    payload = message_event(ref, ALICE, "approve", event_id="Ev0FORGED")
+    response = world.send(payload, secret="not-the-signing-secret")
+    assert response.status_code == 401
+    forged_button = world.send(
+        block_action(ref, ALICE, "agent_team.approve", question.question_id),
+        form=True,
+        secret="not-the-signing-secret",
+    )
+    assert forged_button.status_code == 401
+    unsigned = world.http.post(world.server.url, content=json.dumps(payload).encode())
+    assert unsigned.status_code == 401
+    assert world.question(question.question_id).status == "open"
+    assert not seen(world, "Ev0FORGED"), "not even the event id is recorded"
+
+
+def test_a_stale_signature_is_refused(world: SlackWorld) -> None:
+    question = world.waiting_question()
+    payload = message_event(question.channel_ref or "", ALICE, "approve", event_id="Ev0STALE")
+    response = world.send(payload, timestamp=int(time.time()) - 6 * 60)
+    assert response.status_code == 401
+    assert world.question(question.question_id).status == "open"
+    assert not seen(world, "Ev0STALE")
+    fresh = world.send(payload, timestamp=int(time.time()) - 60)
+    assert fresh.status_code == 200 and world.question(question.question_id).status == "answered"
+
+
+def test_malformed_json_is_acked_and_ignored_but_only_when_signed(world: SlackWorld) -> None:
+    body = b'{"type": "event_callback", "event": {'
+    headers = {"Content-Type": "application/json"}
+    signed = world.http.post(world.server.url, content=body, headers={**headers, **sign(body)})
+    assert signed.status_code == 200
+    forged = world.http.post(
+        world.server.url, content=body, headers={**headers, **sign(body, secret="wrong")}
+    )
+    assert forged.status_code == 401
+    latin = "é".encode("latin-1")
+    assert world.http.post(world.server.url, content=latin, headers=sign(latin)).status_code == 200
+
+
+def test_unknown_events_and_payloads_are_acked_with_200(world: SlackWorld) -> None:
+    reaction = message_event("C1:1.2", ALICE, "", event_id="Ev0REACTION")
+    reaction["event"] = {"type": "reaction_added", "user": ALICE, "reaction": "tada"}
+    assert world.send(reaction).status_code == 200
+    assert not seen(world, "Ev0REACTION"), "nothing to de-duplicate: no write"
+    assert world.send({"type": "shortcut", "callback_id": "nope"}, form=True).status_code == 200
+    assert world.send({"type": "something_new"}).status_code == 200
+    assert world.send({"nothing": "useful"}).status_code == 200
+
+
+def test_the_url_verification_challenge_is_answered(world: SlackWorld) -> None:
+    response = world.send(
+        {
+            "type": "url_verification",
+            "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
+        }
+    )
+    assert response.status_code == 200
+    assert "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" in response.text
+
+
+def test_json_that_is_not_an_object_is_acked_and_ignored(world: SlackWorld) -> None:
+    for raw in (b"[1, 2]", b'"text"', b"null", b"{}", b"payload=%7Bnot-json"):
+        headers = {"Content-Type": "application/json", **sign(raw)}
+        assert world.http.post(world.server.url, content=raw, headers=headers).status_code == 200
+        forged = {"Content-Type": "application/json", **sign(raw, secret="wrong")}
+        assert world.http.post(world.server.url, content=raw, headers=forged).status_code == 401
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(world: SlackWorld) -> None:
+    raw = b"x" * 1_000_001
+    response = world.http.post(world.server.url, content=raw, headers=sign(raw))
+    assert response.status_code == 413

@@ -1,0 +1,164 @@
+"""How Slack is wired in: settings, the registry, Socket Mode, doctor, and the whole daemon."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+from agent_team import db
+from agent_team.daemon import Daemon
+from agent_team.doctor import run_checks
+from agent_team.exceptions import ConfigError
+from agent_team.transports.registry import make_transport
+from agent_team.transports.slack import SlackTransport
+from agent_team.transports.slack_events import SlackListener
+from tests.fakes.slack_api import FakeSlack
+from tests.integration.pipeline.conftest import LONG_BODY
+from tests.integration.slack.conftest import (
+    ALICE,
+    CHANNEL,
+    block_action,
+    form_body,
+    sign,
+    slack_settings,
+)
+
+APP_TOKEN = "xapp-1-A000-0000-test"
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_transport_slack_without_its_settings_names_the_missing_variables(
+    tmp_path: Path, fake: FakeSlack
+) -> None:
+    settings = slack_settings(
+        tmp_path, fake, slack_bot_token=None, slack_channel=None, slack_signing_secret=None
+    )
+    with pytest.raises(ConfigError) as caught:
+        make_transport(settings)
+    message = str(caught.value)
+    for variable in (
+        "AGENT_TEAM_SLACK_BOT_TOKEN", "AGENT_TEAM_SLACK_CHANNEL", "AGENT_TEAM_SLACK_SIGNING_SECRET",
+    ):  # fmt: skip
+        assert variable in message
+    with_app_token = slack_settings(
+        tmp_path, fake, slack_signing_secret=None, slack_app_token=APP_TOKEN
+    )
+    assert isinstance(make_transport(with_app_token), SlackTransport)
+    assert make_transport(slack_settings(tmp_path, fake, transport="local")).name == "local"
+
+
+def test_socket_mode_is_wired_without_touching_the_network(tmp_path: Path, fake: FakeSlack) -> None:
+    settings = slack_settings(tmp_path, fake, slack_signing_secret=None, slack_app_token=APP_TOKEN)
+    transport = SlackTransport(settings)
+    listener = SlackListener(settings, transport)
+    try:
+        handler = listener.socket_mode_handler()
+        assert isinstance(handler, SocketModeHandler)
+        assert handler.app is listener.app
+        assert handler.client.app_token == APP_TOKEN
+        assert handler.client.web_client.base_url == fake.base_url
+        assert listener.socket_mode
+        assert fake.calls == [], "building the handler connects nothing"
+
+        daemon = Daemon(settings.model_copy(update={"dashboard_port": 0}))
+        try:
+            names = [loop.name for loop in daemon.loops]
+            assert names == ["worker", "slack-socket", "slack-reminders"]
+            assert not daemon.routes, "no HTTP route in Socket Mode"
+            assert daemon.health.facts()["slack"] == "socket mode"
+        finally:
+            daemon.coordinator.close()
+    finally:
+        listener.close()
+        transport.close()
+
+
+def test_doctor_checks_the_token_and_warns_about_an_empty_allow_list(
+    tmp_path: Path, fake: FakeSlack
+) -> None:
+    results = {r.name: r for r in run_checks(slack_settings(tmp_path, fake))}
+    assert results["slack"].ok and "UBOT00001" in results["slack"].detail
+    assert results["slack allowed users"].ok
+
+    empty = {r.name: r for r in run_checks(slack_settings(tmp_path, fake, slack_allowed_users=[]))}
+    assert not empty["slack allowed users"].ok
+    assert "AGENT_TEAM_SLACK_ALLOWED_USERS" in empty["slack allowed users"].fix
+
+    bad = {
+        r.name: r
+        for r in run_checks(slack_settings(tmp_path, fake, slack_bot_token="xoxb-wrong-token-1"))
+    }
+    assert not bad["slack"].ok and "invalid_auth" in bad["slack"].detail
+    assert "xoxb-wrong" not in bad["slack"].detail
+
+    missing = {r.name: r for r in run_checks(slack_settings(tmp_path, fake, slack_channel=None))}
+    assert not missing["slack"].ok and "AGENT_TEAM_SLACK_CHANNEL" in missing["slack"].detail
+
+
+def test_the_daemon_posts_takes_a_button_answer_and_finishes(
+    tmp_path: Path, fake: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = slack_settings(tmp_path, fake, dashboard_port=0, poll_s=0.1)
+    daemon = Daemon(settings)
+    assert [route.path for route in daemon.routes] == ["/slack/events"]  # type: ignore[attr-defined]
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(daemon.run()), daemon=True)
+    with caplog.at_level(logging.INFO):
+        thread.start()
+        try:
+            wait_for(lambda: daemon.bound is not None, "the HTTP server")
+            task_id = daemon.coordinator.start_task(title="Remember the email", body=LONG_BODY)
+            wait_for(lambda: bool(fake.of("chat.postMessage")), "the question post")
+            (question,) = db.list_questions(daemon.coordinator.conn, thread_id=task_id)
+            wait_for(
+                lambda: (
+                    db.get_question(daemon.coordinator.conn, question.question_id).channel_ref
+                    is not None
+                ),
+                "the delivery record",
+            )
+            ref = f"{CHANNEL}:{fake.of('chat.postMessage')[0].params and '1700000000.000001'}"
+            body, headers = form_body(
+                block_action(ref, ALICE, "agent_team.approve", question.question_id)
+            )
+            response = httpx.post(
+                daemon.url + "slack/events", content=body, headers={**headers, **sign(body)},
+                timeout=10,
+            )  # fmt: skip
+            assert response.status_code == 200
+
+            def done() -> bool:
+                task = db.get_task(daemon.coordinator.conn, task_id)
+                return task is not None and task.status == "done"
+
+            wait_for(done, "the task to finish")
+            wait_for(lambda: len(fake.of("chat.update")) == 1, "the question redrawn")
+            wait_for(
+                lambda: any(
+                    "is done" in str(c.params.get("text")) for c in fake.of("chat.postMessage")
+                ),
+                "the done notice",
+            )
+            health = httpx.get(daemon.url + "healthz", timeout=10)
+            assert "slack-reminders" in health.text
+        finally:
+            daemon.request_stop()
+            thread.join(timeout=60)
+    assert codes == [0]
+    (update,) = fake.of("chat.update")
+    assert "Approved" in update.params["text"]
+    assert "xoxb-" not in caplog.text, "no token in the log"
+    assert "slack chat.postMessage C0QUESTIONS -> ok" in caplog.text

@@ -1,0 +1,91 @@
+"""Block Kit shapes: what each question kind shows, and outside text kept inert."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from agent_team.db import Question, Task
+from agent_team.transports.slack_blocks import (
+    closed_blocks,
+    dashboard_link,
+    escape,
+    outcome_line,
+    question_blocks,
+    question_fallback,
+    revise_modal,
+)
+
+
+def task(**changes: str) -> Task:
+    values = {
+        "id": "t1", "kind": "code", "source": "github:o/r",
+        "source_ref": "https://github.com/o/r/issues/3", "title": "Fix <!channel> login & more",
+        "body": "", "status": "waiting", "phase": "plan_review", "parked_reason": None,
+        "created_at": "2026-03-02T10:00:00.000000Z", "updated_at": "2026-03-02T10:00:00.000000Z",
+    }  # fmt: skip
+    values.update(changes)
+    return Task(**values)  # type: ignore[arg-type]
+
+
+def question(kind: str, payload: dict[str, str]) -> Question:
+    return Question(
+        question_id="t1:1", thread_id="t1", turn=1, kind=kind, status="open", transport="slack",
+        channel_ref=None, posted_at=None, deadline_at="2026-03-05T10:00:00.000000Z",
+        answer_json=None, answered_at=None, answered_via=None, payload_json=json.dumps(payload),
+    )  # fmt: skip
+
+
+def actions(blocks: list[dict[str, object]]) -> list[str]:
+    found = [b for b in blocks if b["type"] == "actions"]
+    return [e["action_id"] for b in found for e in b["elements"]]  # type: ignore[attr-defined]
+
+
+def test_plan_decision_has_the_plan_the_deadline_and_three_buttons() -> None:
+    q = question("plan_decision", {"text": "Review the plan", "plan_markdown": "- step <b>"})
+    blocks = question_blocks(q, task(), "http://dash.test/")
+    text = json.dumps(blocks)
+    assert actions(blocks) == ["agent_team.approve", "agent_team.revise", "agent_team.reject"]
+    assert "- step &lt;b&gt;" in text
+    assert "<!date^1772704800^" in text and "2026-03-05 10:00 UTC" in text
+    assert "<http://dash.test/task/t1|dashboard>" in text
+    assert "<https://github.com/o/r/issues/3|source>" in text
+    assert "&lt;!channel&gt;" in text and "<!channel>" not in text
+
+
+def test_confluence_approval_offers_publish_and_clarify_asks_for_a_reply() -> None:
+    publish = question_blocks(question("confluence_approval", {"text": "Publish?"}), task(), None)
+    assert actions(publish) == ["agent_team.publish", "agent_team.revise", "agent_team.reject"]
+    clarify = question_blocks(question("clarify", {"text": "Which page?"}), task(), None)
+    assert actions(clarify) == []
+    assert "Reply in this thread" in json.dumps(clarify)
+    assert "dashboard" not in json.dumps(clarify), "no dashboard URL configured, no link"
+
+
+def test_closed_and_superseded_messages_have_no_buttons() -> None:
+    q = question("plan_decision", {"text": "Review"})
+    when = datetime(2026, 3, 2, tzinfo=UTC)
+    line = outcome_line({"decision": "approve", "text": ""}, "slack:U1", when)
+    assert line.startswith("✅ Approved by <@U1> at <!date^")
+    assert actions(closed_blocks(q, task(), None, line)) == []
+    revise = outcome_line({"decision": "revise", "text": "a <@U2> b"}, "slack:U1", when)
+    assert "Changes requested" in revise and "a &lt;@U2&gt; b" in revise
+    assert "Rejected via cli:&lt;x&gt;" in outcome_line({"decision": "reject"}, "cli:<x>", when)
+
+
+def test_small_helpers() -> None:
+    assert escape("a & <b>") == "a &amp; &lt;b&gt;"
+    assert dashboard_link(None, "t1") is None
+    assert dashboard_link("https://x.test/base/", "t1") == "https://x.test/base/task/t1"
+    assert question_fallback(question("clarify", {"text": "Why?"}), task(title="T")) == "T: Why?"
+    modal = revise_modal("t1:1", "C1:1.2", "plan_decision")
+    assert modal["private_metadata"] == "t1:1|C1:1.2"
+    assert modal["blocks"][0]["block_id"] == "feedback"
+
+
+def test_long_text_is_clipped_to_what_slack_accepts() -> None:
+    q = question("plan_decision", {"text": "x" * 5000, "plan_markdown": "y" * 5000})
+    for block in question_blocks(q, task(), None):
+        text = block.get("text")
+        if isinstance(text, dict):
+            assert len(text["text"]) <= 3000
