@@ -242,3 +242,15 @@ def test_the_timer_loop_reminds_beats_and_finishes_cleanly_on_stop(world: SlackW
         loop.join(timeout=10)
     assert not loop.is_alive()
     assert len(in_thread(world, question.channel_ref or "")) == 1, "still one reminder"
+
+
+def test_a_parked_notice_says_how_to_unpark(world: SlackWorld) -> None:
+    question = world.waiting_question()
+    db.set_task_status(
+        world.conn, question.thread_id, "parked", parked_reason="builder_unavailable"
+    )
+    task = db.get_task(world.conn, question.thread_id)
+    assert task is not None
+    world.transport.notify(task, "parked", "claude was not found")
+    (post,) = in_thread(world, question.channel_ref or "")
+    assert "builder_unavailable" in post and f"`agent-team retry {task.id}`" in post
