@@ -16,7 +16,9 @@ Endpoints (https://developer.atlassian.com/cloud/confluence/rest/v2/):
 Auth is Basic (account email + API token) or OAuth 2.0 client credentials of
 a service account (the token is fetched from the token URL and cached until
 shortly before it expires). 429 and 503 are retried, honouring `Retry-After`
-up to a cap, with jittered exponential backoff. A 409 (stale version) is
+up to a cap, with jittered exponential backoff. A write (POST/PUT) is resent
+after a transport error only when the request never left (connect errors);
+otherwise `ConfluenceError` says it may have landed. A 409 (stale version) is
 raised as `StaleVersionError` for the caller, who knows how to re-apply its
 edit. Secrets never appear in errors: they are built from status codes and
 Confluence's own error titles, then redacted.
@@ -50,6 +52,11 @@ __all__ = [
 ]
 
 _RETRY_STATUSES = frozenset({429, 503})
+# POST and PUT change the page: after most transport errors (a read timeout, a dropped
+# connection) the write may have landed, so only errors raised before the request left
+# are retried. https://www.python-httpx.org/exceptions/
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+_WRITES = frozenset({"POST", "PUT"})
 
 
 class StaleVersionError(ConfluenceError):
@@ -288,6 +295,13 @@ class ConfluenceClient:
             try:
                 response = self._http.send(request)
             except httpx.HTTPError as exc:
+                if method in _WRITES and not isinstance(exc, _NOT_SENT):
+                    # Never resend: the caller reads the page to learn whether it landed.
+                    raise ConfluenceError(
+                        f"{what}: the answer from Confluence was lost ({type(exc).__name__}); "
+                        "the write may have landed; agent-team reads the page before it writes "
+                        "again"
+                    ) from None
                 if attempt + 1 >= self.max_attempts:
                     raise ConfluenceError(
                         f"{what}: cannot reach Confluence at {self.base_url} "

@@ -388,6 +388,9 @@ def _write_update(
                     "nothing was written. Revise the task once the page is quiet"
                 ) from None
             page = client.get_page(str(draft["page_id"]))  # re-read; the edit is re-applied
+            if page.version == request["json"]["version"]["number"] and _names_task(page, task_id):
+                # Our own write landed (its answer was lost and a retry met 409): record it.
+                return _result(page, recovered=True)
             continue
         crash_point(deps, Phase.CONF_WRITE, "sent")
         return _result(written)

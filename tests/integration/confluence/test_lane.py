@@ -482,3 +482,51 @@ def test_parallel_workers_write_each_page_once(
     assert sorted(w.body["title"] for w in fake.writes()) == [f"Design: Docs {n}" for n in range(4)]
     assert len(fake.pages) == 4
     assert {task(coordinator, t).status for t in ids} == {"done"}
+
+
+# -- a write whose response is lost lands once -----------------------------------------------
+
+
+def test_a_lost_write_response_parks_and_retry_recognises_the_write(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    page_id = fake.add_page("Notes", fixture_text("no_diagram.json"), version=3)
+    coordinator = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(coordinator, body=f"{LONG_BODY}\nconfluence-page: {page_id}")
+    fake.lose_response[("PUT", "/wiki/api/v2/pages/")] = ["drop"]  # lands, answer lost
+    answer(coordinator, task_id, "publish")
+    parked = task(coordinator, task_id)
+    assert (parked.status, parked.parked_reason) == ("parked", "confluence_unavailable")
+    (effect,) = effects(coordinator, task_id)
+    assert effect.state == "pending"
+    assert [w.body["version"]["number"] for w in fake.writes()] == [4]
+
+    coordinator.retry(task_id)
+    run(coordinator)
+
+    assert task(coordinator, task_id).status == "done"
+    assert [w.method for w in fake.writes()] == ["PUT"], "never sent twice"
+    doc = adf.parse(fake.pages[page_id].body)
+    assert fake.pages[page_id].version == 4
+    assert len(mermaid.find_diagrams(doc, DEFAULT_MERMAID_MACROS)) == 1, "inserted once"
+    (effect,) = effects(coordinator, task_id)
+    assert effect.state == "done" and effect.result["recovered"] is True
+    assert effect.result["version"] == 4
+
+
+def test_a_409_after_our_own_write_landed_is_recorded_not_re_applied(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    page_id = fake.add_page("Notes", fixture_text("no_diagram.json"), version=3)
+    coordinator = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(coordinator, body=f"{LONG_BODY}\nconfluence-page: {page_id}")
+    # A gateway answers 503 after the PUT landed; the retried PUT meets 409 (version 4 taken).
+    fake.lose_response[("PUT", "/wiki/api/v2/pages/")] = ["503"]
+    answer(coordinator, task_id, "publish")
+    assert task(coordinator, task_id).status == "done"
+    assert [w.body["version"]["number"] for w in fake.writes()] == [4, 4]  # no PUT of 5
+    assert fake.pages[page_id].version == 4
+    doc = adf.parse(fake.pages[page_id].body)
+    assert len(mermaid.find_diagrams(doc, DEFAULT_MERMAID_MACROS)) == 1, "inserted once"
+    (effect,) = effects(coordinator, task_id)
+    assert effect.state == "done" and effect.result["version"] == 4
