@@ -530,3 +530,42 @@ def test_a_409_after_our_own_write_landed_is_recorded_not_re_applied(
     assert len(mermaid.find_diagrams(doc, DEFAULT_MERMAID_MACROS)) == 1, "inserted once"
     (effect,) = effects(coordinator, task_id)
     assert effect.state == "done" and effect.result["version"] == 4
+
+
+# -- an approval covers the mode it was asked in ---------------------------------------------
+
+
+def test_a_dry_run_approval_never_becomes_a_real_write(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    transport = RecordingTransport()
+    asked = make_lane()  # dry run: the question says nothing will be sent
+    task_id = submit_docs(asked)
+    question = open_question(asked, task_id)
+    assert "DRY RUN: nothing will be sent" in question.payload["text"]
+    assert question.payload["dry_run"] is True
+    asked.close()
+    # The operator restarts with dry-run off; a person then answers the dry-run question.
+    real = make_lane(confluence_dry_run=False, transport=transport)
+    answer(real, task_id, "publish")
+
+    assert fake.writes() == [], "approved as a dry run: nothing is sent"
+    assert task(real, task_id).status == "done"
+    (effect,) = effects(real, task_id)
+    assert effect.state == "done" and effect.result["dry_run"] is True
+    note = db.list_transitions(real.conn, task_id)[-1].note or ""
+    assert "nothing sent" in note and "a real write needs a new approval" in note
+
+
+def test_a_real_write_approval_is_a_dry_run_when_dry_run_was_turned_on(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    asked = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(asked)
+    assert open_question(asked, task_id).payload["dry_run"] is False
+    asked.close()
+    dry = make_lane()  # the operator turned dry-run back on: it wins
+    answer(dry, task_id, "publish")
+    assert fake.writes() == []
+    (effect,) = effects(dry, task_id)
+    assert effect.result["dry_run"] is True
