@@ -569,3 +569,58 @@ def test_a_real_write_approval_is_a_dry_run_when_dry_run_was_turned_on(
     assert fake.writes() == []
     (effect,) = effects(dry, task_id)
     assert effect.result["dry_run"] is True
+
+
+# -- the flag turned off with lane tasks in flight -------------------------------------------
+
+
+def test_turning_the_lane_off_parks_its_tasks_with_the_fix(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    on = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(on)
+    assert task(on, task_id).phase == "conf_gate"
+    on.close()
+    off = make_lane(confluence_enabled=False)
+    answer(off, task_id, "publish")
+
+    parked = task(off, task_id)
+    assert (parked.status, parked.parked_reason) == ("parked", "confluence_disabled")
+    note = db.list_transitions(off.conn, task_id)[-1].note or ""
+    assert note == (
+        "the Confluence lane is off; set AGENT_TEAM_CONFLUENCE_ENABLED=true, then "
+        f"agent-team retry {task_id}"
+    )
+    assert fake.writes() == []
+    off.close()
+
+    again = make_lane(confluence_dry_run=False)  # the operator turned it back on
+    again.retry(task_id)
+    run(again)
+    assert task(again, task_id).status == "done"
+    assert [w.method for w in fake.writes()] == ["POST"]
+
+
+def test_a_write_continued_with_the_lane_off_parks_instead_of_ending_short(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    page_id = fake.add_page("Notes", fixture_text("no_diagram.json"), version=3)
+    on = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(on, body=f"{LONG_BODY}\nconfluence-page: {page_id}")
+    fake.lose_response[("PUT", "/wiki/api/v2/pages/")] = ["drop"]
+    answer(on, task_id, "publish")  # parks in conf_write (confluence_unavailable)
+    on.close()
+    off = make_lane(confluence_enabled=False)
+    off.retry(task_id)
+    run(off)
+    parked = task(off, task_id)
+    assert (parked.status, parked.parked_reason) == ("parked", "confluence_disabled")
+    assert "AGENT_TEAM_CONFLUENCE_ENABLED=true" in (
+        db.list_transitions(off.conn, task_id)[-1].note or ""
+    )
+    off.close()
+    again = make_lane(confluence_dry_run=False)
+    again.retry(task_id)
+    run(again)
+    assert task(again, task_id).status == "done"
+    assert [w.method for w in fake.writes()] == ["PUT"] and fake.pages[page_id].version == 4
