@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -275,12 +276,18 @@ class ConfluenceClient:
         # Jitter spreads retries of parallel workers; never below what the server asked.
         return min(self.retry_cap_s, wanted + random.uniform(0, self.backoff_s))
 
-    def _error(self, response: httpx.Response, what: str) -> str:
+    @staticmethod
+    def _errors(response: httpx.Response) -> list[dict[str, Any]]:
+        """Confluence's own error objects from the response body."""
         try:
             errors = response.json().get("errors") or []
-            title = "; ".join(str(e.get("title") or e.get("code") or "") for e in errors)
-        except (ValueError, AttributeError):
-            title = ""
+            return [e for e in errors if isinstance(e, dict)]
+        except (ValueError, AttributeError, TypeError):
+            return []
+
+    def _error(self, response: httpx.Response, what: str) -> str:
+        errors = self._errors(response)
+        title = "; ".join(str(e.get("title") or e.get("code") or "") for e in errors)
         detail = f": {title}" if title else ""
         return redact(f"{what}: Confluence answered {response.status_code}{detail}",
                       self.auth.secrets)  # fmt: skip
@@ -423,7 +430,14 @@ class ConfluenceClient:
         """POST a page built by `create_request`."""
         what = f"creating page {payload.get('title')!r}"
         response = self._request("POST", "/api/v2/pages", json=payload, what=what)
-        if response.status_code in (400, 404) and "space" in self._error(response, what).lower():
+        # Only Confluence's error codes and titles decide (a page title like "Namespace ..."
+        # in our own text must not).
+        about_space = any(
+            re.search(r"\bspace", str(e.get(field) or ""), re.IGNORECASE)
+            for e in self._errors(response)
+            for field in ("code", "title")
+        )
+        if response.status_code in (400, 404) and about_space:
             raise ConfluenceRefusedError(self._error(response, what) + "; check the space id")
         return self._page(self._json(response, what), what, need_body=False)
 

@@ -286,3 +286,22 @@ def test_a_read_is_still_retried_after_a_lost_response(fake: fc.FakeConfluence) 
     page_id = fake.add_page("P", (FIXTURES / "no_diagram.json").read_text())
     fake.lose_response[("GET", "/wiki/api/v2/pages/")] = ["drop"]
     assert basic(fake).get_page(page_id).id == page_id
+
+
+def test_only_confluence_errors_about_the_space_blame_the_space_id(
+    fake: fc.FakeConfluence,
+) -> None:
+    client = basic(fake)
+    doc_text = adf.dumps({"type": "doc", "version": 1, "content": []})
+    client.create_page(
+        create_request(space_id="1001", parent_id=None, title="Namespace layout", doc_text=doc_text)
+    )
+    with pytest.raises(ConfluenceError) as caught:  # a duplicate title, not a wrong space
+        client.create_page(create_request(space_id="1001", parent_id=None,
+                                          title="Namespace layout", doc_text=doc_text))  # fmt: skip
+    assert "already exists" in str(caught.value) and "space id" not in str(caught.value)
+    assert not isinstance(caught.value, ConfluenceRefusedError)
+    with pytest.raises(ConfluenceRefusedError, match="check the space id"):
+        client.create_page(
+            create_request(space_id="4242", parent_id=None, title="Other", doc_text=doc_text)
+        )
