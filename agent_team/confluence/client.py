@@ -16,9 +16,9 @@ Endpoints (https://developer.atlassian.com/cloud/confluence/rest/v2/):
 Auth is Basic (account email + API token) or OAuth 2.0 client credentials of
 a service account (the token is fetched from the token URL and cached until
 shortly before it expires). 429 and 503 are retried, honouring `Retry-After`
-up to a cap, with jittered exponential backoff. A write (POST/PUT) is resent
-after a transport error only when the request never left (connect errors);
-otherwise `ConfluenceError` says it may have landed. A 409 (stale version) is
+(seconds or an HTTP-date) up to a cap, with jittered exponential backoff. A
+write (POST/PUT) is resent after a transport error only when the request never
+left (connect errors); otherwise `ConfluenceError` says it may have landed. A 409 (stale version) is
 raised as `StaleVersionError` for the caller, who knows how to re-apply its
 edit. Secrets never appear in errors: they are built from status codes and
 Confluence's own error titles, then redacted.
@@ -27,12 +27,14 @@ Confluence's own error titles, then redacted.
 from __future__ import annotations
 
 import base64
+import email.utils
 import random
 import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -211,6 +213,7 @@ class ConfluenceClient:
         retry_cap_s: float = 30.0,
         backoff_s: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.auth = auth
@@ -218,6 +221,7 @@ class ConfluenceClient:
         self.retry_cap_s = retry_cap_s
         self.backoff_s = backoff_s
         self._sleep = sleep
+        self._wall_clock = wall_clock  # for Retry-After given as an HTTP-date
         self._http = httpx.Client(
             transport=transport,
             timeout=timeout_s,
@@ -265,12 +269,23 @@ class ConfluenceClient:
 
     # -- transport -----------------------------------------------------------------------
 
+    def _retry_at(self, header: str) -> float | None:
+        """Seconds until an HTTP-date `Retry-After` (RFC 9110 §10.2.3), or None if unreadable."""
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # "-0000": UTC by RFC 5322
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - self._wall_clock()).total_seconds())
+
     def _delay(self, response: httpx.Response, attempt: int) -> float:
         header = response.headers.get("Retry-After", "").strip()
+        wanted: float | None
         try:
             wanted = float(header) if header else None
         except ValueError:
-            wanted = None
+            wanted = self._retry_at(header)
         if wanted is None or wanted < 0:
             wanted = self.backoff_s * (2**attempt)
         # Jitter spreads retries of parallel workers; never below what the server asked.

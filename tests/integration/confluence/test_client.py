@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -305,3 +306,27 @@ def test_only_confluence_errors_about_the_space_blame_the_space_id(
         client.create_page(
             create_request(space_id="4242", parent_id=None, title="Other", doc_text=doc_text)
         )
+
+
+@pytest.mark.parametrize(
+    ("header", "low", "high"),
+    [
+        ("Wed, 02 Dec 2026 16:00:07 GMT", 7.0, 7.01),  # seven seconds after "now"
+        ("Wed, 02 Dec 2026 17:00:00 GMT", 10.0, 10.0),  # an hour: the cap wins
+        ("Wed, 02 Dec 2026 15:59:00 GMT", 0.0, 0.01),  # already past: retry now
+        ("soon", 0.01, 0.03),  # unreadable: backoff
+    ],
+)
+def test_retry_after_as_an_http_date(
+    fake: fc.FakeConfluence, header: str, low: float, high: float
+) -> None:
+    page_id = fake.add_page("P", (FIXTURES / "no_diagram.json").read_text())
+    fake.fail_next[("GET", "/wiki/api/v2/pages/")] = [(503, {"Retry-After": header})]
+    sleeps = Sleeps()
+    client = ConfluenceClient(
+        fake.base_url, BasicAuth(fc.EMAIL, SecretStr(fc.API_TOKEN)), sleep=sleeps,
+        retry_cap_s=10.0, backoff_s=0.01,
+        wall_clock=lambda: datetime(2026, 12, 2, 16, 0, 0, tzinfo=UTC),
+    )  # fmt: skip
+    client.get_page(page_id)
+    assert len(sleeps) == 1 and low <= sleeps[0] <= high
