@@ -417,6 +417,23 @@ class ConfluenceClient:
             )
         return self._page(self._json(response, what), what)
 
+    def page_space(self, page_id: str) -> str | None:
+        """The space id of a page, or None when there is no such page (its body is not parsed).
+
+        Raises:
+            ConfluenceError: auth or server trouble.
+        """
+        if not page_id.isdigit():
+            return None
+        what = f"reading page {page_id}"
+        response = self._request(
+            "GET", f"/api/v2/pages/{page_id}", params={"body-format": "atlas_doc_format"},
+            what=what,
+        )  # fmt: skip
+        if response.status_code == 404:
+            return None
+        return str(self._json(response, what).get("spaceId") or "")
+
     def space_exists(self, space_id: str) -> bool:
         what = f"reading space {space_id}"
         if not space_id.isdigit():

@@ -20,8 +20,9 @@
 
 Which page: a task body line `confluence-page: <numeric id>` names an existing
 page to update; without one a new page is created in
-`AGENT_TEAM_CONFLUENCE_SPACE_ID` under `AGENT_TEAM_CONFLUENCE_PARENT_ID`.
-For an existing page the edit replaces the first Mermaid diagram's source,
+`AGENT_TEAM_CONFLUENCE_SPACE_ID` under `AGENT_TEAM_CONFLUENCE_PARENT_ID`
+(both checked before the model is asked: the space exists, the parent is a
+page of that space). For an existing page the edit replaces the first Mermaid diagram's source,
 or, when the page has none, inserts one after the heading the model names.
 
 `reject`: a `confluence` task ends `cancelled` (nothing was produced); a code
@@ -155,7 +156,30 @@ def _check_space(lane: ConfluenceLane) -> str:
             f"Confluence space {lane.space_id} does not exist (or the account cannot see it); "
             "fix AGENT_TEAM_CONFLUENCE_SPACE_ID (the space's numeric id). Nothing was written"
         )
+    if lane.parent_id and lane.has_client():
+        _check_parent(lane, lane.parent_id, lane.space_id)
     return lane.space_id
+
+
+def _check_parent(lane: ConfluenceLane, parent_id: str, space_id: str) -> None:
+    """The new page's parent must be a page of the space (checked before the model is paid)."""
+    fix = "fix AGENT_TEAM_CONFLUENCE_PARENT_ID (a page id of that space) or unset it"
+    if not parent_id.isdigit():
+        raise ConfluenceRefusedError(
+            f"the parent page {parent_id[:40]!r} is not a page id (page ids are numbers); "
+            f"{fix}. Nothing was written"
+        )
+    parent_space = lane.client("checking the parent page").page_space(parent_id)
+    if parent_space is None:
+        raise ConfluenceRefusedError(
+            f"the parent page {parent_id} does not exist (or the account cannot see it); "
+            f"{fix}. Nothing was written"
+        )
+    if parent_space != space_id:
+        raise ConfluenceRefusedError(
+            f"the parent page {parent_id} is in space {parent_space}, not in "
+            f"AGENT_TEAM_CONFLUENCE_SPACE_ID ({space_id}); {fix}. Nothing was written"
+        )
 
 
 def _previous(conf: dict[str, Any]) -> str | None:

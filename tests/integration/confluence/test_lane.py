@@ -177,7 +177,8 @@ def test_direct_flow_dry_run_records_the_exact_request_and_sends_nothing(
 def test_direct_flow_real_write_creates_one_page(
     make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
 ) -> None:
-    coordinator = make_lane(confluence_dry_run=False, confluence_parent_id="77")
+    parent_id = fake.add_page("Design docs", fixture_text("no_diagram.json"))
+    coordinator = make_lane(confluence_dry_run=False, confluence_parent_id=parent_id)
     task_id = submit_docs(coordinator)
     assert (
         "this will be written to Confluence" in open_question(coordinator, task_id).payload["text"]
@@ -187,8 +188,8 @@ def test_direct_flow_real_write_creates_one_page(
     assert task(coordinator, task_id).status == "done"
     (post,) = fake.writes()
     assert (post.method, post.path, post.auth) == ("POST", "/wiki/api/v2/pages", "basic")
-    assert post.body["parentId"] == "77"
-    (page,) = fake.pages.values()
+    assert post.body["parentId"] == parent_id
+    (page,) = [p for p in fake.pages.values() if p.id != parent_id]
     assert page.title == "Design: Login" and page.version == 1
     (effect,) = effects(coordinator, task_id)
     assert effect.state == "done" and effect.result_ref == page.id
@@ -624,3 +625,29 @@ def test_a_write_continued_with_the_lane_off_parks_instead_of_ending_short(
     run(again)
     assert task(again, task_id).status == "done"
     assert [w.method for w in fake.writes()] == ["PUT"] and fake.pages[page_id].version == 4
+
+
+# -- the parent page is checked before drafting ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parent", "reason"),
+    [
+        ("424242", "parent page 424242 does not exist"),
+        ("not-a-page", "parent page 'not-a-page' is not a page id"),
+        ("elsewhere", "parent page {id} is in space 2002"),
+    ],
+)
+def test_a_wrong_parent_page_parks_the_task_before_drafting(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence, parent: str, reason: str
+) -> None:
+    if parent == "elsewhere":
+        parent = fake.add_page("Other space", fixture_text("no_diagram.json"), space_id="2002")
+        reason = reason.format(id=parent)
+    coordinator = make_lane(confluence_dry_run=False, confluence_parent_id=parent)
+    task_id = submit_docs(coordinator)
+    parks(coordinator, task_id, reason)
+    note = db.list_transitions(coordinator.conn, task_id)[-1].note or ""
+    assert "AGENT_TEAM_CONFLUENCE_PARENT_ID" in note
+    assert fake.writes() == []
+    assert db.task_usage(coordinator.conn, thread_id=task_id) == [], "no model call was paid for"
