@@ -58,7 +58,7 @@ _RETRY_STATUSES = frozenset({429, 503})
 # POST and PUT change the page: after most transport errors (a read timeout, a dropped
 # connection) the write may have landed, so only errors raised before the request left
 # are retried. https://www.python-httpx.org/exceptions/
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _WRITES = frozenset({"POST", "PUT"})
 
 

@@ -651,3 +651,19 @@ def test_a_wrong_parent_page_parks_the_task_before_drafting(
     assert "AGENT_TEAM_CONFLUENCE_PARENT_ID" in note
     assert fake.writes() == []
     assert db.task_usage(coordinator.conn, thread_id=task_id) == [], "no model call was paid for"
+
+
+def test_a_lost_create_response_parks_and_retry_finds_the_page(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    coordinator = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(coordinator)
+    fake.lose_response[("POST", "/wiki/api/v2/pages")] = ["drop"]
+    answer(coordinator, task_id, "publish")
+    assert task(coordinator, task_id).parked_reason == "confluence_unavailable"
+    coordinator.retry(task_id)
+    run(coordinator)
+    assert task(coordinator, task_id).status == "done"
+    assert [w.method for w in fake.writes()] == ["POST"] and len(fake.pages) == 1
+    (effect,) = effects(coordinator, task_id)
+    assert effect.result["recovered"] is True
