@@ -80,6 +80,9 @@ _PUBLISH_WORDS: dict[str, str] = {
     "👎": "reject",
 }
 
+# What may follow an approval word other than `publish`: punctuation and spaces only.
+_STANDS_ALONE = re.compile(r"[\s.!]*")
+
 
 def _split_keyword(text: str, words: dict[str, str]) -> tuple[str, str] | None:
     lowered = text.lower()
@@ -153,7 +156,19 @@ class PublishAnswer(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_text(cls, data: Any) -> Any:
-        return _decision_from_text(data, _PUBLISH_WORDS, "a publish decision", PUBLISH_HELP)
+        parsed = _decision_from_text(data, _PUBLISH_WORDS, "a publish decision", PUBLISH_HELP)
+        if isinstance(data, str) and parsed.get("decision") == "publish":
+            # A publish is a write nobody can take back: only `publish` takes a comment.
+            # "yes but not yet" or "ok, but fix the heading first" is not an approval.
+            if re.match(r"publish(?=[\s:,.!-]|$)", data.strip().lower()):
+                return parsed
+            if not _STANDS_ALONE.fullmatch(parsed["text"]):
+                raise ValueError(
+                    f"{data.strip()[:40]!r} is not a plain approval; to publish with a comment "
+                    f"write `publish <comment>`, otherwise {PUBLISH_HELP}"
+                )
+            parsed["text"] = ""
+        return parsed
 
     @model_validator(mode="after")
     def _feedback_for_revise(self) -> PublishAnswer:

@@ -365,8 +365,30 @@ class Coordinator:
         repo = original.payload.get("repo") if original is not None else None
         return str(repo) if repo else None
 
+    def _lane_off(self, task_id: str, snapshot: StateSnapshot) -> bool:
+        """Park a task whose next node is in the Confluence lane while the lane is off."""
+        if self.deps.confluence is not None:
+            return False
+        # A graph built without the lane cannot name its next node (`get_state().next` is
+        # empty), so read the checkpoint's pending trigger channels (`branch:to:<node>`).
+        saved = self.checkpointer.get_tuple(self._config(task_id))
+        channels = saved.checkpoint.get("channel_values", {}) if saved is not None else {}
+        nodes = {*snapshot.next, *(c[10:] for c in channels if c.startswith("branch:to:"))}
+        if not any(str(node).startswith("conf_") for node in nodes):
+            return False
+        # Running it now would end short of `done` and park it as a lost checkpoint.
+        self._park(
+            task_id,
+            "confluence_disabled",
+            "the Confluence lane is off; set AGENT_TEAM_CONFLUENCE_ENABLED=true, then "
+            f"agent-team retry {task_id}",
+        )
+        return True
+
     def _continue(self, task_id: str, snapshot: StateSnapshot) -> None:
         """Pick a graph up where its last checkpoint left it."""
+        if self._lane_off(task_id, snapshot):
+            return
         if snapshot.interrupts or snapshot.values.get("outcome") is not None:
             self._after_run(task_id)  # already waiting or finished: make sure it shows
         else:
@@ -382,6 +404,8 @@ class Coordinator:
             db.supersede_question(self.conn, question_id=question_id)
             return
         snapshot = self.graph.get_state(self._config(task.id))
+        if self._lane_off(task.id, snapshot):
+            return  # the answer stays stored; `agent-team retry` resumes with it
         waiting = [
             pending for pending in snapshot.interrupts
             if isinstance(pending.value, dict) and pending.value.get("question_id") == question_id

@@ -16,7 +16,9 @@ Endpoints (https://developer.atlassian.com/cloud/confluence/rest/v2/):
 Auth is Basic (account email + API token) or OAuth 2.0 client credentials of
 a service account (the token is fetched from the token URL and cached until
 shortly before it expires). 429 and 503 are retried, honouring `Retry-After`
-up to a cap, with jittered exponential backoff. A 409 (stale version) is
+(seconds or an HTTP-date) up to a cap, with jittered exponential backoff. A
+write (POST/PUT) is resent after a transport error only when the request never
+left (connect errors); otherwise `ConfluenceError` says it may have landed. A 409 (stale version) is
 raised as `StaleVersionError` for the caller, who knows how to re-apply its
 edit. Secrets never appear in errors: they are built from status codes and
 Confluence's own error titles, then redacted.
@@ -25,11 +27,14 @@ Confluence's own error titles, then redacted.
 from __future__ import annotations
 
 import base64
+import email.utils
 import random
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -50,6 +55,11 @@ __all__ = [
 ]
 
 _RETRY_STATUSES = frozenset({429, 503})
+# POST and PUT change the page: after most transport errors (a read timeout, a dropped
+# connection) the write may have landed, so only errors raised before the request left
+# are retried. https://www.python-httpx.org/exceptions/
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_WRITES = frozenset({"POST", "PUT"})
 
 
 class StaleVersionError(ConfluenceError):
@@ -203,6 +213,7 @@ class ConfluenceClient:
         retry_cap_s: float = 30.0,
         backoff_s: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.auth = auth
@@ -210,6 +221,7 @@ class ConfluenceClient:
         self.retry_cap_s = retry_cap_s
         self.backoff_s = backoff_s
         self._sleep = sleep
+        self._wall_clock = wall_clock  # for Retry-After given as an HTTP-date
         self._http = httpx.Client(
             transport=transport,
             timeout=timeout_s,
@@ -257,23 +269,40 @@ class ConfluenceClient:
 
     # -- transport -----------------------------------------------------------------------
 
+    def _retry_at(self, header: str) -> float | None:
+        """Seconds until an HTTP-date `Retry-After` (RFC 9110 §10.2.3), or None if unreadable."""
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # "-0000": UTC by RFC 5322
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - self._wall_clock()).total_seconds())
+
     def _delay(self, response: httpx.Response, attempt: int) -> float:
         header = response.headers.get("Retry-After", "").strip()
+        wanted: float | None
         try:
             wanted = float(header) if header else None
         except ValueError:
-            wanted = None
+            wanted = self._retry_at(header)
         if wanted is None or wanted < 0:
             wanted = self.backoff_s * (2**attempt)
         # Jitter spreads retries of parallel workers; never below what the server asked.
         return min(self.retry_cap_s, wanted + random.uniform(0, self.backoff_s))
 
-    def _error(self, response: httpx.Response, what: str) -> str:
+    @staticmethod
+    def _errors(response: httpx.Response) -> list[dict[str, Any]]:
+        """Confluence's own error objects from the response body."""
         try:
             errors = response.json().get("errors") or []
-            title = "; ".join(str(e.get("title") or e.get("code") or "") for e in errors)
-        except (ValueError, AttributeError):
-            title = ""
+            return [e for e in errors if isinstance(e, dict)]
+        except (ValueError, AttributeError, TypeError):
+            return []
+
+    def _error(self, response: httpx.Response, what: str) -> str:
+        errors = self._errors(response)
+        title = "; ".join(str(e.get("title") or e.get("code") or "") for e in errors)
         detail = f": {title}" if title else ""
         return redact(f"{what}: Confluence answered {response.status_code}{detail}",
                       self.auth.secrets)  # fmt: skip
@@ -288,6 +317,13 @@ class ConfluenceClient:
             try:
                 response = self._http.send(request)
             except httpx.HTTPError as exc:
+                if method in _WRITES and not isinstance(exc, _NOT_SENT):
+                    # Never resend: the caller reads the page to learn whether it landed.
+                    raise ConfluenceError(
+                        f"{what}: the answer from Confluence was lost ({type(exc).__name__}); "
+                        "the write may have landed; agent-team reads the page before it writes "
+                        "again"
+                    ) from None
                 if attempt + 1 >= self.max_attempts:
                     raise ConfluenceError(
                         f"{what}: cannot reach Confluence at {self.base_url} "
@@ -381,6 +417,23 @@ class ConfluenceClient:
             )
         return self._page(self._json(response, what), what)
 
+    def page_space(self, page_id: str) -> str | None:
+        """The space id of a page, or None when there is no such page (its body is not parsed).
+
+        Raises:
+            ConfluenceError: auth or server trouble.
+        """
+        if not page_id.isdigit():
+            return None
+        what = f"reading page {page_id}"
+        response = self._request(
+            "GET", f"/api/v2/pages/{page_id}", params={"body-format": "atlas_doc_format"},
+            what=what,
+        )  # fmt: skip
+        if response.status_code == 404:
+            return None
+        return str(self._json(response, what).get("spaceId") or "")
+
     def space_exists(self, space_id: str) -> bool:
         what = f"reading space {space_id}"
         if not space_id.isdigit():
@@ -409,7 +462,14 @@ class ConfluenceClient:
         """POST a page built by `create_request`."""
         what = f"creating page {payload.get('title')!r}"
         response = self._request("POST", "/api/v2/pages", json=payload, what=what)
-        if response.status_code in (400, 404) and "space" in self._error(response, what).lower():
+        # Only Confluence's error codes and titles decide (a page title like "Namespace ..."
+        # in our own text must not).
+        about_space = any(
+            re.search(r"\bspace", str(e.get(field) or ""), re.IGNORECASE)
+            for e in self._errors(response)
+            for field in ("code", "title")
+        )
+        if response.status_code in (400, 404) and about_space:
             raise ConfluenceRefusedError(self._error(response, what) + "; check the space id")
         return self._page(self._json(response, what), what, need_body=False)
 

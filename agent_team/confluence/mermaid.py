@@ -33,7 +33,11 @@ Guards (each refuses with a clear reason, see `check_guards`):
 
 - macro-count: diagrams after == diagrams before + inserts;
 - revert-diff: undoing the operations on the proposed document gives back the
-  original document exactly (same serialisation), so nothing else changed.
+  original document exactly (same serialisation), so nothing else changed; and
+  each edited node equals its original byte for byte (key order included) once
+  only the Mermaid source fields are masked, so an edit cannot lose a node's
+  `localId` or parameters either (the undo restores whole nodes, so the first
+  check alone would not see that).
 """
 
 from __future__ import annotations
@@ -219,6 +223,38 @@ def _code_content(old: list[Any] | None, source: str) -> list[Any]:
     return [{"type": "text", "text": source}]
 
 
+def _rechunked(params: dict[str, Any], source: str) -> dict[str, Any]:
+    """`params` with `source` split over its numbered keys, each chunk where one was.
+
+    Chunk n goes to the n-th numbered key (in number order) at that key's place;
+    every other parameter keeps its place. A longer source continues in new
+    numbers right after the last numbered key; a shorter one leaves the surplus
+    numbered keys empty, so no key moves or vanishes.
+    """
+    chunks = _numbered(params) or []
+    size = max((len(chunk) for chunk in chunks), default=0) or _DEFAULT_CHUNK
+    pieces = [source[i : i + size] for i in range(0, len(source), size)]
+    numbered = sorted((k for k in params if _DIGITS.match(k)), key=int)
+    pieces += [""] * (len(numbered) - len(pieces))
+    rank = {key: n for n, key in enumerate(numbered)}
+    last_slot = max(i for i, k in enumerate(params) if _DIGITS.match(k))
+    rebuilt: dict[str, Any] = {}
+    for position, (key, value) in enumerate(params.items()):
+        if key not in rank:
+            rebuilt[key] = value
+            continue
+        entry = copy.deepcopy(value)
+        entry["value"] = pieces[rank[key]]
+        rebuilt[key] = entry
+        if position == last_slot:  # the chunks beyond the old ones follow the last slot
+            template = params[numbered[-1]]
+            for offset, piece in enumerate(pieces[len(numbered) :], start=1):
+                extra = copy.deepcopy(template)
+                extra["value"] = piece
+                rebuilt[str(int(numbered[-1]) + offset)] = extra
+    return rebuilt
+
+
 def _replaced(node: dict[str, Any], diagram: Diagram, source: str) -> dict[str, Any]:
     new = copy.deepcopy(node)
     if diagram.fmt == "code_block":
@@ -228,21 +264,8 @@ def _replaced(node: dict[str, Any], diagram: Diagram, source: str) -> dict[str, 
     elif diagram.fmt == "forge_param":
         new["attrs"]["parameters"]["guestParams"][diagram.key] = source
     elif diagram.fmt == "indexed":
-        params: dict[str, Any] = new["attrs"]["parameters"]["macroParams"]
-        chunks = _numbered(params) or []
-        size = max((len(chunk) for chunk in chunks), default=0) or _DEFAULT_CHUNK
-        pieces = [source[i : i + size] for i in range(0, len(source), size)] or [""]
-        template = next(v for k, v in params.items() if _DIGITS.match(k))
-        rebuilt: dict[str, Any] = {}
-        for key, value in params.items():
-            if not _DIGITS.match(key):
-                rebuilt[key] = value
-            elif not any(_DIGITS.match(k) for k in rebuilt):
-                for number, piece in enumerate(pieces):
-                    entry = copy.deepcopy(template)
-                    entry["value"] = piece
-                    rebuilt[str(number)] = entry
-        new["attrs"]["parameters"]["macroParams"] = rebuilt
+        params = new["attrs"]["parameters"]["macroParams"]
+        new["attrs"]["parameters"]["macroParams"] = _rechunked(params, source)
     elif diagram.fmt == "nested_code_block":
         inner = _nested_code(new)
         assert inner is not None
@@ -365,6 +388,76 @@ def first_difference(a: Any, b: Any, at: str = "doc") -> str | None:
     return None if a == b else at
 
 
+_SOURCE = "<mermaid source>"
+
+
+def _without_source(node: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    """A copy of a diagram node with only its Mermaid source fields set to a placeholder.
+
+    Keys keep their places, so comparing two of these byte for byte (key order
+    included) shows whether an edit changed anything but the source. Numbered
+    chunks (`indexed`) may grow or shrink in number: each run of numbered keys
+    becomes one placeholder, holding its entries without their values.
+    """
+    out = copy.deepcopy(node)
+    if is_mermaid_macro(out, keys):
+        fmt, _, key = _macro_source(out)
+        if fmt == "macro_param":
+            out["attrs"]["parameters"]["macroParams"][key]["value"] = _SOURCE
+        elif fmt == "forge_param":
+            out["attrs"]["parameters"]["guestParams"][key] = _SOURCE
+        elif fmt == "indexed":
+            params = out["attrs"]["parameters"]["macroParams"]
+            normal: dict[str, Any] = {}
+            run: list[Any] = []
+            for name, value in params.items():
+                if not _DIGITS.match(name):
+                    run = []
+                    normal[name] = value
+                    continue
+                entry = {k: v for k, v in value.items() if k != "value"}
+                if not run:
+                    normal[f"{_SOURCE} {len(normal)}"] = run
+                if not run or run[-1] != entry:
+                    run.append(entry)
+            out["attrs"]["parameters"]["macroParams"] = normal
+        elif fmt == "nested_code_block":
+            inner = _nested_code(out)
+            assert inner is not None
+            adf.node_at(out, inner)["content"] = _SOURCE
+    elif _is_mermaid_code(out):
+        out["content"] = _SOURCE
+    return out
+
+
+def _lossy_edit(
+    proposed: dict[str, Any], undo: Sequence[dict[str, Any]], keys: frozenset[str]
+) -> str | None:
+    """Where an edited node lost or changed more than its source, or None.
+
+    The undo restores whole nodes, so the revert diff alone cannot see inside
+    the edited node; this compares each edited node with its original, both
+    with the source fields masked, undoing the steps last first as `revert` does.
+    """
+    doc = copy.deepcopy(proposed)
+    for step in reversed(undo):
+        try:
+            if step["kind"] == "restore":
+                path = tuple(step["path"])
+                original = step["node"]
+                edited = adf.node_at(doc, path)
+                a, b = _without_source(original, keys), _without_source(edited, keys)
+                if adf.dumps(a) != adf.dumps(b):
+                    at = "doc" + "".join(f".content[{i}]" for i in path)
+                    return first_difference(a, b, at) or f"{at} (serialisation)"
+                _set_node(doc, path, copy.deepcopy(original))
+            else:
+                del adf.node_at(doc, tuple(step["parent"]))["content"][step["index"]]
+        except (KeyError, IndexError, TypeError):
+            return None  # the proposed document lost the node: the revert diff reports it
+    return None
+
+
 def check_guards(
     original: dict[str, Any],
     proposed: dict[str, Any],
@@ -386,8 +479,10 @@ def check_guards(
             "Nothing was written"
         )
     reverted = revert(proposed, undo)
-    if adf.dumps(reverted) != adf.dumps(original):
+    where = _lossy_edit(proposed, undo, _norm_keys(macro_keys))
+    if where is None and adf.dumps(reverted) != adf.dumps(original):
         where = first_difference(original, reverted) or "doc (serialisation)"
+    if where is not None:
         raise MermaidGuardError(
             f"revert-diff guard: undoing the edit does not give back the original page "
             f"(first difference at {where}); the edit would change more than the diagram. "

@@ -8,16 +8,21 @@
   `reject [reason]` the exact change, with a readable preview and a diff
   summary (one `interrupt()`, nothing before it that is wrong to repeat).
 - `conf_write` applies it. Dry-run (the default) records the exact request in
-  `side_effects` and sends nothing. A real write begins its effect record
-  (pending, with the intended version) before sending and records the result
-  (page id, version) before the node finishes; when a pending record is found
-  on a re-run, the page is read first and a write that already landed is not
-  sent again (DESIGN.md §4).
+  `side_effects` and sends nothing. An approval covers the mode its question
+  showed: if the person approved a dry run and the lane now writes for real
+  (the operator restarted with dry-run off), the dry run is recorded and the
+  task ends with a note that a real write needs a new approval (submit the
+  task again); nothing is sent without an approval that said so. A real
+  write begins its effect record (pending, with the intended version) before
+  sending and records the result (page id, version) before the node finishes;
+  when a pending record is found on a re-run, the page is read first and a
+  write that already landed is not sent again (DESIGN.md §4).
 
 Which page: a task body line `confluence-page: <numeric id>` names an existing
 page to update; without one a new page is created in
-`AGENT_TEAM_CONFLUENCE_SPACE_ID` under `AGENT_TEAM_CONFLUENCE_PARENT_ID`.
-For an existing page the edit replaces the first Mermaid diagram's source,
+`AGENT_TEAM_CONFLUENCE_SPACE_ID` under `AGENT_TEAM_CONFLUENCE_PARENT_ID`
+(both checked before the model is asked: the space exists, the parent is a
+page of that space). For an existing page the edit replaces the first Mermaid diagram's source,
 or, when the page has none, inserts one after the heading the model names.
 
 `reject`: a `confluence` task ends `cancelled` (nothing was produced); a code
@@ -48,7 +53,7 @@ from agent_team.exceptions import ConfluenceRefusedError
 from agent_team.models.prompts import PageContext, confluence_messages
 from agent_team.models.schemas import ConfluenceDraft, Plan
 from agent_team.nodes.common import GraphDeps, ask_human, crash_point, enter
-from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState
+from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState, question_id_for
 
 __all__ = [
     "PAGE_LINE",
@@ -100,10 +105,16 @@ def result_note(confluence: dict[str, Any] | None) -> str | None:
     result = conf.get("result")
     if isinstance(result, dict):
         if result.get("dry_run"):
-            return (
+            note = (
                 f"confluence dry run: {result.get('method')} {result.get('path')} recorded as "
                 f"{result.get('effect_id')}, nothing sent"
             )
+            if result.get("approval_was_dry_run"):
+                note += (
+                    "; the approval was for a dry run, so a real write needs a new approval: "
+                    "submit the task again"
+                )
+            return note
         where = result.get("url") or f"page {result.get('page_id')}"
         return f"confluence {where} at version {result.get('version')}"
     if conf.get("decision") == "reject":
@@ -145,7 +156,30 @@ def _check_space(lane: ConfluenceLane) -> str:
             f"Confluence space {lane.space_id} does not exist (or the account cannot see it); "
             "fix AGENT_TEAM_CONFLUENCE_SPACE_ID (the space's numeric id). Nothing was written"
         )
+    if lane.parent_id and lane.has_client():
+        _check_parent(lane, lane.parent_id, lane.space_id)
     return lane.space_id
+
+
+def _check_parent(lane: ConfluenceLane, parent_id: str, space_id: str) -> None:
+    """The new page's parent must be a page of the space (checked before the model is paid)."""
+    fix = "fix AGENT_TEAM_CONFLUENCE_PARENT_ID (a page id of that space) or unset it"
+    if not parent_id.isdigit():
+        raise ConfluenceRefusedError(
+            f"the parent page {parent_id[:40]!r} is not a page id (page ids are numbers); "
+            f"{fix}. Nothing was written"
+        )
+    parent_space = lane.client("checking the parent page").page_space(parent_id)
+    if parent_space is None:
+        raise ConfluenceRefusedError(
+            f"the parent page {parent_id} does not exist (or the account cannot see it); "
+            f"{fix}. Nothing was written"
+        )
+    if parent_space != space_id:
+        raise ConfluenceRefusedError(
+            f"the parent page {parent_id} is in space {parent_space}, not in "
+            f"AGENT_TEAM_CONFLUENCE_SPACE_ID ({space_id}); {fix}. Nothing was written"
+        )
 
 
 def _previous(conf: dict[str, Any]) -> str | None:
@@ -303,6 +337,14 @@ def _gate_text(state: TaskState, draft: dict[str, Any], dry_run: bool) -> str:
     ])  # fmt: skip
 
 
+def _asked_dry_run(deps: GraphDeps, task_id: str, turn: int) -> bool:
+    """Whether the approval question of `turn` said "dry run" (True when unknown: safe)."""
+    question = db.get_question(deps.conn, question_id_for(task_id, turn))
+    payload = question.payload if question is not None else None
+    asked = payload.get("dry_run") if isinstance(payload, dict) else None
+    return asked if isinstance(asked, bool) else True
+
+
 def conf_gate(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     lane = _lane(deps)
     enter(deps, state, Phase.CONF_GATE)
@@ -327,6 +369,9 @@ def conf_gate(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     decision = str(answer.get("decision", ""))
     text = str(answer.get("text", ""))
     conf["decision"] = decision
+    # The node re-runs on resume with today's settings; what the person approved is the
+    # mode the stored question showed them.
+    conf["approved_dry_run"] = _asked_dry_run(deps, state["task_id"], state.get("turn", 0) + 1)
     update: dict[str, Any] = {"turn": state.get("turn", 0) + 1}
     if decision == "revise":
         conf["feedback"] = text
@@ -388,6 +433,9 @@ def _write_update(
                     "nothing was written. Revise the task once the page is quiet"
                 ) from None
             page = client.get_page(str(draft["page_id"]))  # re-read; the edit is re-applied
+            if page.version == request["json"]["version"]["number"] and _names_task(page, task_id):
+                # Our own write landed (its answer was lost and a retry met 409): record it.
+                return _result(page, recovered=True)
             continue
         crash_point(deps, Phase.CONF_WRITE, "sent")
         return _result(written)
@@ -426,12 +474,19 @@ def conf_write(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     effect = db.begin_effect(
         deps.conn, effect_id=effect_id, task_id=task_id, kind=EFFECT_KIND, request=first_request
     )
+    # The approval covers the mode its question showed: a dry-run approval never becomes
+    # a real write (dry-run also wins when it was turned on after a real-write approval).
+    approved_dry_run = conf.get("approved_dry_run")
+    if not isinstance(approved_dry_run, bool):  # a checkpoint from before the field
+        approved_dry_run = _asked_dry_run(deps, task_id, state.get("turn", 0))
     if effect.state == "done" and isinstance(effect.result, dict):
         result = effect.result  # written (or recorded) before a crash: never again
-    elif lane.dry_run:
+    elif lane.dry_run or approved_dry_run:
         result = {"dry_run": True, "effect_id": effect_id, "method": first_request["method"],
                   "path": first_request["path"], "page_id": draft.get("page_id"),
                   "title": draft["title"], "sent": False}  # fmt: skip
+        if not lane.dry_run:
+            result["approval_was_dry_run"] = True
         db.finish_effect(deps.conn, effect_id=effect_id, state="done", result=result)
     else:
         client = lane.client("writing the page")

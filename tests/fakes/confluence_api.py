@@ -9,7 +9,11 @@ token endpoint at `/oauth/token`. Bodies are ADF as a JSON string in
 Knobs: `fail_next[(method, path_prefix)] = [(status, headers), ...]` answers the
 next matching requests with those statuses (e.g. one 429 with Retry-After);
 `bump_before_put[page_id] = n` saves n versions by "someone else" just before
-the next PUT of that page arrives (so it is stale: 409).
+the next PUT of that page arrives (so it is stale: 409);
+`lose_response[(method, path_prefix)] = ["drop" | "stall" | "503", ...]` applies
+the next matching write, then loses its response: "drop" closes the connection
+without an answer, "stall" holds the answer until the client times out, "503"
+answers 503 as a gateway would (a lost response after the write landed).
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ class FakeConfluence:
     requests: list[Recorded] = field(default_factory=list)
     fail_next: dict[tuple[str, str], list[tuple[int, dict[str, str]]]] = field(default_factory=dict)
     bump_before_put: dict[str, int] = field(default_factory=dict)
+    lose_response: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    released: threading.Event = field(default_factory=threading.Event)
     tokens: dict[str, float] = field(default_factory=dict)  # issued bearer tokens
     token_lifetime_s: int = 3600
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -110,6 +116,15 @@ class FakeConfluence:
         if kind == "Bearer":
             return "bearer" if value in self.tokens else "bad"
         return "bad"
+
+    def losing(self, method: str, raw_path: str) -> str | None:
+        """How the response of this request is lost ("drop"/"stall"), or None; pops the knob."""
+        path = urlsplit(raw_path).path
+        with self.lock:
+            for (m, prefix), queue in self.lose_response.items():
+                if m == method and path.startswith(prefix) and queue:
+                    return queue.pop(0)
+        return None
 
     def handle(
         self, method: str, raw_path: str, headers: dict[str, str], body: bytes
@@ -229,7 +244,16 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
-        status, extra, data = self.server.fake.handle(self.command, self.path, headers, body)
+        fake = self.server.fake
+        lost = fake.losing(self.command, self.path)
+        status, extra, data = fake.handle(self.command, self.path, headers, body)
+        if lost == "503":  # applied, but a gateway answers 503
+            status, extra, data = 503, {}, {"errors": [{"status": 503, "title": "gateway"}]}
+        elif lost is not None:  # the write is applied; its answer never arrives
+            if lost == "stall":
+                fake.released.wait(timeout=10)
+            self.close_connection = True
+            return
         raw = json.dumps(data).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -269,6 +293,7 @@ def fake_confluence() -> Iterator[FakeConfluence]:
     try:
         yield fake
     finally:
+        fake.released.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)

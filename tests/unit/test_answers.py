@@ -78,3 +78,46 @@ def test_structured_values_validate_the_same_way() -> None:
         PlanDecisionAnswer.model_validate({"decision": "merge"})
     with pytest.raises(ValueError):
         PlanDecisionAnswer.model_validate({"decision": "approve", "extra": 1})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "yes but not yet",
+        "ok, but fix the heading first",
+        "lgtm once the title is fixed",
+        "approve after the review",
+        "ship it tomorrow",
+        "👍 but wait",
+        "yes?",
+    ],
+)
+def test_a_hedged_approval_does_not_publish(text: str) -> None:
+    with pytest.raises(InvalidAnswerError, match=r"publish \[comment\]"):
+        parse_answer("confluence_approval", text)
+
+
+@pytest.mark.parametrize(
+    ("text", "rest"),
+    [
+        ("publish", ""),
+        ("publish looks right, thanks", "looks right, thanks"),
+        ("Publish: but check the heading later", "but check the heading later"),
+        ("yes", ""),
+        ("Yes!", ""),
+        ("ok.", ""),
+        ("  lgtm !! ", ""),
+        ("approve", ""),
+        ("approved.", ""),
+        ("Ship it!", ""),
+        ("👍", ""),
+    ],
+)
+def test_approval_words_stand_alone_and_publish_takes_a_comment(text: str, rest: str) -> None:
+    assert parse_answer("confluence_approval", text) == {"decision": "publish", "text": rest}
+
+
+def test_plan_decisions_still_take_a_comment_after_any_approval_word() -> None:
+    assert parse_answer("plan_decision", "ok, but fix the heading first") == {
+        "decision": "approve", "text": "but fix the heading first",
+    }  # fmt: skip

@@ -263,3 +263,68 @@ def test_replace_then_revert_returns_the_original(doc: dict[str, Any], data: st.
     assert len(after) == len(diagrams)
     changed = {int(op["index"]): op["source"] for op in ops}
     assert [d.source for d in after] == [changed.get(d.index, d.source) for d in diagrams]
+
+
+# -- the revert-diff guard looks inside the edited node -----------------------------------------
+
+
+def _lossy(drop: Any) -> Any:
+    """A `_replaced` that edits the source but also loses something else of the node."""
+    real = mermaid._replaced
+
+    def replaced(node: dict[str, Any], diagram: mermaid.Diagram, source: str) -> dict[str, Any]:
+        new = real(node, diagram, source)
+        drop(new)
+        return new
+
+    return replaced
+
+
+@pytest.mark.parametrize(
+    ("index", "drop", "where"),
+    [
+        (0, lambda n: n["attrs"].pop("localId"), "localId"),  # Connect macro
+        (0, lambda n: n["attrs"]["parameters"]["macroParams"].pop("theme"), "macroParams"),
+        (0, lambda n: n["attrs"]["parameters"].pop("macroMetadata"), "parameters"),
+        (1, lambda n: n["attrs"].update(layout="default"), "layout"),  # bodied, nested code
+        (2, lambda n: n["attrs"]["parameters"].pop("localId"), "parameters"),  # Forge
+        (3, lambda n: n["attrs"]["parameters"]["macroParams"].pop("title"), "macroParams"),
+        (4, lambda n: n["attrs"].pop("localId"), "localId"),  # code block
+        (4, lambda n: n.update(attrs=dict(reversed(n["attrs"].items()))), "attrs"),  # key order
+    ],
+)
+def test_guard_refuses_a_lossy_replace_inside_the_edited_node(
+    monkeypatch: pytest.MonkeyPatch, index: int, drop: Any, where: str
+) -> None:
+    _, doc = load("mixed_macros.json")
+    monkeypatch.setattr(mermaid, "_replaced", _lossy(drop))
+    op = {"op": "replace", "index": index, "source": "graph LR\n  Q-->R"}
+    with pytest.raises(MermaidGuardError, match=rf"revert-diff guard.*{where}"):
+        mermaid.safe_edit(doc, [op], KEYS)
+
+
+def _indexed_doc(params: dict[str, Any]) -> dict[str, Any]:
+    attrs = {"extensionKey": "mermaid", "parameters": {"macroParams": params}, "localId": "ix"}
+    return {"type": "doc", "version": 1, "content": [{"type": "extension", "attrs": attrs}]}
+
+
+@pytest.mark.parametrize(
+    ("source", "keys"),
+    [
+        ("aaaabbbbcccc", ["width", "0", "title", "1", "2", "theme"]),  # more chunks
+        ("aaaabbbb", ["width", "0", "title", "1", "theme"]),  # as many
+        ("aaa", ["width", "0", "title", "1", "theme"]),  # fewer: the slots stay, empty
+    ],
+)
+def test_indexed_chunks_go_where_the_digit_keys_were(source: str, keys: list[str]) -> None:
+    params = {"width": {"value": "600"}, "0": {"value": "flow"}, "title": {"value": "t"},
+              "1": {"value": "char"}, "theme": {"value": "dark"}}  # fmt: skip
+    doc = _indexed_doc(params)
+    result = mermaid.safe_edit(doc, [{"op": "replace", "index": 0, "source": source}], KEYS)
+    new = result.doc["content"][0]["attrs"]["parameters"]["macroParams"]
+    assert list(new) == keys
+    assert {k: new[k] for k in ("width", "title", "theme")} == {
+        k: params[k] for k in ("width", "title", "theme")
+    }
+    assert mermaid.find_diagrams(result.doc, KEYS)[0].source == source
+    assert adf.dumps(mermaid.revert(result.doc, result.undo)) == adf.dumps(doc)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 from pydantic import SecretStr
 
@@ -224,3 +226,107 @@ def test_one_oauth_token_for_many_threads(fake: fc.FakeConfluence) -> None:
     assert errors == []
     assert auth.fetched == 1
     assert sum(1 for r in fake.requests if r.path == "/oauth/token") == 1
+
+
+# -- a write whose response is lost is never sent again ---------------------------------------
+
+
+def _update(page_id: str, version: int) -> dict[str, object]:
+    doc_text = adf.dumps({"type": "doc", "version": 1, "content": [adf.paragraph("new")]})
+    return update_request(
+        page_id=page_id, title="P", doc_text=doc_text, version=version,
+        message="agent-team task t1: P",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["drop", "stall"])
+def test_a_write_whose_response_is_lost_is_not_retried(fake: fc.FakeConfluence, how: str) -> None:
+    page_id = fake.add_page("P", (FIXTURES / "no_diagram.json").read_text(), version=3)
+    fake.lose_response[("PUT", "/wiki/api/v2/pages/")] = [how]
+    client = basic(fake, timeout_s=0.5)
+    with pytest.raises(ConfluenceError, match="may have landed") as caught:
+        client.update_page(_update(page_id, 4))
+    assert not isinstance(caught.value, ConfluenceRefusedError)
+    assert [w.method for w in fake.writes()] == ["PUT"]  # sent once, never again
+    assert fake.pages[page_id].version == 4
+    fake.lose_response[("POST", "/wiki/api/v2/pages")] = [how]
+    with pytest.raises(ConfluenceError, match="may have landed"):
+        client.create_page(create_request(space_id="1001", parent_id=None, title="N",
+                                          doc_text=fake.pages[page_id].body))  # fmt: skip
+    assert [w.method for w in fake.writes()] == ["PUT", "POST"]
+
+
+class _RefuseFirstConnect(httpx.BaseTransport):
+    """Fails the first request before it leaves (ConnectError), then sends for real."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.refused = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.refused == 0:
+            self.refused += 1
+            raise httpx.ConnectError("connection refused", request=request)
+        return self.inner.handle_request(request)
+
+
+def test_a_write_that_never_left_is_retried(fake: fc.FakeConfluence) -> None:
+    page_id = fake.add_page("P", (FIXTURES / "no_diagram.json").read_text(), version=3)
+    transport = _RefuseFirstConnect()
+    sleeps = Sleeps()
+    client = ConfluenceClient(
+        fake.base_url, BasicAuth(fc.EMAIL, SecretStr(fc.API_TOKEN)), transport=transport,
+        sleep=sleeps,
+    )  # fmt: skip
+    assert client.update_page(_update(page_id, 4)).version == 4
+    assert transport.refused == 1 and len(sleeps) == 1
+    assert [w.method for w in fake.writes()] == ["PUT"]
+
+
+def test_a_read_is_still_retried_after_a_lost_response(fake: fc.FakeConfluence) -> None:
+    page_id = fake.add_page("P", (FIXTURES / "no_diagram.json").read_text())
+    fake.lose_response[("GET", "/wiki/api/v2/pages/")] = ["drop"]
+    assert basic(fake).get_page(page_id).id == page_id
+
+
+def test_only_confluence_errors_about_the_space_blame_the_space_id(
+    fake: fc.FakeConfluence,
+) -> None:
+    client = basic(fake)
+    doc_text = adf.dumps({"type": "doc", "version": 1, "content": []})
+    client.create_page(
+        create_request(space_id="1001", parent_id=None, title="Namespace layout", doc_text=doc_text)
+    )
+    with pytest.raises(ConfluenceError) as caught:  # a duplicate title, not a wrong space
+        client.create_page(create_request(space_id="1001", parent_id=None,
+                                          title="Namespace layout", doc_text=doc_text))  # fmt: skip
+    assert "already exists" in str(caught.value) and "space id" not in str(caught.value)
+    assert not isinstance(caught.value, ConfluenceRefusedError)
+    with pytest.raises(ConfluenceRefusedError, match="check the space id"):
+        client.create_page(
+            create_request(space_id="4242", parent_id=None, title="Other", doc_text=doc_text)
+        )
+
+
+@pytest.mark.parametrize(
+    ("header", "low", "high"),
+    [
+        ("Wed, 02 Dec 2026 16:00:07 GMT", 7.0, 7.01),  # seven seconds after "now"
+        ("Wed, 02 Dec 2026 17:00:00 GMT", 10.0, 10.0),  # an hour: the cap wins
+        ("Wed, 02 Dec 2026 15:59:00 GMT", 0.0, 0.01),  # already past: retry now
+        ("soon", 0.01, 0.03),  # unreadable: backoff
+    ],
+)
+def test_retry_after_as_an_http_date(
+    fake: fc.FakeConfluence, header: str, low: float, high: float
+) -> None:
+    page_id = fake.add_page("P", (FIXTURES / "no_diagram.json").read_text())
+    fake.fail_next[("GET", "/wiki/api/v2/pages/")] = [(503, {"Retry-After": header})]
+    sleeps = Sleeps()
+    client = ConfluenceClient(
+        fake.base_url, BasicAuth(fc.EMAIL, SecretStr(fc.API_TOKEN)), sleep=sleeps,
+        retry_cap_s=10.0, backoff_s=0.01,
+        wall_clock=lambda: datetime(2026, 12, 2, 16, 0, 0, tzinfo=UTC),
+    )  # fmt: skip
+    client.get_page(page_id)
+    assert len(sleeps) == 1 and low <= sleeps[0] <= high

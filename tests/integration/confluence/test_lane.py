@@ -177,7 +177,8 @@ def test_direct_flow_dry_run_records_the_exact_request_and_sends_nothing(
 def test_direct_flow_real_write_creates_one_page(
     make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
 ) -> None:
-    coordinator = make_lane(confluence_dry_run=False, confluence_parent_id="77")
+    parent_id = fake.add_page("Design docs", fixture_text("no_diagram.json"))
+    coordinator = make_lane(confluence_dry_run=False, confluence_parent_id=parent_id)
     task_id = submit_docs(coordinator)
     assert (
         "this will be written to Confluence" in open_question(coordinator, task_id).payload["text"]
@@ -187,8 +188,8 @@ def test_direct_flow_real_write_creates_one_page(
     assert task(coordinator, task_id).status == "done"
     (post,) = fake.writes()
     assert (post.method, post.path, post.auth) == ("POST", "/wiki/api/v2/pages", "basic")
-    assert post.body["parentId"] == "77"
-    (page,) = fake.pages.values()
+    assert post.body["parentId"] == parent_id
+    (page,) = [p for p in fake.pages.values() if p.id != parent_id]
     assert page.title == "Design: Login" and page.version == 1
     (effect,) = effects(coordinator, task_id)
     assert effect.state == "done" and effect.result_ref == page.id
@@ -482,3 +483,187 @@ def test_parallel_workers_write_each_page_once(
     assert sorted(w.body["title"] for w in fake.writes()) == [f"Design: Docs {n}" for n in range(4)]
     assert len(fake.pages) == 4
     assert {task(coordinator, t).status for t in ids} == {"done"}
+
+
+# -- a write whose response is lost lands once -----------------------------------------------
+
+
+def test_a_lost_write_response_parks_and_retry_recognises_the_write(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    page_id = fake.add_page("Notes", fixture_text("no_diagram.json"), version=3)
+    coordinator = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(coordinator, body=f"{LONG_BODY}\nconfluence-page: {page_id}")
+    fake.lose_response[("PUT", "/wiki/api/v2/pages/")] = ["drop"]  # lands, answer lost
+    answer(coordinator, task_id, "publish")
+    parked = task(coordinator, task_id)
+    assert (parked.status, parked.parked_reason) == ("parked", "confluence_unavailable")
+    (effect,) = effects(coordinator, task_id)
+    assert effect.state == "pending"
+    assert [w.body["version"]["number"] for w in fake.writes()] == [4]
+
+    coordinator.retry(task_id)
+    run(coordinator)
+
+    assert task(coordinator, task_id).status == "done"
+    assert [w.method for w in fake.writes()] == ["PUT"], "never sent twice"
+    doc = adf.parse(fake.pages[page_id].body)
+    assert fake.pages[page_id].version == 4
+    assert len(mermaid.find_diagrams(doc, DEFAULT_MERMAID_MACROS)) == 1, "inserted once"
+    (effect,) = effects(coordinator, task_id)
+    assert effect.state == "done" and effect.result["recovered"] is True
+    assert effect.result["version"] == 4
+
+
+def test_a_409_after_our_own_write_landed_is_recorded_not_re_applied(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    page_id = fake.add_page("Notes", fixture_text("no_diagram.json"), version=3)
+    coordinator = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(coordinator, body=f"{LONG_BODY}\nconfluence-page: {page_id}")
+    # A gateway answers 503 after the PUT landed; the retried PUT meets 409 (version 4 taken).
+    fake.lose_response[("PUT", "/wiki/api/v2/pages/")] = ["503"]
+    answer(coordinator, task_id, "publish")
+    assert task(coordinator, task_id).status == "done"
+    assert [w.body["version"]["number"] for w in fake.writes()] == [4, 4]  # no PUT of 5
+    assert fake.pages[page_id].version == 4
+    doc = adf.parse(fake.pages[page_id].body)
+    assert len(mermaid.find_diagrams(doc, DEFAULT_MERMAID_MACROS)) == 1, "inserted once"
+    (effect,) = effects(coordinator, task_id)
+    assert effect.state == "done" and effect.result["version"] == 4
+
+
+# -- an approval covers the mode it was asked in ---------------------------------------------
+
+
+def test_a_dry_run_approval_never_becomes_a_real_write(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    transport = RecordingTransport()
+    asked = make_lane()  # dry run: the question says nothing will be sent
+    task_id = submit_docs(asked)
+    question = open_question(asked, task_id)
+    assert "DRY RUN: nothing will be sent" in question.payload["text"]
+    assert question.payload["dry_run"] is True
+    asked.close()
+    # The operator restarts with dry-run off; a person then answers the dry-run question.
+    real = make_lane(confluence_dry_run=False, transport=transport)
+    answer(real, task_id, "publish")
+
+    assert fake.writes() == [], "approved as a dry run: nothing is sent"
+    assert task(real, task_id).status == "done"
+    (effect,) = effects(real, task_id)
+    assert effect.state == "done" and effect.result["dry_run"] is True
+    note = db.list_transitions(real.conn, task_id)[-1].note or ""
+    assert "nothing sent" in note and "a real write needs a new approval" in note
+
+
+def test_a_real_write_approval_is_a_dry_run_when_dry_run_was_turned_on(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    asked = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(asked)
+    assert open_question(asked, task_id).payload["dry_run"] is False
+    asked.close()
+    dry = make_lane()  # the operator turned dry-run back on: it wins
+    answer(dry, task_id, "publish")
+    assert fake.writes() == []
+    (effect,) = effects(dry, task_id)
+    assert effect.result["dry_run"] is True
+
+
+# -- the flag turned off with lane tasks in flight -------------------------------------------
+
+
+def test_turning_the_lane_off_parks_its_tasks_with_the_fix(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    on = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(on)
+    assert task(on, task_id).phase == "conf_gate"
+    on.close()
+    off = make_lane(confluence_enabled=False)
+    answer(off, task_id, "publish")
+
+    parked = task(off, task_id)
+    assert (parked.status, parked.parked_reason) == ("parked", "confluence_disabled")
+    note = db.list_transitions(off.conn, task_id)[-1].note or ""
+    assert note == (
+        "the Confluence lane is off; set AGENT_TEAM_CONFLUENCE_ENABLED=true, then "
+        f"agent-team retry {task_id}"
+    )
+    assert fake.writes() == []
+    off.close()
+
+    again = make_lane(confluence_dry_run=False)  # the operator turned it back on
+    again.retry(task_id)
+    run(again)
+    assert task(again, task_id).status == "done"
+    assert [w.method for w in fake.writes()] == ["POST"]
+
+
+def test_a_write_continued_with_the_lane_off_parks_instead_of_ending_short(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    page_id = fake.add_page("Notes", fixture_text("no_diagram.json"), version=3)
+    on = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(on, body=f"{LONG_BODY}\nconfluence-page: {page_id}")
+    fake.lose_response[("PUT", "/wiki/api/v2/pages/")] = ["drop"]
+    answer(on, task_id, "publish")  # parks in conf_write (confluence_unavailable)
+    on.close()
+    off = make_lane(confluence_enabled=False)
+    off.retry(task_id)
+    run(off)
+    parked = task(off, task_id)
+    assert (parked.status, parked.parked_reason) == ("parked", "confluence_disabled")
+    assert "AGENT_TEAM_CONFLUENCE_ENABLED=true" in (
+        db.list_transitions(off.conn, task_id)[-1].note or ""
+    )
+    off.close()
+    again = make_lane(confluence_dry_run=False)
+    again.retry(task_id)
+    run(again)
+    assert task(again, task_id).status == "done"
+    assert [w.method for w in fake.writes()] == ["PUT"] and fake.pages[page_id].version == 4
+
+
+# -- the parent page is checked before drafting ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parent", "reason"),
+    [
+        ("424242", "parent page 424242 does not exist"),
+        ("not-a-page", "parent page 'not-a-page' is not a page id"),
+        ("elsewhere", "parent page {id} is in space 2002"),
+    ],
+)
+def test_a_wrong_parent_page_parks_the_task_before_drafting(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence, parent: str, reason: str
+) -> None:
+    if parent == "elsewhere":
+        parent = fake.add_page("Other space", fixture_text("no_diagram.json"), space_id="2002")
+        reason = reason.format(id=parent)
+    coordinator = make_lane(confluence_dry_run=False, confluence_parent_id=parent)
+    task_id = submit_docs(coordinator)
+    parks(coordinator, task_id, reason)
+    note = db.list_transitions(coordinator.conn, task_id)[-1].note or ""
+    assert "AGENT_TEAM_CONFLUENCE_PARENT_ID" in note
+    assert fake.writes() == []
+    assert db.task_usage(coordinator.conn, thread_id=task_id) == [], "no model call was paid for"
+
+
+def test_a_lost_create_response_parks_and_retry_finds_the_page(
+    make_lane: MakeLaneCoordinator, fake: fc.FakeConfluence
+) -> None:
+    coordinator = make_lane(confluence_dry_run=False)
+    task_id = submit_docs(coordinator)
+    fake.lose_response[("POST", "/wiki/api/v2/pages")] = ["drop"]
+    answer(coordinator, task_id, "publish")
+    assert task(coordinator, task_id).parked_reason == "confluence_unavailable"
+    coordinator.retry(task_id)
+    run(coordinator)
+    assert task(coordinator, task_id).status == "done"
+    assert [w.method for w in fake.writes()] == ["POST"] and len(fake.pages) == 1
+    (effect,) = effects(coordinator, task_id)
+    assert effect.result["recovered"] is True
