@@ -245,10 +245,17 @@ class SlackListener:
         if declared.isdigit() and int(declared) > MAX_BODY:
             log.warning("slack request refused: body of %s bytes", declared)
             return Response(status_code=413)
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            log.warning("slack request refused: body of %d bytes", len(body))
-            return Response(status_code=413)
+        # Counted as it streams: a chunked body has no Content-Length to refuse up front,
+        # and `request.body()` would buffer all of it before anyone checked the signature.
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                log.warning("slack request refused: body over %d bytes", MAX_BODY)
+                return Response(status_code=413)
+            chunks.append(chunk)
+        body = b"".join(chunks)
         headers: dict[str, str | Sequence[str]] = dict(request.headers.items())
         retry = headers.get("x-slack-retry-num")
         problem: str | None = None
