@@ -171,9 +171,11 @@ class SlackListener:
 
     def run_socket_mode(self, stop: threading.Event, beat: Callable[[], None]) -> None:
         """The daemon's Socket Mode loop: connect, beat until `stop`, disconnect."""
-        handler = self.socket_mode_handler()
-        handler.connect()  # type: ignore[no-untyped-call]  # the WebSocket runs in its own threads
+        handler = self.socket_mode_handler()  # starts the client's threads already
         try:
+            # Inside the try: a failed connect must still close the handler, or every
+            # supervisor restart of this loop leaks its threads.
+            handler.connect()  # type: ignore[no-untyped-call]  # the WebSocket runs in its threads
             while not stop.wait(5.0):
                 beat()
         finally:

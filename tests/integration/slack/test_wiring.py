@@ -162,3 +162,29 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
     assert "Approved" in update.params["text"]
     assert "xoxb-" not in caplog.text, "no token in the log"
     assert "slack chat.postMessage C0QUESTIONS -> ok" in caplog.text
+
+
+def test_failed_socket_mode_connects_do_not_leak_threads(tmp_path: Path, fake: FakeSlack) -> None:
+    """The supervisor restarts a failed loop; each failed connect must close its handler.
+
+    The fake refuses the app token at `apps.connections.open`, so `connect()`
+    fails at once, on loopback, with no WebSocket ever opened.
+    """
+    settings = slack_settings(tmp_path, fake, slack_signing_secret=None, slack_app_token=APP_TOKEN)
+    transport = SlackTransport(settings)
+    listener = SlackListener(settings, transport)
+    stop = threading.Event()
+    try:
+        before = threading.active_count()
+        for _ in range(6):
+            with pytest.raises(Exception):  # noqa: B017  # whatever slack-sdk raises for it
+                listener.run_socket_mode(stop, lambda: None)
+        assert len(fake.of("apps.connections.open", ok=False)) == 6
+        wait_for(
+            lambda: threading.active_count() <= before + 2,
+            f"the handlers' threads to stop ({threading.active_count()} alive, {before} before)",
+            timeout_s=10,
+        )
+    finally:
+        listener.close()
+        transport.close()
