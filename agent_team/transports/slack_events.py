@@ -75,6 +75,12 @@ MAX_BODY = 1_000_000  # Slack's payloads are a few KB; refuse anything absurd be
 # deletes, joins, bot messages, ...) are ignored.
 _ANSWER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 _LEADING_MENTION = re.compile(r"^\s*<@[A-Z0-9]+>\s*[:,]?\s*")
+# Slack's formatting of what people type ("Escaping text", api.slack.com/reference/surfaces/
+# formatting#escaping): links arrive as `<url>` or `<url|label>`, and `& < >` as entities.
+# Mentions (`<@U..>`), channels (`<#C..>`) and specials (`<!here>`) are left as they are.
+_LINK = re.compile(r"<([^<>|@#!][^<>|]*)(?:\|[^<>]*)?>")
+_ENTITY = re.compile(r"&(lt|gt|amp);")
+_ENTITIES = {"lt": "<", "gt": ">", "amp": "&"}
 _HELP = {
     QuestionKind.CLARIFY.value: "reply in this thread with the missing details",
     QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
@@ -374,7 +380,7 @@ class SlackListener:
         if thread_ts == event.get("ts"):
             return
         ref = f"{channel}:{thread_ts}"
-        text = _LEADING_MENTION.sub("", str(event.get("text") or "")).strip()
+        text = _as_written(_LEADING_MENTION.sub("", str(event.get("text") or "")).strip())
         found = db.find_open_question_kind_by_channel_ref(self.transport.conn, ref)
         if found is None:
             self._reply_to_closed(ref, user, text, channel, thread_ts, _event_id(body))
@@ -569,6 +575,15 @@ class SlackListener:
 
     def _show_outcome(self, question: db.Question, user: str) -> None:
         self.transport.show_outcome(question)
+
+
+def _as_written(text: str) -> str:
+    """A message's text as the person typed it: links to their URL, entities unescaped.
+
+    One pass over the entities, so `&amp;lt;` becomes `&lt;` (what was typed), not `<`.
+    """
+    text = _LINK.sub(lambda m: m.group(1), text)
+    return _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
 
 
 def _event_id(body: dict[str, Any]) -> str | None:

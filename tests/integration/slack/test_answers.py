@@ -166,6 +166,25 @@ def test_a_clarify_question_asks_for_a_reply_and_the_reply_is_the_answer(
     assert "Answered by" in update.params["text"] and "&amp;" in update.params["text"]
 
 
+def test_a_thread_reply_is_stored_as_written_not_as_slack_escaped_it(world: SlackWorld) -> None:
+    """Slack escapes `& < >` and wraps links in `<...>` ("Escaping text"); we store the text."""
+    task_id = world.coordinator.start_task(title="Login", body="Make login nicer.")
+    world.coordinator.tick(until_idle=True, timeout_s=60)
+    (question,) = db.list_questions(world.conn, status="open", thread_id=task_id)
+    assert question.kind == "clarify"
+    sent = (
+        f"<@{BOT_USER}> only if x &lt; 5 &amp;&amp; y &gt; 2 (not &amp;lt;), see "
+        "<https://example.com/a?b=1&amp;c=2|the doc> and <https://example.com/z>"
+    )
+    response = world.send(message_event(question.channel_ref or "", BOB, sent))
+    assert response.status_code == 200
+    answered = world.question(question.question_id)
+    assert answered.answer == {
+        "text": "only if x < 5 && y > 2 (not &lt;), see https://example.com/a?b=1&c=2 "
+        "and https://example.com/z"
+    }
+
+
 def test_a_thread_reply_answers(world: SlackWorld) -> None:
     question = world.waiting_question()
     ref = question.channel_ref or ""
