@@ -190,11 +190,12 @@ class SlackListener:
     def run_timers(
         self, stop: threading.Event, beat: Callable[[], None], every_s: float = TIMERS_S
     ) -> None:
-        """The daemon's Slack timer loop: reminders, late redraws; on stop, the last messages."""
+        """The daemon's Slack timer loop: reminders, late and superseded redraws; on stop, drain."""
         try:
             while not stop.is_set():
                 self.transport.remind_due()
                 self.transport.reconcile_answered()
+                self.transport.redraw_superseded()
                 beat()
                 stop.wait(every_s)
         finally:
@@ -441,7 +442,9 @@ class SlackListener:
                 self._ephemeral, channel, user, message_ts, "unknown question; nothing changed"
             )
             return
-        if question.channel_ref is not None and question.channel_ref != ref:
+        # Only the question's recorded post takes answers: a NULL channel_ref (reopened,
+        # not yet posted again) matches no message, least of all an old one.
+        if question.channel_ref != ref:
             self._later(
                 self._ephemeral, channel, user, message_ts,
                 f"this message is out of date: question {question_id} was posted again; "

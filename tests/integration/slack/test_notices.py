@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from slack_sdk.errors import SlackApiError
 
-from agent_team import db
+from agent_team import db, inbox
 from tests.integration.slack.conftest import (
     ALICE,
     BOB,
@@ -92,6 +93,8 @@ def test_a_reopened_question_is_posted_again_and_the_old_post_says_superseded(
     assert reopened.status == "open" and new_ref and new_ref != old_ref
     top_level = [c for c in world.fake.of("chat.postMessage") if "thread_ts" not in c.params]
     assert len(top_level) == 2
+    assert world.transport.redraw_superseded() == 1, "the timer pass, after the record"
+    assert world.transport.redraw_superseded() == 0, "once"
     updates = world.fake.of("chat.update")
     assert [u.params["ts"] for u in updates] == [old_ref.split(":")[1]] * 2
     assert "Superseded" in str(updates[-1].params["blocks"])
@@ -102,6 +105,55 @@ def test_a_reopened_question_is_posted_again_and_the_old_post_says_superseded(
     assert stale.status_code == 200 and world.question(question.question_id).status == "open"
     world.send(block_action(new_ref, ALICE, "agent_team.approve", question.question_id), form=True)
     assert world.question(question.question_id).status == "answered"
+
+
+def test_a_button_on_the_old_post_of_a_reopened_undelivered_question_is_refused(
+    world: SlackWorld,
+) -> None:
+    """Reopened but not yet posted again: channel_ref is NULL, and NULL matches no post."""
+    question = world.waiting_question()
+    old_ref = question.channel_ref or ""
+    world.clock.advance(hours=73)
+    assert world.coordinator.check_deadlines() == 1
+    reopened = inbox.reopen(
+        world.conn, question.question_id, deadline_at=world.clock() + timedelta(hours=24)
+    )
+    assert reopened.status == "open" and reopened.channel_ref is None
+
+    response = world.send(
+        block_action(old_ref, ALICE, "agent_team.approve", question.question_id), form=True
+    )
+    assert response.status_code == 200
+    assert world.question(question.question_id).status == "open"
+    world.settle()
+    (note,) = [c.params for c in world.fake.of("chat.postEphemeral")]
+    assert note["user"] == ALICE and "out of date" in note["text"]
+
+
+def test_the_old_post_is_marked_superseded_only_after_the_new_post_is_recorded(
+    world: SlackWorld,
+) -> None:
+    """`deliver` posts; the coordinator records; only then does the old post say "answer below"."""
+    question = world.waiting_question()
+    old_ts = (question.channel_ref or "").split(":")[1]
+    world.clock.advance(hours=73)
+    assert world.coordinator.check_deadlines() == 1
+    reopened = inbox.reopen(
+        world.conn, question.question_id, deadline_at=world.clock() + timedelta(hours=24)
+    )
+    task = db.get_task(world.conn, question.thread_id)
+    assert task is not None
+    expired_redraws = len(world.fake.of("chat.update"))
+
+    new_ref = world.transport.deliver(reopened, task)  # the coordinator has not recorded it yet
+    assert world.transport.redraw_superseded() == 0, "nothing recorded, nothing superseded"
+    assert len(world.fake.of("chat.update")) == expired_redraws, "the old post is left alone"
+
+    assert world.coordinator.deliver_open(task.id) == 1  # re-delivery reuses the post; records
+    assert world.question(question.question_id).channel_ref == new_ref
+    assert world.transport.redraw_superseded() == 1
+    update = world.fake.of("chat.update")[-1]
+    assert update.params["ts"] == old_ts and "Superseded" in str(update.params["blocks"])
 
 
 def test_notices_go_into_the_task_thread_once_and_quiet_events_post_nothing(
