@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from slack_bolt import App, BoltRequest, BoltResponse
 from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_bolt.error import BoltError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -48,7 +49,12 @@ from starlette.routing import Route
 from agent_team import db, inbox
 from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP, parse_answer
 from agent_team.config import Settings
-from agent_team.exceptions import InvalidAnswerError, QuestionClosedError, UnknownTaskError
+from agent_team.exceptions import (
+    ConfigError,
+    InvalidAnswerError,
+    QuestionClosedError,
+    UnknownTaskError,
+)
 from agent_team.task_model import QuestionKind, QuestionStatus
 from agent_team.transports.slack import SlackTransport, make_web_client, split_ref
 from agent_team.transports.slack_blocks import (
@@ -106,7 +112,18 @@ class SlackListener:
         clock: Callable[[], datetime] | None = None,
         followup_workers: int = 4,
         dispatch_workers: int = 4,
+        verify_token: bool = False,
     ) -> None:
+        """Build the app and its handlers.
+
+        Args:
+            verify_token: call `auth.test` now (the daemon does, before READY).
+                Without it Bolt calls `auth.test` on the first request, and if
+                that call fails it acks the request and drops it: an answer lost.
+
+        Raises:
+            ConfigError: `verify_token` and Slack refused the bot token or could not be reached.
+        """
         self.settings = settings
         self.transport = transport
         self.clock: Callable[[], datetime] = clock or transport.clock
@@ -115,6 +132,10 @@ class SlackListener:
         self.socket_mode = settings.slack_app_token is not None
         secret = settings.slack_signing_secret
         self._signing_secret = secret.get_secret_value() if secret is not None else ""
+        # First, before any thread starts: with `verify_token` this is where a bad token stops us.
+        self.app = _build_app(
+            transport, self._signing_secret, socket_mode=self.socket_mode, verify=verify_token
+        )
         self._pool = ThreadPoolExecutor(
             max_workers=followup_workers, thread_name_prefix="agent-team-slack"
         )
@@ -136,15 +157,6 @@ class SlackListener:
         self._write_lock = threading.Lock()
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._recent_lock = threading.Lock()
-        self.app = App(
-            client=transport.client,
-            # Passed explicitly: Bolt would otherwise read SLACK_SIGNING_SECRET itself.
-            signing_secret=self._signing_secret,
-            process_before_response=True,
-            token_verification_enabled=False,  # no network in the constructor; auth.test is lazy
-            request_verification_enabled=not self.socket_mode,
-            logger=logging.getLogger("agent_team.transports.slack.bolt"),
-        )
         self._register()
         if not self.allowed:
             log.warning(
@@ -587,6 +599,39 @@ def _as_written(text: str) -> str:
     """
     text = _LINK.sub(lambda m: m.group(1), text)
     return _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
+
+
+def _build_app(
+    transport: SlackTransport, signing_secret: str, *, socket_mode: bool, verify: bool
+) -> App:
+    """The Bolt app; with `verify`, the bot token is checked now with `auth.test`."""
+    try:
+        return App(
+            client=transport.client,
+            # Passed explicitly: Bolt would otherwise read SLACK_SIGNING_SECRET itself.
+            signing_secret=signing_secret,
+            process_before_response=True,
+            # With the check, Bolt keeps the result and never calls auth.test per request.
+            token_verification_enabled=verify,
+            request_verification_enabled=not socket_mode,
+            logger=logging.getLogger("agent_team.transports.slack.bolt"),
+        )
+    except BoltError as exc:
+        # Bolt wraps auth.test's SlackApiError; name Slack's error code, never the token.
+        cause = exc.__cause__ or exc.__context__
+        response = getattr(cause, "response", None)
+        code = response.get("error", "error") if response is not None else type(exc).__name__
+        raise ConfigError(
+            f"Slack refused AGENT_TEAM_SLACK_BOT_TOKEN at start-up (auth.test: {code}); "
+            "check the token, its workspace and AGENT_TEAM_SLACK_API_URL "
+            "(`agent-team doctor` checks them)"
+        ) from None
+    except Exception as exc:  # could not reach Slack at all
+        raise ConfigError(
+            f"could not reach Slack to check AGENT_TEAM_SLACK_BOT_TOKEN at start-up "
+            f"({type(exc).__name__}); check AGENT_TEAM_SLACK_API_URL and the network, "
+            "then start again"
+        ) from None
 
 
 def _event_id(body: dict[str, Any]) -> str | None:
