@@ -3,7 +3,8 @@
 Every post is a side effect recorded in the ledger before and after the call
 (DESIGN.md §4), keyed so that a crash or a second delivery pass never posts
 twice: `slack:post:<question>:<n>` (n counts reopenings), `slack:notify:
-<task>:<event>:<digest>`, `slack:remind:<question>:<posted_at>:<fraction>`,
+<task>:<event>:<occurrence>:<digest>` (a new occurrence of the same notice,
+after a retry, is posted again), `slack:remind:<question>:<posted_at>:<fraction>`,
 `slack:outcome:<question>`, `slack:superseded:<question>:<n>`. A post that
 failed or was cut off before its result was saved is tried again; Slack
 gives no idempotency key, so that one case is at-least-once.
@@ -323,13 +324,23 @@ class SlackTransport:
             return self.post(channel, message, thread_ts=thread_ts), None
 
         self.once(
-            f"slack:notify:{task.id}:{event}:{_digest(text)}",
+            f"slack:notify:{task.id}:{event}:{self._occurrence(task)}:{_digest(text)}",
             task_id=task.id, kind=NOTIFY_KIND, request={"event": event}, do=post,
         )  # fmt: skip
         if event == "parked" and task.parked_reason == "question_expired":
             self._show_expired(task)
         if event in TERMINAL_EVENTS:
             self._close_leftovers(task, event)
+
+    def _occurrence(self, task: db.Task) -> str:
+        """Which time this is: the newest transition and the task's `updated_at`.
+
+        A retried task that parks (or fails) again with the same text is a new
+        occurrence and is posted again; the same occurrence notified twice is not.
+        """
+        transitions = db.list_transitions(self.conn, task.id)
+        newest = max((t.transition_id for t in transitions), default=0)
+        return _digest(f"{newest}|{task.updated_at}")
 
     def _close_leftovers(self, task: db.Task, event: str) -> None:
         """Questions the task ended without: their buttons go, so nobody answers into a void."""

@@ -306,3 +306,34 @@ def test_a_parked_notice_says_how_to_unpark(world: SlackWorld) -> None:
     world.transport.notify(task, "parked", "claude was not found")
     (post,) = in_thread(world, question.channel_ref or "")
     assert "builder_unavailable" in post and f"`agent-team retry {task.id}`" in post
+
+
+def test_a_second_identical_parked_notice_after_a_retry_is_posted_again(
+    world: SlackWorld,
+) -> None:
+    """Same task, event and text, but a new occurrence: the operator must see it again.
+
+    The clock does not move, so only the occurrence (the newest transition) tells them apart.
+    """
+    question = world.waiting_question()
+    task_id = question.thread_id
+
+    def park() -> db.Task:
+        db.set_task_status(world.conn, task_id, "parked", parked_reason="builder_unavailable")
+        db.record_transition(
+            world.conn, thread_id=task_id, to_phase="build", status="parked", note="no claude"
+        )
+        task = db.get_task(world.conn, task_id)
+        assert task is not None
+        return task
+
+    first = park()
+    world.transport.notify(first, "parked", "claude was not found")
+    world.transport.notify(first, "parked", "claude was not found")  # the same occurrence
+    assert len(in_thread(world, question.channel_ref or "")) == 1
+    inbox.retry_task(world.conn, task_id)
+    again = park()
+    world.transport.notify(again, "parked", "claude was not found")
+    world.transport.notify(again, "parked", "claude was not found")
+    posts = in_thread(world, question.channel_ref or "")
+    assert len(posts) == 2 and posts[0] == posts[1]
