@@ -532,9 +532,7 @@ class SlackListener:
             with self._write_lock:
                 question = self._answer_fn(question_id, text, via=f"slack:{user}")
                 if event_id:
-                    db.claim_event(
-                        self.transport.conn, source="slack", event_id=event_id, now=self.clock()
-                    )
+                    self._claim_won(event_id, question_id)
         except InvalidAnswerError as exc:
             log.info("slack answer to %s by %s refused: %s", question_id, user, exc)
             if not quiet and self._claim(event_id):
@@ -548,6 +546,21 @@ class SlackListener:
         log.info("slack answer to %s by %s won", question_id, user)
         self._later(self._show_outcome, question, user)
         return None
+
+    def _claim_won(self, event_id: str, question_id: str) -> None:
+        """Record the winning delivery's id; the answer is already committed.
+
+        A failure here must not turn into a 500 (Slack would retry an answer
+        that is stored) nor skip the outcome: log it and go on. A retry then
+        finds the question answered and gets the "already answered" path.
+        """
+        try:
+            db.claim_event(self.transport.conn, source="slack", event_id=event_id, now=self.clock())
+        except Exception:
+            log.exception(
+                "slack event %s: the answer to %s is stored but its event id was not recorded",
+                event_id, question_id,
+            )  # fmt: skip
 
     # -- follow-ups (on the pool, after the ack) -----------------------------------------------
 

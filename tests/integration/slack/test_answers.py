@@ -375,6 +375,27 @@ def test_a_delivery_that_failed_midway_is_processed_when_slack_retries(
     assert world.question(question.question_id).status == "answered"
 
 
+def test_a_claim_that_fails_after_the_winning_answer_still_shows_the_outcome(
+    world: SlackWorld, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The answer is committed; only the event id's record failed. That is no 500."""
+    question = world.waiting_question()
+
+    def claim_fails(*args: Any, **kwargs: Any) -> bool:
+        raise LedgerBusyError("the ledger stayed locked")
+
+    monkeypatch.setattr(db, "claim_event", claim_fails)
+    payload = message_event(question.channel_ref or "", ALICE, "approve", event_id="Ev0NOCLAIM")
+    with caplog.at_level(logging.WARNING):
+        response = world.send(payload)
+    assert response.status_code == 200, "the answer is stored: Slack must not retry"
+    assert world.question(question.question_id).status == "answered"
+    assert "Ev0NOCLAIM" in caplog.text, "the failed claim is logged"
+    world.settle()
+    (update,) = world.fake.of("chat.update")
+    assert "Approved" in update.params["text"]
+
+
 def test_a_publish_approval_is_answered_with_its_publish_button(world: SlackWorld) -> None:
     db.create_task(world.conn, task_id="tdocs", kind="code", title="Docs page", body="")
     db.ensure_question(
