@@ -496,6 +496,15 @@ class SlackListener:
         except ValueError:
             ack(response_action="errors", errors={REVISE_BLOCK: "This form is out of date."})
             return
+        question = db.get_question(self.transport.conn, question_id)
+        if question is not None and question.channel_ref != ref:
+            # Like a button: only the question's recorded post takes answers.
+            ack(
+                response_action="errors",
+                errors={REVISE_BLOCK: "This form is out of date: the question was posted "
+                        "again; answer the newest post."},
+            )  # fmt: skip
+            return
         problem = self._answer(
             question_id, f"revise {feedback}", user, channel, thread_ts, quiet=True
         )

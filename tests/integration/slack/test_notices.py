@@ -20,6 +20,7 @@ from tests.integration.slack.conftest import (
     CHANNEL,
     SlackWorld,
     block_action,
+    view_submission,
 )
 
 
@@ -128,6 +129,23 @@ def test_a_button_on_the_old_post_of_a_reopened_undelivered_question_is_refused(
     world.settle()
     (note,) = [c.params for c in world.fake.of("chat.postEphemeral")]
     assert note["user"] == ALICE and "out of date" in note["text"]
+
+
+def test_a_modal_opened_on_a_post_that_was_since_reopened_is_out_of_date(
+    world: SlackWorld,
+) -> None:
+    """The form names the post it came from; after a reopen that post takes no answers."""
+    question = world.waiting_question()
+    old_ref = question.channel_ref or ""
+    metadata = f"{question.question_id}|{old_ref}"
+    world.clock.advance(hours=73)
+    assert world.coordinator.check_deadlines() == 1
+    inbox.reopen(world.conn, question.question_id, deadline_at=world.clock() + timedelta(hours=24))
+
+    sent = world.send(view_submission(ALICE, metadata, "Use a signed cookie"), form=True)
+    assert sent.status_code == 200 and sent.json()["response_action"] == "errors"
+    assert "out of date" in sent.json()["errors"]["feedback"]
+    assert world.question(question.question_id).status == "open"
 
 
 def test_the_old_post_is_marked_superseded_only_after_the_new_post_is_recorded(
