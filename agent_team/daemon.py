@@ -107,15 +107,23 @@ class Daemon:
         """Slack (issue #5): the events route or Socket Mode listener, reminder timer."""
         if self.settings.transport != "slack":
             return
+        from agent_team.exceptions import ConfigError
         from agent_team.transports.slack import SlackTransport
         from agent_team.transports.slack_events import SlackListener
 
         transport = self.coordinator.transport
         if not isinstance(transport, SlackTransport):  # a test handed in its own transport
             transport = SlackTransport(self.settings, clock=self.coordinator.clock)
-        listener = SlackListener(
-            self.settings, transport, answer=self.coordinator.answer, clock=self.coordinator.clock
-        )
+        try:
+            # The token is checked here, before READY: Bolt's lazy check on the first
+            # request would ack that request and drop it if the call failed.
+            listener = SlackListener(
+                self.settings, transport, answer=self.coordinator.answer,
+                clock=self.coordinator.clock, verify_token=True,
+            )  # fmt: skip
+        except ConfigError:
+            self.coordinator.close()
+            raise
         health = self.health
         if listener.socket_mode:
             health.set_fact("slack", "socket mode")

@@ -3,7 +3,8 @@
 Every post is a side effect recorded in the ledger before and after the call
 (DESIGN.md §4), keyed so that a crash or a second delivery pass never posts
 twice: `slack:post:<question>:<n>` (n counts reopenings), `slack:notify:
-<task>:<event>:<digest>`, `slack:remind:<question>:<posted_at>:<fraction>`,
+<task>:<event>:<occurrence>:<digest>` (a new occurrence of the same notice,
+after a retry, is posted again), `slack:remind:<question>:<posted_at>:<fraction>`,
 `slack:outcome:<question>`, `slack:superseded:<question>:<n>`. A post that
 failed or was cut off before its result was saved is tried again; Slack
 gives no idempotency key, so that one case is at-least-once.
@@ -229,7 +230,13 @@ class SlackTransport:
         return sorted(posts, key=lambda effect: int(effect.request.get("n", 0)))
 
     def deliver(self, question: db.Question, task: db.Task) -> str:
-        """Post the question (once per opening) and mark an older post of it as superseded."""
+        """Post the question, once per opening.
+
+        An older post of a reopened question is marked superseded later, by
+        `redraw_superseded`, once the coordinator has recorded this post as the
+        question's `channel_ref`: "answer below" must never point at a post
+        that a crash could leave unrecorded.
+        """
         posts = self._posts(question.question_id, task.id)
         latest = posts[-1] if posts else None
         if latest is not None and latest.request.get("deadline_at") == question.deadline_at:
@@ -256,20 +263,45 @@ class SlackTransport:
         log.info(
             "task %s: question %s posted at %s", task.id, question.question_id, effect.result_ref
         )
-        for old in posts:
-            if old.result_ref and old.result_ref != effect.result_ref:
-                self._mark_superseded(old, question, task, effect.result_ref)
         return effect.result_ref
 
-    def _mark_superseded(
-        self, old: db.SideEffect, question: db.Question, task: db.Task, new_ref: str
-    ) -> None:
-        assert old.result_ref is not None
-        self._redraw_closed(
-            f"slack:superseded:{question.question_id}:{old.request.get('n')}", question,
-            old.result_ref, task,
-            "↪️ Superseded: this question was reopened and posted again below; answer there.",
-        )  # fmt: skip
+    def redraw_superseded(self) -> int:
+        """Take the buttons off older posts of reopened questions; returns how many now.
+
+        Runs on the timer pass, after delivery was recorded: only a post other
+        than the question's recorded `channel_ref` is superseded (a question
+        with no `channel_ref` yet is left for a later pass). Once per old post
+        (`slack:superseded:<question>:<n>`); a pass with nothing to do writes nothing.
+        """
+        redrawn = 0
+        since = self.clock() - OUTCOME_WINDOW
+        questions = [
+            *db.list_questions(self.conn, status=QuestionStatus.OPEN.value),
+            *db.answered_since(self.conn, since),
+        ]
+        for question in questions:
+            if question.transport != self.name or not question.channel_ref:
+                continue
+            stale = [
+                post
+                for post in self._posts(question.question_id, question.thread_id)
+                if post.result_ref and post.result_ref != question.channel_ref
+            ]
+            for old in stale:
+                effect_id = f"slack:superseded:{question.question_id}:{old.request.get('n')}"
+                effect = db.get_effect(self.conn, effect_id)  # a read: most passes write nothing
+                if effect is not None and effect.state == EffectState.DONE:
+                    continue
+                task = db.get_task(self.conn, question.thread_id)
+                if task is None:
+                    break
+                assert old.result_ref is not None
+                redrawn += self._redraw_closed(
+                    effect_id, question, old.result_ref, task,
+                    "↪️ Superseded: this question was reopened and posted again below; "
+                    "answer there.",
+                )  # fmt: skip
+        return redrawn
 
     def task_thread(self, task_id: str) -> str | None:
         """The `<channel>:<ts>` of the task's newest question post, where its notices go."""
@@ -292,13 +324,23 @@ class SlackTransport:
             return self.post(channel, message, thread_ts=thread_ts), None
 
         self.once(
-            f"slack:notify:{task.id}:{event}:{_digest(text)}",
+            f"slack:notify:{task.id}:{event}:{self._occurrence(task)}:{_digest(text)}",
             task_id=task.id, kind=NOTIFY_KIND, request={"event": event}, do=post,
         )  # fmt: skip
         if event == "parked" and task.parked_reason == "question_expired":
             self._show_expired(task)
         if event in TERMINAL_EVENTS:
             self._close_leftovers(task, event)
+
+    def _occurrence(self, task: db.Task) -> str:
+        """Which time this is: the newest transition and the task's `updated_at`.
+
+        A retried task that parks (or fails) again with the same text is a new
+        occurrence and is posted again; the same occurrence notified twice is not.
+        """
+        transitions = db.list_transitions(self.conn, task.id)
+        newest = max((t.transition_id for t in transitions), default=0)
+        return _digest(f"{newest}|{task.updated_at}")
 
     def _close_leftovers(self, task: db.Task, event: str) -> None:
         """Questions the task ended without: their buttons go, so nobody answers into a void."""
@@ -311,8 +353,11 @@ class SlackTransport:
 
     def _redraw_closed(
         self, effect_id: str, question: db.Question, ref: str, task: db.Task, line: str
-    ) -> None:
-        """Once per `effect_id`: the message at `ref` redrawn without buttons, `line` below."""
+    ) -> bool:
+        """Once per `effect_id`: the message at `ref` redrawn without buttons, `line` below.
+
+        Returns True if the redraw is done (now or before), False if it failed.
+        """
         channel, ts = split_ref(ref)
         blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
 
@@ -326,6 +371,8 @@ class SlackTransport:
             )
         except Exception:  # the message keeps its buttons; an answer there is refused anyway
             log.exception("could not redraw %s (%s)", ref, effect_id)
+            return False
+        return True
 
     def _notice_text(self, task: db.Task, event: str, text: str) -> str:
         body = escape(tail(text, 1500))

@@ -137,9 +137,13 @@ def _summary_blocks(question: Question, task: Task, dashboard_url: str | None) -
 
 
 def question_fallback(question: Question, task: Task) -> str:
-    """The notification text (shown where blocks are not: push notices, screen readers)."""
+    """The notification text (shown where blocks are not: push notices, screen readers).
+
+    Slack renders it as mrkdwn like the blocks, so the outside text is escaped
+    too; clipped before escaping, so an entity is never cut in half.
+    """
     text = str(_payload(question).get("text", "")) or question.kind
-    return _clip(f"{task.title}: {text}", 300)
+    return escape(_clip(f"{task.title}: {text}", 300))
 
 
 def question_blocks(question: Question, task: Task, dashboard_url: str | None) -> list[Any]:

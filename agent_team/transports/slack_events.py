@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from slack_bolt import App, BoltRequest, BoltResponse
 from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_bolt.error import BoltError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -48,7 +49,12 @@ from starlette.routing import Route
 from agent_team import db, inbox
 from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP, parse_answer
 from agent_team.config import Settings
-from agent_team.exceptions import InvalidAnswerError, QuestionClosedError, UnknownTaskError
+from agent_team.exceptions import (
+    ConfigError,
+    InvalidAnswerError,
+    QuestionClosedError,
+    UnknownTaskError,
+)
 from agent_team.task_model import QuestionKind, QuestionStatus
 from agent_team.transports.slack import SlackTransport, make_web_client, split_ref
 from agent_team.transports.slack_blocks import (
@@ -75,6 +81,12 @@ MAX_BODY = 1_000_000  # Slack's payloads are a few KB; refuse anything absurd be
 # deletes, joins, bot messages, ...) are ignored.
 _ANSWER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 _LEADING_MENTION = re.compile(r"^\s*<@[A-Z0-9]+>\s*[:,]?\s*")
+# Slack's formatting of what people type ("Escaping text", api.slack.com/reference/surfaces/
+# formatting#escaping): links arrive as `<url>` or `<url|label>`, and `& < >` as entities.
+# Mentions (`<@U..>`), channels (`<#C..>`) and specials (`<!here>`) are left as they are.
+_LINK = re.compile(r"<([^<>|@#!][^<>|]*)(?:\|[^<>]*)?>")
+_ENTITY = re.compile(r"&(lt|gt|amp);")
+_ENTITIES = {"lt": "<", "gt": ">", "amp": "&"}
 _HELP = {
     QuestionKind.CLARIFY.value: "reply in this thread with the missing details",
     QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
@@ -100,7 +112,18 @@ class SlackListener:
         clock: Callable[[], datetime] | None = None,
         followup_workers: int = 4,
         dispatch_workers: int = 4,
+        verify_token: bool = False,
     ) -> None:
+        """Build the app and its handlers.
+
+        Args:
+            verify_token: call `auth.test` now (the daemon does, before READY).
+                Without it Bolt calls `auth.test` on the first request, and if
+                that call fails it acks the request and drops it: an answer lost.
+
+        Raises:
+            ConfigError: `verify_token` and Slack refused the bot token or could not be reached.
+        """
         self.settings = settings
         self.transport = transport
         self.clock: Callable[[], datetime] = clock or transport.clock
@@ -109,6 +132,10 @@ class SlackListener:
         self.socket_mode = settings.slack_app_token is not None
         secret = settings.slack_signing_secret
         self._signing_secret = secret.get_secret_value() if secret is not None else ""
+        # First, before any thread starts: with `verify_token` this is where a bad token stops us.
+        self.app = _build_app(
+            transport, self._signing_secret, socket_mode=self.socket_mode, verify=verify_token
+        )
         self._pool = ThreadPoolExecutor(
             max_workers=followup_workers, thread_name_prefix="agent-team-slack"
         )
@@ -130,15 +157,6 @@ class SlackListener:
         self._write_lock = threading.Lock()
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._recent_lock = threading.Lock()
-        self.app = App(
-            client=transport.client,
-            # Passed explicitly: Bolt would otherwise read SLACK_SIGNING_SECRET itself.
-            signing_secret=self._signing_secret,
-            process_before_response=True,
-            token_verification_enabled=False,  # no network in the constructor; auth.test is lazy
-            request_verification_enabled=not self.socket_mode,
-            logger=logging.getLogger("agent_team.transports.slack.bolt"),
-        )
         self._register()
         if not self.allowed:
             log.warning(
@@ -171,9 +189,11 @@ class SlackListener:
 
     def run_socket_mode(self, stop: threading.Event, beat: Callable[[], None]) -> None:
         """The daemon's Socket Mode loop: connect, beat until `stop`, disconnect."""
-        handler = self.socket_mode_handler()
-        handler.connect()  # type: ignore[no-untyped-call]  # the WebSocket runs in its own threads
+        handler = self.socket_mode_handler()  # starts the client's threads already
         try:
+            # Inside the try: a failed connect must still close the handler, or every
+            # supervisor restart of this loop leaks its threads.
+            handler.connect()  # type: ignore[no-untyped-call]  # the WebSocket runs in its threads
             while not stop.wait(5.0):
                 beat()
         finally:
@@ -182,11 +202,12 @@ class SlackListener:
     def run_timers(
         self, stop: threading.Event, beat: Callable[[], None], every_s: float = TIMERS_S
     ) -> None:
-        """The daemon's Slack timer loop: reminders, late redraws; on stop, the last messages."""
+        """The daemon's Slack timer loop: reminders, late and superseded redraws; on stop, drain."""
         try:
             while not stop.is_set():
                 self.transport.remind_due()
                 self.transport.reconcile_answered()
+                self.transport.redraw_superseded()
                 beat()
                 stop.wait(every_s)
         finally:
@@ -245,10 +266,17 @@ class SlackListener:
         if declared.isdigit() and int(declared) > MAX_BODY:
             log.warning("slack request refused: body of %s bytes", declared)
             return Response(status_code=413)
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            log.warning("slack request refused: body of %d bytes", len(body))
-            return Response(status_code=413)
+        # Counted as it streams: a chunked body has no Content-Length to refuse up front,
+        # and `request.body()` would buffer all of it before anyone checked the signature.
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                log.warning("slack request refused: body over %d bytes", MAX_BODY)
+                return Response(status_code=413)
+            chunks.append(chunk)
+        body = b"".join(chunks)
         headers: dict[str, str | Sequence[str]] = dict(request.headers.items())
         retry = headers.get("x-slack-retry-num")
         problem: str | None = None
@@ -365,7 +393,7 @@ class SlackListener:
         if thread_ts == event.get("ts"):
             return
         ref = f"{channel}:{thread_ts}"
-        text = _LEADING_MENTION.sub("", str(event.get("text") or "")).strip()
+        text = _as_written(_LEADING_MENTION.sub("", str(event.get("text") or "")).strip())
         found = db.find_open_question_kind_by_channel_ref(self.transport.conn, ref)
         if found is None:
             self._reply_to_closed(ref, user, text, channel, thread_ts, _event_id(body))
@@ -426,7 +454,9 @@ class SlackListener:
                 self._ephemeral, channel, user, message_ts, "unknown question; nothing changed"
             )
             return
-        if question.channel_ref is not None and question.channel_ref != ref:
+        # Only the question's recorded post takes answers: a NULL channel_ref (reopened,
+        # not yet posted again) matches no message, least of all an old one.
+        if question.channel_ref != ref:
             self._later(
                 self._ephemeral, channel, user, message_ts,
                 f"this message is out of date: question {question_id} was posted again; "
@@ -466,6 +496,15 @@ class SlackListener:
         except ValueError:
             ack(response_action="errors", errors={REVISE_BLOCK: "This form is out of date."})
             return
+        question = db.get_question(self.transport.conn, question_id)
+        if question is not None and question.channel_ref != ref:
+            # Like a button: only the question's recorded post takes answers.
+            ack(
+                response_action="errors",
+                errors={REVISE_BLOCK: "This form is out of date: the question was posted "
+                        "again; answer the newest post."},
+            )  # fmt: skip
+            return
         problem = self._answer(
             question_id, f"revise {feedback}", user, channel, thread_ts, quiet=True
         )
@@ -502,9 +541,7 @@ class SlackListener:
             with self._write_lock:
                 question = self._answer_fn(question_id, text, via=f"slack:{user}")
                 if event_id:
-                    db.claim_event(
-                        self.transport.conn, source="slack", event_id=event_id, now=self.clock()
-                    )
+                    self._claim_won(event_id, question_id)
         except InvalidAnswerError as exc:
             log.info("slack answer to %s by %s refused: %s", question_id, user, exc)
             if not quiet and self._claim(event_id):
@@ -518,6 +555,21 @@ class SlackListener:
         log.info("slack answer to %s by %s won", question_id, user)
         self._later(self._show_outcome, question, user)
         return None
+
+    def _claim_won(self, event_id: str, question_id: str) -> None:
+        """Record the winning delivery's id; the answer is already committed.
+
+        A failure here must not turn into a 500 (Slack would retry an answer
+        that is stored) nor skip the outcome: log it and go on. A retry then
+        finds the question answered and gets the "already answered" path.
+        """
+        try:
+            db.claim_event(self.transport.conn, source="slack", event_id=event_id, now=self.clock())
+        except Exception:
+            log.exception(
+                "slack event %s: the answer to %s is stored but its event id was not recorded",
+                event_id, question_id,
+            )  # fmt: skip
 
     # -- follow-ups (on the pool, after the ack) -----------------------------------------------
 
@@ -560,6 +612,48 @@ class SlackListener:
 
     def _show_outcome(self, question: db.Question, user: str) -> None:
         self.transport.show_outcome(question)
+
+
+def _as_written(text: str) -> str:
+    """A message's text as the person typed it: links to their URL, entities unescaped.
+
+    One pass over the entities, so `&amp;lt;` becomes `&lt;` (what was typed), not `<`.
+    """
+    text = _LINK.sub(lambda m: m.group(1), text)
+    return _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
+
+
+def _build_app(
+    transport: SlackTransport, signing_secret: str, *, socket_mode: bool, verify: bool
+) -> App:
+    """The Bolt app; with `verify`, the bot token is checked now with `auth.test`."""
+    try:
+        return App(
+            client=transport.client,
+            # Passed explicitly: Bolt would otherwise read SLACK_SIGNING_SECRET itself.
+            signing_secret=signing_secret,
+            process_before_response=True,
+            # With the check, Bolt keeps the result and never calls auth.test per request.
+            token_verification_enabled=verify,
+            request_verification_enabled=not socket_mode,
+            logger=logging.getLogger("agent_team.transports.slack.bolt"),
+        )
+    except BoltError as exc:
+        # Bolt wraps auth.test's SlackApiError; name Slack's error code, never the token.
+        cause = exc.__cause__ or exc.__context__
+        response = getattr(cause, "response", None)
+        code = response.get("error", "error") if response is not None else type(exc).__name__
+        raise ConfigError(
+            f"Slack refused AGENT_TEAM_SLACK_BOT_TOKEN at start-up (auth.test: {code}); "
+            "check the token, its workspace and AGENT_TEAM_SLACK_API_URL "
+            "(`agent-team doctor` checks them)"
+        ) from None
+    except Exception as exc:  # could not reach Slack at all
+        raise ConfigError(
+            f"could not reach Slack to check AGENT_TEAM_SLACK_BOT_TOKEN at start-up "
+            f"({type(exc).__name__}); check AGENT_TEAM_SLACK_API_URL and the network, "
+            "then start again"
+        ) from None
 
 
 def _event_id(body: dict[str, Any]) -> str | None:

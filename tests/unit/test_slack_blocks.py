@@ -89,3 +89,16 @@ def test_long_text_is_clipped_to_what_slack_accepts() -> None:
         text = block.get("text")
         if isinstance(text, dict):
             assert len(text["text"]) <= 3000
+
+
+def test_the_fallback_text_is_escaped_like_the_blocks() -> None:
+    """The top-level `text` is mrkdwn too (push notices): no pings, no disguised links."""
+    asked = question("clarify", {"text": "See <http://evil.test|the docs> & <!here>"})
+    text = question_fallback(asked, task())
+    assert "<" not in text and ">" not in text
+    assert text == (
+        "Fix &lt;!channel&gt; login &amp; more: "
+        "See &lt;http://evil.test|the docs&gt; &amp; &lt;!here&gt;"
+    )
+    long = question_fallback(question("clarify", {"text": "&" * 400}), task(title="T"))
+    assert long.endswith("&amp;…") and "&am…" not in long, "never cut inside an entity"

@@ -166,6 +166,25 @@ def test_a_clarify_question_asks_for_a_reply_and_the_reply_is_the_answer(
     assert "Answered by" in update.params["text"] and "&amp;" in update.params["text"]
 
 
+def test_a_thread_reply_is_stored_as_written_not_as_slack_escaped_it(world: SlackWorld) -> None:
+    """Slack escapes `& < >` and wraps links in `<...>` ("Escaping text"); we store the text."""
+    task_id = world.coordinator.start_task(title="Login", body="Make login nicer.")
+    world.coordinator.tick(until_idle=True, timeout_s=60)
+    (question,) = db.list_questions(world.conn, status="open", thread_id=task_id)
+    assert question.kind == "clarify"
+    sent = (
+        f"<@{BOT_USER}> only if x &lt; 5 &amp;&amp; y &gt; 2 (not &amp;lt;), see "
+        "<https://example.com/a?b=1&amp;c=2|the doc> and <https://example.com/z>"
+    )
+    response = world.send(message_event(question.channel_ref or "", BOB, sent))
+    assert response.status_code == 200
+    answered = world.question(question.question_id)
+    assert answered.answer == {
+        "text": "only if x < 5 && y > 2 (not &lt;), see https://example.com/a?b=1&c=2 "
+        "and https://example.com/z"
+    }
+
+
 def test_a_thread_reply_answers(world: SlackWorld) -> None:
     question = world.waiting_question()
     ref = question.channel_ref or ""
@@ -354,6 +373,27 @@ def test_a_delivery_that_failed_midway_is_processed_when_slack_retries(
     retried = world.send(payload, headers={"X-Slack-Retry-Num": "1"})
     assert retried.status_code == 200
     assert world.question(question.question_id).status == "answered"
+
+
+def test_a_claim_that_fails_after_the_winning_answer_still_shows_the_outcome(
+    world: SlackWorld, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The answer is committed; only the event id's record failed. That is no 500."""
+    question = world.waiting_question()
+
+    def claim_fails(*args: Any, **kwargs: Any) -> bool:
+        raise LedgerBusyError("the ledger stayed locked")
+
+    monkeypatch.setattr(db, "claim_event", claim_fails)
+    payload = message_event(question.channel_ref or "", ALICE, "approve", event_id="Ev0NOCLAIM")
+    with caplog.at_level(logging.WARNING):
+        response = world.send(payload)
+    assert response.status_code == 200, "the answer is stored: Slack must not retry"
+    assert world.question(question.question_id).status == "answered"
+    assert "Ev0NOCLAIM" in caplog.text, "the failed claim is logged"
+    world.settle()
+    (update,) = world.fake.of("chat.update")
+    assert "Approved" in update.params["text"]
 
 
 def test_a_publish_approval_is_answered_with_its_publish_button(world: SlackWorld) -> None:

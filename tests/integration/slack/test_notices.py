@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from slack_sdk.errors import SlackApiError
 
-from agent_team import db
+from agent_team import db, inbox
 from tests.integration.slack.conftest import (
     ALICE,
     BOB,
@@ -19,6 +20,7 @@ from tests.integration.slack.conftest import (
     CHANNEL,
     SlackWorld,
     block_action,
+    view_submission,
 )
 
 
@@ -92,6 +94,8 @@ def test_a_reopened_question_is_posted_again_and_the_old_post_says_superseded(
     assert reopened.status == "open" and new_ref and new_ref != old_ref
     top_level = [c for c in world.fake.of("chat.postMessage") if "thread_ts" not in c.params]
     assert len(top_level) == 2
+    assert world.transport.redraw_superseded() == 1, "the timer pass, after the record"
+    assert world.transport.redraw_superseded() == 0, "once"
     updates = world.fake.of("chat.update")
     assert [u.params["ts"] for u in updates] == [old_ref.split(":")[1]] * 2
     assert "Superseded" in str(updates[-1].params["blocks"])
@@ -102,6 +106,72 @@ def test_a_reopened_question_is_posted_again_and_the_old_post_says_superseded(
     assert stale.status_code == 200 and world.question(question.question_id).status == "open"
     world.send(block_action(new_ref, ALICE, "agent_team.approve", question.question_id), form=True)
     assert world.question(question.question_id).status == "answered"
+
+
+def test_a_button_on_the_old_post_of_a_reopened_undelivered_question_is_refused(
+    world: SlackWorld,
+) -> None:
+    """Reopened but not yet posted again: channel_ref is NULL, and NULL matches no post."""
+    question = world.waiting_question()
+    old_ref = question.channel_ref or ""
+    world.clock.advance(hours=73)
+    assert world.coordinator.check_deadlines() == 1
+    reopened = inbox.reopen(
+        world.conn, question.question_id, deadline_at=world.clock() + timedelta(hours=24)
+    )
+    assert reopened.status == "open" and reopened.channel_ref is None
+
+    response = world.send(
+        block_action(old_ref, ALICE, "agent_team.approve", question.question_id), form=True
+    )
+    assert response.status_code == 200
+    assert world.question(question.question_id).status == "open"
+    world.settle()
+    (note,) = [c.params for c in world.fake.of("chat.postEphemeral")]
+    assert note["user"] == ALICE and "out of date" in note["text"]
+
+
+def test_a_modal_opened_on_a_post_that_was_since_reopened_is_out_of_date(
+    world: SlackWorld,
+) -> None:
+    """The form names the post it came from; after a reopen that post takes no answers."""
+    question = world.waiting_question()
+    old_ref = question.channel_ref or ""
+    metadata = f"{question.question_id}|{old_ref}"
+    world.clock.advance(hours=73)
+    assert world.coordinator.check_deadlines() == 1
+    inbox.reopen(world.conn, question.question_id, deadline_at=world.clock() + timedelta(hours=24))
+
+    sent = world.send(view_submission(ALICE, metadata, "Use a signed cookie"), form=True)
+    assert sent.status_code == 200 and sent.json()["response_action"] == "errors"
+    assert "out of date" in sent.json()["errors"]["feedback"]
+    assert world.question(question.question_id).status == "open"
+
+
+def test_the_old_post_is_marked_superseded_only_after_the_new_post_is_recorded(
+    world: SlackWorld,
+) -> None:
+    """`deliver` posts; the coordinator records; only then does the old post say "answer below"."""
+    question = world.waiting_question()
+    old_ts = (question.channel_ref or "").split(":")[1]
+    world.clock.advance(hours=73)
+    assert world.coordinator.check_deadlines() == 1
+    reopened = inbox.reopen(
+        world.conn, question.question_id, deadline_at=world.clock() + timedelta(hours=24)
+    )
+    task = db.get_task(world.conn, question.thread_id)
+    assert task is not None
+    expired_redraws = len(world.fake.of("chat.update"))
+
+    new_ref = world.transport.deliver(reopened, task)  # the coordinator has not recorded it yet
+    assert world.transport.redraw_superseded() == 0, "nothing recorded, nothing superseded"
+    assert len(world.fake.of("chat.update")) == expired_redraws, "the old post is left alone"
+
+    assert world.coordinator.deliver_open(task.id) == 1  # re-delivery reuses the post; records
+    assert world.question(question.question_id).channel_ref == new_ref
+    assert world.transport.redraw_superseded() == 1
+    update = world.fake.of("chat.update")[-1]
+    assert update.params["ts"] == old_ts and "Superseded" in str(update.params["blocks"])
 
 
 def test_notices_go_into_the_task_thread_once_and_quiet_events_post_nothing(
@@ -254,3 +324,34 @@ def test_a_parked_notice_says_how_to_unpark(world: SlackWorld) -> None:
     world.transport.notify(task, "parked", "claude was not found")
     (post,) = in_thread(world, question.channel_ref or "")
     assert "builder_unavailable" in post and f"`agent-team retry {task.id}`" in post
+
+
+def test_a_second_identical_parked_notice_after_a_retry_is_posted_again(
+    world: SlackWorld,
+) -> None:
+    """Same task, event and text, but a new occurrence: the operator must see it again.
+
+    The clock does not move, so only the occurrence (the newest transition) tells them apart.
+    """
+    question = world.waiting_question()
+    task_id = question.thread_id
+
+    def park() -> db.Task:
+        db.set_task_status(world.conn, task_id, "parked", parked_reason="builder_unavailable")
+        db.record_transition(
+            world.conn, thread_id=task_id, to_phase="build", status="parked", note="no claude"
+        )
+        task = db.get_task(world.conn, task_id)
+        assert task is not None
+        return task
+
+    first = park()
+    world.transport.notify(first, "parked", "claude was not found")
+    world.transport.notify(first, "parked", "claude was not found")  # the same occurrence
+    assert len(in_thread(world, question.channel_ref or "")) == 1
+    inbox.retry_task(world.conn, task_id)
+    again = park()
+    world.transport.notify(again, "parked", "claude was not found")
+    world.transport.notify(again, "parked", "claude was not found")
+    posts = in_thread(world, question.channel_ref or "")
+    assert len(posts) == 2 and posts[0] == posts[1]

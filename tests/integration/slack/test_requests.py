@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
 
 from agent_team import db
+from agent_team.transports.slack_events import EVENTS_PATH, MAX_BODY
 from tests.integration.slack.conftest import (
     ALICE,
     SlackWorld,
@@ -94,3 +97,41 @@ def test_an_oversized_body_is_refused_before_it_is_read(world: SlackWorld) -> No
     raw = b"x" * 1_000_001
     response = world.http.post(world.server.url, content=raw, headers=sign(raw))
     assert response.status_code == 413
+
+
+def test_a_chunked_body_past_the_limit_is_refused_while_it_streams(world: SlackWorld) -> None:
+    """No Content-Length: the limit is counted as the chunks arrive, not after buffering.
+
+    The body is never finished, so a server that buffers it whole would wait
+    for the rest and never answer; a streaming limit answers 413 past 1 MB.
+    """
+    question = world.waiting_question()
+    sock = socket.create_connection(("127.0.0.1", world.server.port), timeout=10)
+    chunk = b"x" * 65_536
+    head = (
+        f"POST {EVENTS_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+
+    def send() -> None:
+        try:
+            sock.sendall(head)
+            for _ in range(MAX_BODY // len(chunk) + 4):  # a little past the limit, no last chunk
+                sock.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        except OSError:  # the server answered and closed while we were still sending
+            pass
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        reply = b""
+        while b"\r\n" not in reply:
+            data = sock.recv(4096)  # times out (the test fails) if the server waits for more
+            if not data:
+                break
+            reply += data
+        assert reply.startswith(b"HTTP/1.1 413"), reply[:100]
+    finally:
+        sock.close()
+        sender.join(timeout=10)
+    assert world.question(question.question_id).status == "open"

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 from slack_bolt.adapter.socket_mode import SocketModeHandler
+from starlette.applications import Starlette
 
 from agent_team import db
 from agent_team.daemon import Daemon
@@ -24,6 +25,7 @@ from tests.integration.pipeline.conftest import LONG_BODY
 from tests.integration.slack.conftest import (
     ALICE,
     CHANNEL,
+    Server,
     block_action,
     form_body,
     sign,
@@ -130,7 +132,10 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
                 ),
                 "the delivery record",
             )
-            ref = f"{CHANNEL}:{fake.of('chat.postMessage')[0].params and '1700000000.000001'}"
+            posted = db.get_question(daemon.coordinator.conn, question.question_id)
+            assert posted is not None and posted.channel_ref is not None
+            ref = posted.channel_ref
+            assert ref.startswith(f"{CHANNEL}:")
             body, headers = form_body(
                 block_action(ref, ALICE, "agent_team.approve", question.question_id)
             )
@@ -162,3 +167,67 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
     assert "Approved" in update.params["text"]
     assert "xoxb-" not in caplog.text, "no token in the log"
     assert "slack chat.postMessage C0QUESTIONS -> ok" in caplog.text
+
+
+def test_failed_socket_mode_connects_do_not_leak_threads(tmp_path: Path, fake: FakeSlack) -> None:
+    """The supervisor restarts a failed loop; each failed connect must close its handler.
+
+    The fake refuses the app token at `apps.connections.open`, so `connect()`
+    fails at once, on loopback, with no WebSocket ever opened.
+    """
+    settings = slack_settings(tmp_path, fake, slack_signing_secret=None, slack_app_token=APP_TOKEN)
+    transport = SlackTransport(settings)
+    listener = SlackListener(settings, transport)
+    stop = threading.Event()
+    try:
+        before = threading.active_count()
+        for _ in range(6):
+            with pytest.raises(Exception):  # noqa: B017  # whatever slack-sdk raises for it
+                listener.run_socket_mode(stop, lambda: None)
+        assert len(fake.of("apps.connections.open", ok=False)) == 6
+        wait_for(
+            lambda: threading.active_count() <= before + 2,
+            f"the handlers' threads to stop ({threading.active_count()} alive, {before} before)",
+            timeout_s=10,
+        )
+    finally:
+        listener.close()
+        transport.close()
+
+
+def test_the_daemon_checks_the_bot_token_at_start_not_on_the_first_answer(
+    tmp_path: Path, fake: FakeSlack
+) -> None:
+    """Bolt's lazy `auth.test` on the first request acks it and drops it if the call fails.
+
+    The daemon checks the token while it is built (before READY), so a bad token
+    stops the start with a clear error, and a blip of `auth.test` later cannot
+    swallow an answer.
+    """
+    fake.fail("auth.test", "invalid_auth")
+    with pytest.raises(ConfigError) as caught:
+        Daemon(slack_settings(tmp_path, fake, dashboard_port=0))
+    message = str(caught.value)
+    assert "AGENT_TEAM_SLACK_BOT_TOKEN" in message and "invalid_auth" in message
+    assert "xoxb-" not in message
+
+    daemon = Daemon(slack_settings(tmp_path, fake, dashboard_port=0))
+    server = Server(Starlette(routes=daemon.routes))
+    try:
+        assert len(fake.of("auth.test")) == 1, "checked while the daemon was built"
+        task_id = daemon.coordinator.start_task(title="Remember the email", body=LONG_BODY)
+        daemon.coordinator.tick(until_idle=True, timeout_s=60)
+        (question,) = db.list_questions(daemon.coordinator.conn, thread_id=task_id)
+        assert question.channel_ref is not None
+        fake.fail("auth.test", "fatal_error")  # would be the lazy check's answer
+        body, headers = form_body(
+            block_action(question.channel_ref, ALICE, "agent_team.approve", question.question_id)
+        )
+        response = httpx.post(server.url, content=body, headers={**headers, **sign(body)})
+        assert response.status_code == 200
+        answered = db.get_question(daemon.coordinator.conn, question.question_id)
+        assert answered is not None and answered.status == "answered"
+        assert len(fake.of("auth.test", ok=None)) == 2, "the refused start, then one check"
+    finally:
+        server.stop()
+        daemon.coordinator.close()
