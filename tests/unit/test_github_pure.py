@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 
 import pytest
 from pydantic import ValidationError
@@ -15,7 +16,7 @@ from agent_team.intake.github import (
     parse_issue_url,
     task_id_for,
 )
-from agent_team.intake.github_pr import auth_env
+from agent_team.intake.github_pr import auth_env, git_host_url
 from agent_team.intake.github_status import comment_body, marker
 from agent_team.intake.github_webhook import sign, verify_signature
 
@@ -93,15 +94,30 @@ def test_issue_validation_and_the_body_cap() -> None:
             GitHubIssue.model_validate({**issue.model_dump(), **bad})
 
 
-def test_the_push_gets_the_token_through_the_environment_only() -> None:
+def test_the_push_gets_the_token_through_the_environment_only_for_the_git_host() -> None:
     token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
-    env = auth_env(token)
-    assert env["GIT_CONFIG_KEY_0"] == "http.extraHeader"
+    env = auth_env(token, "https://github.com/")
+    assert env["GIT_CONFIG_KEY_0"] == "http.https://github.com/.extraHeader"
     scheme, value = env["GIT_CONFIG_VALUE_0"].removeprefix("Authorization: ").split(" ")
     assert scheme == "Basic"
     assert base64.b64decode(value).decode() == f"x-access-token:{token}"
     assert env["GIT_TERMINAL_PROMPT"] == "0"
-    assert auth_env(None) == {"GIT_TERMINAL_PROMPT": "0"}
+    assert env["GIT_CONFIG_NOSYSTEM"] == "1" and env["GIT_CONFIG_GLOBAL"] == os.devnull
+    assert "GIT_CONFIG_COUNT" not in auth_env(None, "https://github.com/")
+
+
+@pytest.mark.parametrize(
+    ("api_url", "host"),
+    [
+        ("https://api.github.com", "https://github.com/"),
+        ("https://api.github.com/", "https://github.com/"),
+        ("https://ghe.example.com/api/v3", "https://ghe.example.com/"),
+        ("https://ghe.example.com/api/v3/", "https://ghe.example.com/"),
+        ("http://127.0.0.1:8123", "http://127.0.0.1:8123/"),
+    ],
+)
+def test_the_git_host_comes_from_the_api_url(api_url: str, host: str) -> None:
+    assert git_host_url(api_url) == host
 
 
 def test_the_comment_body_carries_the_marker_and_a_bounded_text() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -208,8 +209,8 @@ def test_a_broken_github_never_fails_the_task(
 def test_a_failed_push_parks_clearly_without_the_token_and_retry_publishes(
     setup: Setup,
 ) -> None:
-    remote = git(setup.clone, "remote", "get-url", "origin").strip()
-    git(setup.clone, "remote", "set-url", "origin", str(setup.clone.parent / "nowhere.git"))
+    moved = setup.bare.with_name("moved.git")
+    setup.bare.rename(moved)  # the repository is unreachable: the push fails
     process = Process(setup.settings)
     process.github.poll()
     process.coordinator.tick(until_idle=True, timeout_s=60)
@@ -227,7 +228,7 @@ def test_a_failed_push_parks_clearly_without_the_token_and_retry_publishes(
     (comment,) = setup.fake.comments_on(APP, setup.number)
     assert "**parked**" in comment["body"] and TOKEN not in comment["body"]
 
-    git(setup.clone, "remote", "set-url", "origin", remote)  # the operator fixes the remote
+    moved.rename(setup.bare)  # the operator fixes the cause
     process.coordinator.retry(task.id)
     process.coordinator.tick(until_idle=True, timeout_s=60)
 
@@ -236,4 +237,45 @@ def test_a_failed_push_parks_clearly_without_the_token_and_retry_publishes(
     assert len(setup.fake.repos[APP].pulls) == 1
     (comment,) = setup.fake.comments_on(APP, setup.number)
     assert "pull" in comment["body"]
+    process.close()
+
+
+def test_the_push_ignores_hooks_and_remotes_planted_in_the_checkout(
+    setup: Setup, tmp_path: Path
+) -> None:
+    # What a builder working in a worktree of this checkout could write into the shared .git.
+    evil = tmp_path / "evil.git"
+    evil.mkdir()
+    git(evil, "init", "-q", "--bare")
+    loot = tmp_path / "loot.txt"
+    hook = setup.clone / ".git" / "hooks" / "pre-push"
+    hook.write_text(f"#!/bin/sh\nenv > '{loot}'\n")
+    hook.chmod(0o755)
+    git(setup.clone, "config", "remote.origin.pushurl", str(evil))
+    git(setup.clone, "config", f"url.{evil}.insteadOf", setup.fake.url + "/")
+    git(setup.clone, "config", f"url.{evil}.pushInsteadOf", setup.fake.url + "/")
+    git(setup.clone, "checkout", "-q", "-b", "agent-team/planted")
+    git(setup.clone, "commit", "-q", "--allow-empty", "-m", "built")
+    commit = git(setup.clone, "rev-parse", "HEAD")
+    process = Process(setup.settings)
+    process.github.poll()
+    publisher = make_publisher(setup.settings)
+    assert publisher is not None
+    state: Any = {
+        "task_id": setup.task_id,
+        "repo": str(setup.clone),
+        "build": {"branch": "agent-team/planted", "commit": commit},
+    }
+
+    result = publisher(state)
+
+    assert not loot.exists()  # no hook of the checkout ran
+    assert git(evil, "for-each-ref") == ""  # neither pushurl nor insteadOf was used
+    assert git(setup.bare, "rev-parse", "refs/heads/agent-team/planted") == commit
+    # The push went to the GitHub host named by the settings, with the token.
+    basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    pushes = [r for r in setup.fake.git_requests if r.path == f"/{APP}.git/git-receive-pack"]
+    assert pushes and all(r.headers["authorization"] == f"Basic {basic}" for r in pushes)
+    assert result is not None and result["number"] == setup.fake.repos[APP].pulls[0]["number"]
+    publisher.client.close()
     process.close()
