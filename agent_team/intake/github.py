@@ -26,7 +26,7 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -280,13 +280,47 @@ class GitHubClient:
             raise GitHubError(f"GitHub sent malformed JSON for {url}", status=200) from None
         if not isinstance(items, list):
             raise GitHubError(f"GitHub sent a {type(items).__name__}, not a list, for {url}")
+        next_url = self.next_link(response, url)
+        return _Page(200, items, response.headers.get("etag"), next_url, response.headers)
+
+    def next_link(self, response: httpx.Response, url: str) -> str | None:
+        """The `Link: rel="next"` URL of `response`, only if it is on the API server.
+
+        Raises:
+            GitHubError: the link points at another server. The token goes with
+                every request, so such a link is never followed.
+        """
         next_url = response.links.get("next", {}).get("url")
         if next_url is not None and not self.same_origin(next_url):
-            # The token goes with every request: never follow a link to another server.
             raise GitHubError(
                 f"GitHub's next-page link for {url} points at another server; not followed"
             )
-        return _Page(200, items, response.headers.get("etag"), next_url, response.headers)
+        return next_url
+
+    def pages(self, url: str, *, params: dict[str, str] | None = None) -> Iterator[list[Any]]:
+        """Each page of a JSON list endpoint, following `Link: rel="next"` on this server only.
+
+        Raises:
+            GitHubError: an error status, a body that is not a JSON list, or a
+                next-page link to another server.
+        """
+        following: str | None = url
+        while following is not None:
+            response = self.request("GET", following, params=params)
+            if response.status_code != 200:
+                raise GitHubError(
+                    self.describe(response), status=response.status_code,
+                    headers=response.headers,
+                )  # fmt: skip
+            try:
+                items = response.json()
+            except ValueError:
+                raise GitHubError(f"GitHub sent malformed JSON for {url}", status=200) from None
+            if not isinstance(items, list):
+                raise GitHubError(f"GitHub sent a {type(items).__name__}, not a list, for {url}")
+            yield items
+            following = self.next_link(response, url)
+            params = None  # the link carries the query
 
     def same_origin(self, url: str) -> bool:
         """True if `url` is on the configured API server (scheme, host and port)."""

@@ -73,6 +73,7 @@ class FakeGitHub:
         self.forced: list[tuple[str, int, dict[str, str]]] = []  # (path prefix, status, headers)
         self.git_requests: list[Recorded] = []  # smart-HTTP requests to `<owner>/<repo>.git`
         self.link_base: str | None = None  # put next-page links on another server (a test)
+        self.comments_page_cap = 100  # GitHub's per_page maximum; lower it to force pages
         self.lock = threading.RLock()
         self._clock = 0
         self._next_id = 9000
@@ -346,7 +347,7 @@ class FakeGitHub:
                 }
                 self.comments[self._next_id] = comment
                 return 201, _public(comment), rate
-            return 200, [_public(c) for c in self.comments_on(repo.full_name, number)], rate
+            return self._list_comments(repo, number, path, one, rate)
         if method == "PATCH" and len(rest) == 3 and rest[:2] == ["issues", "comments"]:
             found = self.comments.get(int(rest[2]))
             if found is None or found["_repo"] != repo.full_name.lower():
@@ -407,6 +408,20 @@ class FakeGitHub:
             base = self.link_base or self.url
             extra["Link"] = f'<{base}{path}?{urlencode(following)}>; rel="next"'
         return 200, chunk, extra
+
+    def _list_comments(
+        self, repo: FakeRepo, number: int, path: str, query: dict[str, str], rate: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
+        per_page = min(int(query.get("per_page", "30")), self.comments_page_cap)
+        page = int(query.get("cursor", "c1").removeprefix("c"))
+        found = [_public(c) for c in self.comments_on(repo.full_name, number)]
+        extra = dict(rate)
+        if page * per_page < len(found):
+            following = {k: v for k, v in query.items() if k != "cursor"}
+            following["cursor"] = f"c{page + 1}"
+            base = self.link_base or self.url
+            extra["Link"] = f'<{base}{path}?{urlencode(following)}>; rel="next"'
+        return 200, found[(page - 1) * per_page : page * per_page], extra
 
     def _create_pull(
         self, repo: FakeRepo, body: Any, rate: dict[str, str]

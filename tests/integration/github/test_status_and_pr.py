@@ -279,3 +279,26 @@ def test_the_push_ignores_hooks_and_remotes_planted_in_the_checkout(
     assert result is not None and result["number"] == setup.fake.repos[APP].pulls[0]["number"]
     publisher.client.close()
     process.close()
+
+
+def test_finding_our_comment_never_follows_a_link_to_another_server(setup: Setup) -> None:
+    process = Process(setup.settings)
+    process.github.poll()
+    conn = process.coordinator.conn
+    for n in range(3):  # other people's comments, two a page
+        process.github.client.json(
+            "POST", f"repos/{APP}/issues/{setup.number}/comments", ok=(201,),
+            json={"body": f"comment {n}"},
+        )  # fmt: skip
+    setup.fake.comments_page_cap = 2
+    with FakeGitHub() as elsewhere:
+        setup.fake.link_base = elsewhere.url  # page 2 lives on another server
+        # A crash around the POST: the commenter searches the comments first.
+        db.begin_effect(
+            conn, effect_id=f"github:comment:{setup.task_id}", task_id=setup.task_id,
+            kind="github_comment", request={"repo": APP, "issue": setup.number, "posting": True},
+        )  # fmt: skip
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        assert elsewhere.requests == []  # the token never went there
+    assert len(setup.fake.comments_on(APP, setup.number)) == 3  # nothing posted blind
+    process.close()
