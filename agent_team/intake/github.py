@@ -348,6 +348,7 @@ class PollReport:
     skipped_items: int = 0
     deferred: int = 0  # repo+label pairs still waiting out a back-off
     recovered: int = 0  # claims with no task that the sweep started
+    unsettled: int = 0  # issues claimed elsewhere whose task did not exist yet
     errors: list[str] = field(default_factory=list)
 
 
@@ -447,9 +448,15 @@ class GitHubIntake:
             task_id = self.start_task(**self._request(repo, issue, kind))
         except BaseException:
             db.delete_issue_ingested(self.conn, source=source, issue_id=issue.number)
+            # A poll that ran meanwhile saw the claim and may have stored an ETag whose
+            # 304 would hide this issue from now on: the next poll must read it all.
+            db.forget_etag(self.conn, source=source)
             raise
         log.info("github intake: %s#%d became task %s", repo, issue.number, task_id)
         return task_id
+
+    def _has_task(self, repo: str, number: int) -> bool:
+        return db.get_task(self.conn, task_id_for(repo, number)) is not None
 
     def ingest_item(self, repo: str, item: Any, kind: str, report: PollReport) -> None:
         """Validate one list item and ingest it; a bad item is logged and skipped."""
@@ -473,6 +480,10 @@ class GitHubIntake:
         try:
             if self.ingest(repo, issue, kind) is not None:
                 report.tasks_created += 1
+            elif not self._has_task(repo, issue.number):
+                # Claimed by another thread or process that has not started the task
+                # yet, and may still fail to: this poll must not vouch for it.
+                report.unsettled += 1
         except Exception as exc:
             report.errors.append(f"{repo}#{issue.number}: {self.client.clean(str(exc))}")
             log.warning(
@@ -546,16 +557,18 @@ class GitHubIntake:
                 next_poll_at=self._after_rate(remaining, reset_at), now=now,
             )  # fmt: skip
             return
-        before = (report.tasks_created, len(report.errors))
+        before = (report.tasks_created, len(report.errors), report.unsettled)
         for item in items:
             self.ingest_item(repo, item, kind, report)
         created = report.tasks_created - before[0]
         failed = len(report.errors) > before[1]
+        unsettled = report.unsettled > before[2]
         # A failed start must be retried next poll, so then forget the ETag: a 304 would
-        # hide the issue. Otherwise keep page 1's ETag for a cheap 304 next time.
+        # hide the issue. So must an issue another thread claimed but has not started
+        # yet (its start may still fail). Otherwise keep page 1's ETag for a cheap 304.
         db.record_poll(
             self.conn, source=source, label=label, status=200,
-            etag=None if failed else first.etag, tasks_created=created,
+            etag=None if failed or unsettled else first.etag, tasks_created=created,
             rate_remaining=remaining, rate_reset_at=reset_at,
             next_poll_at=self._after_rate(remaining, reset_at),
             error="a task could not be started; retried next poll" if failed else None, now=now,
