@@ -50,9 +50,11 @@ __all__ = [
     "PollReport",
     "StartTask",
     "issue_source",
+    "legacy_task_id_for",
     "make_client",
     "parse_issue_url",
     "task_id_for",
+    "task_ids_for",
 ]
 
 log = logging.getLogger(__name__)
@@ -87,9 +89,29 @@ def issue_source(repo: str) -> str:
 
 
 def task_id_for(repo: str, number: int) -> str:
-    """The deterministic task id of an issue, so racing creators make one task."""
+    """The deterministic task id of an issue, so racing creators make one task.
+
+    `gh-<owner>--<repo>-<number>`, lower case. Unambiguous because GitHub owner
+    names hold only letters, digits and single inner hyphens (no `--`, no
+    trailing `-`), so the first `--` ends the owner; repository names (which may
+    hold `--`) run from there to the last `-`.
+    """
+    owner, _, name = repo.lower().partition("/")
+    return f"gh-{_SAFE_ID.sub('_', owner)}--{_SAFE_ID.sub('_', name)}-{number}"
+
+
+def legacy_task_id_for(repo: str, number: int) -> str:
+    """The id older versions gave an issue's task, still looked up for their claims.
+
+    `gh-<owner>-<repo>-<number>`: `acme-corp/api#7` and `acme/corp-api#7` collided.
+    """
     owner, _, name = repo.lower().partition("/")
     return "-".join(_SAFE_ID.sub("_", part) for part in ("gh", owner, name, str(number)))
+
+
+def task_ids_for(repo: str, number: int) -> tuple[str, str]:
+    """Every id an issue's task may have: the current one first, then the legacy one."""
+    return task_id_for(repo, number), legacy_task_id_for(repo, number)
 
 
 def parse_issue_url(url: str | None) -> tuple[str, int] | None:
@@ -456,7 +478,7 @@ class GitHubIntake:
         return task_id
 
     def _has_task(self, repo: str, number: int) -> bool:
-        return db.get_task(self.conn, task_id_for(repo, number)) is not None
+        return any(db.get_task(self.conn, i) is not None for i in task_ids_for(repo, number))
 
     def ingest_item(self, repo: str, item: Any, kind: str, report: PollReport) -> None:
         """Validate one list item and ingest it; a bad item is logged and skipped."""
@@ -645,8 +667,8 @@ class GitHubIntake:
             if not claim.issue_id.isdigit():
                 continue
             number = int(claim.issue_id)
-            if task_id_for(repo_key, number) in existing:
-                continue
+            if not existing.isdisjoint(task_ids_for(repo_key, number)):
+                continue  # the task exists (under today's id or an older version's)
             repo = self.repos.get(repo_key)
             if repo is None:
                 continue  # a repository no longer configured: leave its claim alone

@@ -13,6 +13,7 @@ from agent_team.intake.github import (
     BODY_LIMIT,
     GitHubIssue,
     issue_source,
+    legacy_task_id_for,
     parse_issue_url,
     task_id_for,
 )
@@ -52,9 +53,23 @@ def test_a_signature_over_another_body_or_secret_is_refused() -> None:
 
 
 def test_task_ids_and_sources_are_deterministic_and_ignore_case() -> None:
-    assert task_id_for("Acme/App", 12) == task_id_for("acme/app", 12) == "gh-acme-app-12"
-    assert task_id_for("a.b/c_d", 1) == "gh-a.b-c_d-1"
+    assert task_id_for("Acme/App", 12) == task_id_for("acme/app", 12) == "gh-acme--app-12"
+    assert task_id_for("a-b/c_d.e", 1) == "gh-a-b--c_d.e-1"
     assert issue_source("Acme/App") == "github:acme/app"
+    # The scheme before owner and repo were told apart; kept to find older tasks.
+    assert legacy_task_id_for("Acme/App", 12) == "gh-acme-app-12"
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("acme-corp/api", "acme/corp-api"),
+        ("a/b-c-d", "a-b/c-d"),
+        ("a-b/c--d", "a/b--c-d"),  # repository names may hold `--`; owners cannot
+    ],
+)
+def test_task_ids_of_different_repositories_differ(one: str, other: str) -> None:
+    assert task_id_for(one, 7) != task_id_for(other, 7)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from agent_team import db
+from agent_team import db, inbox
 from agent_team.intake.github import BODY_LIMIT, issue_source, task_id_for
 from tests.integration.github.conftest import (
     APP,
@@ -287,3 +287,22 @@ def test_a_next_link_to_another_server_is_not_followed(
     assert starter.calls == []  # nothing half-ingested from page 1 alone
     cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.etag is None and cursor.failures == 1
+
+
+def test_claims_of_tasks_made_under_the_old_id_scheme_are_left_alone(
+    make_intake: MakeIntake, world: World
+) -> None:
+    intake, starter = make_intake(github_repos=APP, claim_grace_s=0)
+    number = world.app_labelled[0]
+    # An older agent-team made this task, with the id of its time, and holds the claim.
+    inbox.submit_task(intake.conn, title="old", source="github", task_id=f"gh-acme-app-{number}")
+    assert db.record_issue_ingested(intake.conn, source=issue_source(APP), issue_id=number)
+
+    assert intake.sweep_claims() == 0
+    report = intake.poll_once()
+
+    assert report.recovered == 0 and task_id_for(APP, number) not in starter.calls
+    assert not world.fake.seen("GET", f"/repos/{APP}/issues/{number}")
+    assert task_id_for(APP, number) not in github_tasks(intake.conn)
+    # It counts as settled: the poll keeps its ETag and the next one is a 304.
+    assert intake.poll_once().not_modified == 1
