@@ -1,10 +1,12 @@
-"""Intake writes that undo or adjust a claim: release a delivery id, forget an ETag.
+"""Intake writes beside the poll record: release a delivery id, forget an ETag, count a task.
 
 The webhook claims `X-GitHub-Delivery` before it ingests (so a redelivery is a
 duplicate); when starting the task fails it must give the id back, or
 GitHub's redelivery (which keeps the id) would be answered "duplicate" and the
 issue lost. A failed start also forgets the poller's stored ETag, so the next
 poll is a full read that sees the issue again instead of a 304 that hides it.
+Tasks the webhook creates count in the cursor's `tasks_created` (what
+`agent-team intake status` shows) without counting as a poll.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sqlite3
 from agent_team.db.connection import write_transaction
 from agent_team.exceptions import LedgerInputError
 
-__all__ = ["forget_etag", "release_event"]
+__all__ = ["count_tasks_created", "forget_etag", "release_event"]
 
 
 def release_event(conn: sqlite3.Connection, *, source: str, event_id: str) -> bool:
@@ -51,3 +53,27 @@ def forget_etag(conn: sqlite3.Connection, *, source: str, label: str | None = No
         return db.execute(sql, params).rowcount
 
     return write_transaction(conn, work)
+
+
+def count_tasks_created(
+    conn: sqlite3.Connection, *, source: str, label: str, count: int = 1
+) -> None:
+    """Add `count` to the `tasks_created` of `(source, label)`; nothing else changes.
+
+    For tasks made outside a poll (the webhook). The cursor row is made if no
+    poll has made it yet; its poll counters stay at zero.
+    """
+    if not source or not label:
+        raise LedgerInputError("a cursor needs a source and a label")
+
+    def work(db: sqlite3.Connection) -> None:
+        db.execute(
+            "INSERT OR IGNORE INTO intake_cursors (source, label) VALUES (?, ?)", (source, label)
+        )
+        db.execute(
+            "UPDATE intake_cursors SET tasks_created = tasks_created + ? "
+            "WHERE source = ? AND label = ?",
+            (count, source, label),
+        )
+
+    write_transaction(conn, work)

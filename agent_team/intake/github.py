@@ -433,6 +433,12 @@ class GitHubIntake:
             )
         return pairs
 
+    def label_for(self, kind: str) -> str:
+        """The label that makes tasks of `kind` (the cursor a task is counted under)."""
+        if kind == TaskKind.CONFLUENCE.value:
+            return self.settings.github_docs_label
+        return self.settings.github_label
+
     def kind_for(self, labels: set[str]) -> str | None:
         for label, kind in self.labels():
             if label in labels:

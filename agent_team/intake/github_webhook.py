@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_team import db
-from agent_team.intake.github import GitHubIntake, GitHubIssue, PollReport
+from agent_team.intake.github import GitHubIntake, GitHubIssue, PollReport, issue_source
 
 __all__ = ["MAX_BODY_BYTES", "WebhookHandler", "WebhookReply", "sign", "verify_signature"]
 
@@ -118,6 +118,16 @@ class WebhookHandler:
             self._release(delivery)  # GitHub's redelivery keeps the id: let it through
         return reply
 
+    def _count(self, repo: str, kind: str, created: int) -> None:
+        # `intake status` counts every task intake made, not only the poller's.
+        try:
+            db.count_tasks_created(
+                self.intake.conn, source=issue_source(repo), label=self.intake.label_for(kind),
+                count=created,
+            )  # fmt: skip
+        except Exception as exc:  # a counter never fails a task that was made
+            log.warning("github webhook: could not count a task for %s: %s", repo, exc)
+
     def _release(self, delivery: str) -> None:
         try:
             db.release_event(self.intake.conn, source=DELIVERY_SOURCE, event_id=delivery)
@@ -142,6 +152,8 @@ class WebhookHandler:
             return WebhookReply(202, {"ignored": "not labelled for agent-team"})
         report = PollReport()
         self.intake.ingest_issue(repo, issue, kind, report)
+        if report.tasks_created:
+            self._count(repo, kind, report.tasks_created)
         if report.errors:
             # The poller retries it (the claim was released); tell GitHub it failed.
             return WebhookReply(500, {"error": "could not start the task; the poller retries"})

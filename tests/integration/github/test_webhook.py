@@ -307,3 +307,22 @@ def test_a_webhook_start_failing_while_the_poller_is_mid_pass_does_not_hide_the_
 
     assert report.not_modified == 0 and report.tasks_created == 1
     assert task_id_for(APP, newer) in github_tasks(poller.conn)
+
+
+def test_tasks_the_webhook_creates_count_in_intake_status(
+    make_intake: MakeIntake, world: World
+) -> None:
+    intake, _ = make_intake(github_repos=APP)
+    handler = WebhookHandler(intake, SECRET)
+    number = world.app_labelled[0]
+
+    assert hook(handler, issue_event(number), str(uuid.uuid4())).status == 201
+    assert hook(handler, issue_event(number, action="labeled"), str(uuid.uuid4())).status == 200
+
+    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    assert cursor is not None and cursor.tasks_created == 1
+    assert cursor.polls == 0 and cursor.last_poll_at is None  # a webhook is not a poll
+    intake.poll_once()  # the poller counts only the tasks it made
+    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    assert cursor is not None and cursor.tasks_created == len(world.app_labelled)
+    assert cursor.polls == 1
