@@ -14,7 +14,8 @@ request. The ETag lives in the ledger (`intake_cursors`), so a restarted
 daemon still gets cheap 304s. Rate limits: `x-ratelimit-remaining: 0` waits
 for `x-ratelimit-reset`; a 403/429 waits `retry-after` seconds, else backs off
 exponentially from 60 s. The wait is stored as the cursor's `next_poll_at`,
-and a token-wide limit also pauses the other repositories in this process.
+and a token-wide limit also pauses the other repositories and the claim sweep
+in this process; a claim the sweep cannot start backs off on its own.
 
 Tokens go only into the `Authorization` header and never into a log line or
 an error message (`redact` with the token as a known secret).
@@ -414,6 +415,8 @@ class GitHubIntake:
         self.repos = {repo.lower(): repo for repo in settings.github_repos}
         self.checkouts = settings.github_checkout_paths()
         self._paused_until: datetime | None = None  # token-wide rate limit
+        # Claims the sweep failed to start: (repo, number) -> (failures, not before).
+        self._claim_backoff: dict[tuple[str, int], tuple[int, datetime]] = {}
         self._lock = threading.Lock()  # one pass at a time in this process
         self._told_docs_off = False
 
@@ -660,10 +663,23 @@ class GitHubIntake:
 
     # -- recovery ----------------------------------------------------------------------
 
+    def paused(self) -> bool:
+        """True while a token-wide rate limit says nothing may be asked of GitHub."""
+        return self._paused_until is not None and self._paused_until > self.clock()
+
     def sweep_claims(self) -> int:
-        """Start the task of every claim that has none (a crash between claim and start)."""
+        """Start the task of every claim that has none (a crash between claim and start).
+
+        Nothing is asked while a rate limit pauses this process; a claim whose
+        start failed waits `github_poll_s`, doubling per failure, before its next try.
+        """
+        if self.paused():
+            return 0
         before = db.to_iso(self.clock() - timedelta(seconds=self.claim_grace_s))
         claims = db.list_issue_claims(self.conn, source_prefix=f"{SOURCE}:", claimed_before=before)
+        held = {(c.source.removeprefix(f"{SOURCE}:"), c.issue_id) for c in claims}
+        for key in [k for k in self._claim_backoff if (k[0], str(k[1])) not in held]:
+            del self._claim_backoff[key]  # settled elsewhere (the poller, the webhook)
         if not claims:
             return 0
         existing = db.task_ids_by_source(self.conn, source=SOURCE)
@@ -678,11 +694,41 @@ class GitHubIntake:
             repo = self.repos.get(repo_key)
             if repo is None:
                 continue  # a repository no longer configured: leave its claim alone
-            if self._recover(repo, number):
-                started += 1
+            backoff = self._claim_backoff.get((repo_key, number))
+            if backoff is not None and backoff[1] > self.clock():
+                continue
+            outcome = self._recover(repo, number)
+            if self.paused():
+                break  # the sweep met a rate limit: the pause covers this claim too
+            if outcome is None:
+                self._back_off_claim(repo_key, number)
+            else:
+                started += 1 if outcome else 0
+                self._claim_backoff.pop((repo_key, number), None)
         return started
 
-    def _recover(self, repo: str, number: int) -> bool:
+    def _back_off_claim(self, repo_key: str, number: int) -> None:
+        failures = self._claim_backoff.get((repo_key, number), (0, self.clock()))[0]
+        wait = min(self.settings.github_poll_s * 2**failures, MAX_BACKOFF_S)
+        self._claim_backoff[repo_key, number] = (
+            failures + 1, self.clock() + timedelta(seconds=wait),
+        )  # fmt: skip
+
+    def _pause_for_rate_limit(self, exc: GitHubError) -> None:
+        """A 403/429 with `retry-after` or a spent limit pauses every request of this process."""
+        if exc.status not in (403, 429) or exc.headers is None:
+            return
+        now = self.clock()
+        retry_after = _header_int(exc.headers, "retry-after")
+        remaining, reset_at = self._rate(exc.headers)
+        if retry_after is not None:
+            self._paused_until = now + timedelta(seconds=max(retry_after, 1))
+        elif remaining == 0 and reset_at is not None and reset_at > now:
+            self._paused_until = reset_at
+
+    def _recover(self, repo: str, number: int) -> bool | None:
+        """Start a claim's task: True if started, False if the claim was released, None
+        if it failed and should be tried again later."""
         source = issue_source(repo)
         try:
             issue = GitHubIssue.model_validate(self.client.get_issue(repo, number))
@@ -690,12 +736,13 @@ class GitHubIntake:
             if exc.status in (404, 410):
                 log.warning("github intake: %s#%d is gone; releasing its claim", repo, number)
                 db.delete_issue_ingested(self.conn, source=source, issue_id=number)
-            else:
-                log.warning("github intake: cannot re-fetch %s#%d: %s", repo, number, exc)
-            return False
+                return False
+            log.warning("github intake: cannot re-fetch %s#%d: %s", repo, number, exc)
+            self._pause_for_rate_limit(exc)
+            return None
         except ValidationError:
             log.warning("github intake: %s#%d came back malformed; retried later", repo, number)
-            return False
+            return None
         kind = self.kind_for(issue.label_names())
         if issue.state != "open" or issue.pull_request is not None or kind is None:
             log.info(
@@ -711,6 +758,6 @@ class GitHubIntake:
                 "github intake: could not start recovered %s#%d: %s",
                 repo, number, self.client.clean(str(exc)),
             )  # fmt: skip
-            return False
+            return None
         log.info("github intake: recovered claim %s#%d", repo, number)
         return True
