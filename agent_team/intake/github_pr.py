@@ -65,12 +65,16 @@ def git_host_url(api_url: str) -> str:
     """The git host of a REST API URL, ending in `/`.
 
     `https://api.github.com` -> `https://github.com/`; Enterprise
-    `https://ghe.example/api/v3` -> `https://ghe.example/`; any other URL (a
-    loopback fake) -> the URL itself, which serves git as well.
+    `https://ghe.example/api/v3` -> `https://ghe.example/`; `https://api.x.ghe.com`
+    -> `https://x.ghe.com/`; any other URL (a loopback fake) -> the URL itself,
+    which serves git as well.
     """
     url = httpx.URL(api_url)
     if url.host == "api.github.com":
         return "https://github.com/"
+    if url.host.startswith("api.") and url.host.endswith(".ghe.com"):
+        # GitHub Enterprise Cloud with data residency: api.<name>.ghe.com -> <name>.ghe.com
+        return str(url.copy_with(host=url.host.removeprefix("api."), path="/", query=None))
     path = url.path.rstrip("/")
     path = path.removesuffix("/api/v3")
     return str(url.copy_with(path=path + "/", query=None, fragment=None))
@@ -195,14 +199,18 @@ class PullRequestPublisher:
         git = shutil.which("git")
         if git is None:
             raise GitHubError("git is not on PATH; install git to push task branches")
-        objects = self._objects_dir(git, checkout)
+        common = self._common_dir(git, checkout)
         with tempfile.TemporaryDirectory(prefix="agent-team-push-") as scratch:
             # A repository only we configure: it borrows the checkout's objects and
             # nothing else (no hooks, no remotes, no url rewrites).
-            self._git(git, ["init", "-q", "--bare", "--template=", scratch], cwd=Path(scratch))
+            made = self._git(
+                git, ["init", "-q", "--bare", "--template=", scratch], cwd=Path(scratch)
+            )
+            if made.returncode != 0:
+                raise GitHubError(f"cannot make a scratch repository to push from: {made.stderr}")
             alternates = Path(scratch) / "objects" / "info" / "alternates"
             alternates.parent.mkdir(parents=True, exist_ok=True)
-            alternates.write_text(f"{objects}\n", encoding="utf-8")
+            alternates.write_text(f"{common / 'objects'}\n", encoding="utf-8")
             args = [
                 "-c", f"core.hooksPath={os.devnull}", "--git-dir", scratch,
                 "push", "--porcelain", "--no-verify", url, f"{commit}:refs/heads/{branch}",
@@ -218,7 +226,7 @@ class PullRequestPublisher:
             )
         db.finish_effect(self.conn, effect_id=effect_id, result_ref=commit, request=request)
 
-    def _objects_dir(self, git: str, checkout: Path) -> Path:
+    def _common_dir(self, git: str, checkout: Path) -> Path:
         # Run without the token: the checkout's config may be hostile.
         done = self._git(
             git, ["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=checkout
@@ -229,7 +237,7 @@ class PullRequestPublisher:
                 f"{checkout} is not a git repository; point AGENT_TEAM_GITHUB_CHECKOUTS or "
                 "AGENT_TEAM_REPO_PATH at a clone"
             )
-        return Path(common) / "objects"
+        return Path(common)
 
     def _git(self, git: str, args: list[str], *, cwd: Path, token: str | None = None) -> Completed:
         env = _git_env(auth_env(token, self.host_url))

@@ -129,6 +129,7 @@ def test_the_push_gets_the_token_through_the_environment_only_for_the_git_host()
         ("https://ghe.example.com/api/v3", "https://ghe.example.com/"),
         ("https://ghe.example.com/api/v3/", "https://ghe.example.com/"),
         ("http://127.0.0.1:8123", "http://127.0.0.1:8123/"),
+        ("https://api.octo.ghe.com", "https://octo.ghe.com/"),
     ],
 )
 def test_the_git_host_comes_from_the_api_url(api_url: str, host: str) -> None:

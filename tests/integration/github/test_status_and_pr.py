@@ -302,3 +302,29 @@ def test_finding_our_comment_never_follows_a_link_to_another_server(setup: Setup
         assert elsewhere.requests == []  # the token never went there
     assert len(setup.fake.comments_on(APP, setup.number)) == 3  # nothing posted blind
     process.close()
+
+
+def test_a_shallow_checkout_pushes_too(setup: Setup, tmp_path: Path) -> None:
+    git(setup.clone, "commit", "-q", "--allow-empty", "-m", "second")
+    git(setup.clone, "push", "-q", "origin", "main")
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{setup.bare}", str(shallow))
+    assert git(shallow, "rev-parse", "--is-shallow-repository") == "true"
+    git(shallow, "checkout", "-q", "-b", "agent-team/shallow")
+    git(shallow, "commit", "-q", "--allow-empty", "-m", "built")
+    commit = git(shallow, "rev-parse", "HEAD")
+    process = Process(setup.settings)
+    process.github.poll()
+    publisher = make_publisher(setup.settings)
+    assert publisher is not None
+    state: Any = {
+        "task_id": setup.task_id,
+        "repo": str(shallow),
+        "build": {"branch": "agent-team/shallow", "commit": commit},
+    }
+
+    assert publisher(state) is not None
+
+    assert git(setup.bare, "rev-parse", "refs/heads/agent-team/shallow") == commit
+    publisher.client.close()
+    process.close()
