@@ -37,6 +37,7 @@ from agent_team.db.connection import (
 )
 from agent_team.db.cursors import get_cursor, list_cursors, record_poll
 from agent_team.db.effects import begin_effect, finish_effect, get_effect, list_effects
+from agent_team.db.event_release import count_tasks_created, forget_etag, release_event
 from agent_team.db.events import claim_event, event_seen, prune_events
 from agent_team.db.github_reads import IssueClaim, list_issue_claims, task_ids_by_source
 from agent_team.db.intake import (
@@ -142,6 +143,7 @@ __all__ = [
     "connect_readonly",
     "count_tasks",
     "count_tasks_by_status",
+    "count_tasks_created",
     "create_task",
     "day_bucket",
     "default_outbox_path",
@@ -157,6 +159,7 @@ __all__ = [
     "find_open_question_kind_by_channel_ref",
     "find_question_by_channel_ref",
     "finish_effect",
+    "forget_etag",
     "from_iso",
     "get_command",
     "get_cursor",
@@ -186,6 +189,7 @@ __all__ = [
     "record_transition",
     "record_usage",
     "release_command",
+    "release_event",
     "reopen_question",
     "replay_outbox",
     "resume_command_id",

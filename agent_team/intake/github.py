@@ -14,7 +14,8 @@ request. The ETag lives in the ledger (`intake_cursors`), so a restarted
 daemon still gets cheap 304s. Rate limits: `x-ratelimit-remaining: 0` waits
 for `x-ratelimit-reset`; a 403/429 waits `retry-after` seconds, else backs off
 exponentially from 60 s. The wait is stored as the cursor's `next_poll_at`,
-and a token-wide limit also pauses the other repositories in this process.
+and a token-wide limit also pauses the other repositories and the claim sweep
+in this process; a claim the sweep cannot start backs off on its own.
 
 Tokens go only into the `Authorization` header and never into a log line or
 an error message (`redact` with the token as a known secret).
@@ -26,7 +27,7 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -50,9 +51,11 @@ __all__ = [
     "PollReport",
     "StartTask",
     "issue_source",
+    "legacy_task_id_for",
     "make_client",
     "parse_issue_url",
     "task_id_for",
+    "task_ids_for",
 ]
 
 log = logging.getLogger(__name__)
@@ -87,9 +90,29 @@ def issue_source(repo: str) -> str:
 
 
 def task_id_for(repo: str, number: int) -> str:
-    """The deterministic task id of an issue, so racing creators make one task."""
+    """The deterministic task id of an issue, so racing creators make one task.
+
+    `gh-<owner>--<repo>-<number>`, lower case. Unambiguous because GitHub owner
+    names hold only letters, digits and single inner hyphens (no `--`, no
+    trailing `-`), so the first `--` ends the owner; repository names (which may
+    hold `--`) run from there to the last `-`.
+    """
+    owner, _, name = repo.lower().partition("/")
+    return f"gh-{_SAFE_ID.sub('_', owner)}--{_SAFE_ID.sub('_', name)}-{number}"
+
+
+def legacy_task_id_for(repo: str, number: int) -> str:
+    """The id older versions gave an issue's task, still looked up for their claims.
+
+    `gh-<owner>-<repo>-<number>`: `acme-corp/api#7` and `acme/corp-api#7` collided.
+    """
     owner, _, name = repo.lower().partition("/")
     return "-".join(_SAFE_ID.sub("_", part) for part in ("gh", owner, name, str(number)))
+
+
+def task_ids_for(repo: str, number: int) -> tuple[str, str]:
+    """Every id an issue's task may have: the current one first, then the legacy one."""
+    return task_id_for(repo, number), legacy_task_id_for(repo, number)
 
 
 def parse_issue_url(url: str | None) -> tuple[str, int] | None:
@@ -280,13 +303,47 @@ class GitHubClient:
             raise GitHubError(f"GitHub sent malformed JSON for {url}", status=200) from None
         if not isinstance(items, list):
             raise GitHubError(f"GitHub sent a {type(items).__name__}, not a list, for {url}")
+        next_url = self.next_link(response, url)
+        return _Page(200, items, response.headers.get("etag"), next_url, response.headers)
+
+    def next_link(self, response: httpx.Response, url: str) -> str | None:
+        """The `Link: rel="next"` URL of `response`, only if it is on the API server.
+
+        Raises:
+            GitHubError: the link points at another server. The token goes with
+                every request, so such a link is never followed.
+        """
         next_url = response.links.get("next", {}).get("url")
         if next_url is not None and not self.same_origin(next_url):
-            # The token goes with every request: never follow a link to another server.
             raise GitHubError(
                 f"GitHub's next-page link for {url} points at another server; not followed"
             )
-        return _Page(200, items, response.headers.get("etag"), next_url, response.headers)
+        return next_url
+
+    def pages(self, url: str, *, params: dict[str, str] | None = None) -> Iterator[list[Any]]:
+        """Each page of a JSON list endpoint, following `Link: rel="next"` on this server only.
+
+        Raises:
+            GitHubError: an error status, a body that is not a JSON list, or a
+                next-page link to another server.
+        """
+        following: str | None = url
+        while following is not None:
+            response = self.request("GET", following, params=params)
+            if response.status_code != 200:
+                raise GitHubError(
+                    self.describe(response), status=response.status_code,
+                    headers=response.headers,
+                )  # fmt: skip
+            try:
+                items = response.json()
+            except ValueError:
+                raise GitHubError(f"GitHub sent malformed JSON for {url}", status=200) from None
+            if not isinstance(items, list):
+                raise GitHubError(f"GitHub sent a {type(items).__name__}, not a list, for {url}")
+            yield items
+            following = self.next_link(response, url)
+            params = None  # the link carries the query
 
     def same_origin(self, url: str) -> bool:
         """True if `url` is on the configured API server (scheme, host and port)."""
@@ -314,6 +371,7 @@ class PollReport:
     skipped_items: int = 0
     deferred: int = 0  # repo+label pairs still waiting out a back-off
     recovered: int = 0  # claims with no task that the sweep started
+    unsettled: int = 0  # issues claimed elsewhere whose task did not exist yet
     errors: list[str] = field(default_factory=list)
 
 
@@ -357,6 +415,8 @@ class GitHubIntake:
         self.repos = {repo.lower(): repo for repo in settings.github_repos}
         self.checkouts = settings.github_checkout_paths()
         self._paused_until: datetime | None = None  # token-wide rate limit
+        # Claims the sweep failed to start: (repo, number) -> (failures, not before).
+        self._claim_backoff: dict[tuple[str, int], tuple[int, datetime]] = {}
         self._lock = threading.Lock()  # one pass at a time in this process
         self._told_docs_off = False
 
@@ -375,6 +435,12 @@ class GitHubIntake:
                 self.settings.github_docs_label,
             )
         return pairs
+
+    def label_for(self, kind: str) -> str:
+        """The label that makes tasks of `kind` (the cursor a task is counted under)."""
+        if kind == TaskKind.CONFLUENCE.value:
+            return self.settings.github_docs_label
+        return self.settings.github_label
 
     def kind_for(self, labels: set[str]) -> str | None:
         for label, kind in self.labels():
@@ -413,9 +479,15 @@ class GitHubIntake:
             task_id = self.start_task(**self._request(repo, issue, kind))
         except BaseException:
             db.delete_issue_ingested(self.conn, source=source, issue_id=issue.number)
+            # A poll that ran meanwhile saw the claim and may have stored an ETag whose
+            # 304 would hide this issue from now on: the next poll must read it all.
+            db.forget_etag(self.conn, source=source)
             raise
         log.info("github intake: %s#%d became task %s", repo, issue.number, task_id)
         return task_id
+
+    def _has_task(self, repo: str, number: int) -> bool:
+        return any(db.get_task(self.conn, i) is not None for i in task_ids_for(repo, number))
 
     def ingest_item(self, repo: str, item: Any, kind: str, report: PollReport) -> None:
         """Validate one list item and ingest it; a bad item is logged and skipped."""
@@ -439,6 +511,10 @@ class GitHubIntake:
         try:
             if self.ingest(repo, issue, kind) is not None:
                 report.tasks_created += 1
+            elif not self._has_task(repo, issue.number):
+                # Claimed by another thread or process that has not started the task
+                # yet, and may still fail to: this poll must not vouch for it.
+                report.unsettled += 1
         except Exception as exc:
             report.errors.append(f"{repo}#{issue.number}: {self.client.clean(str(exc))}")
             log.warning(
@@ -512,16 +588,18 @@ class GitHubIntake:
                 next_poll_at=self._after_rate(remaining, reset_at), now=now,
             )  # fmt: skip
             return
-        before = (report.tasks_created, len(report.errors))
+        before = (report.tasks_created, len(report.errors), report.unsettled)
         for item in items:
             self.ingest_item(repo, item, kind, report)
         created = report.tasks_created - before[0]
         failed = len(report.errors) > before[1]
+        unsettled = report.unsettled > before[2]
         # A failed start must be retried next poll, so then forget the ETag: a 304 would
-        # hide the issue. Otherwise keep page 1's ETag for a cheap 304 next time.
+        # hide the issue. So must an issue another thread claimed but has not started
+        # yet (its start may still fail). Otherwise keep page 1's ETag for a cheap 304.
         db.record_poll(
             self.conn, source=source, label=label, status=200,
-            etag=None if failed else first.etag, tasks_created=created,
+            etag=None if failed or unsettled else first.etag, tasks_created=created,
             rate_remaining=remaining, rate_reset_at=reset_at,
             next_poll_at=self._after_rate(remaining, reset_at),
             error="a task could not be started; retried next poll" if failed else None, now=now,
@@ -585,10 +663,23 @@ class GitHubIntake:
 
     # -- recovery ----------------------------------------------------------------------
 
+    def paused(self) -> bool:
+        """True while a token-wide rate limit says nothing may be asked of GitHub."""
+        return self._paused_until is not None and self._paused_until > self.clock()
+
     def sweep_claims(self) -> int:
-        """Start the task of every claim that has none (a crash between claim and start)."""
+        """Start the task of every claim that has none (a crash between claim and start).
+
+        Nothing is asked while a rate limit pauses this process; a claim whose
+        start failed waits `github_poll_s`, doubling per failure, before its next try.
+        """
+        if self.paused():
+            return 0
         before = db.to_iso(self.clock() - timedelta(seconds=self.claim_grace_s))
         claims = db.list_issue_claims(self.conn, source_prefix=f"{SOURCE}:", claimed_before=before)
+        held = {(c.source.removeprefix(f"{SOURCE}:"), c.issue_id) for c in claims}
+        for key in [k for k in self._claim_backoff if (k[0], str(k[1])) not in held]:
+            del self._claim_backoff[key]  # settled elsewhere (the poller, the webhook)
         if not claims:
             return 0
         existing = db.task_ids_by_source(self.conn, source=SOURCE)
@@ -598,16 +689,46 @@ class GitHubIntake:
             if not claim.issue_id.isdigit():
                 continue
             number = int(claim.issue_id)
-            if task_id_for(repo_key, number) in existing:
-                continue
+            if not existing.isdisjoint(task_ids_for(repo_key, number)):
+                continue  # the task exists (under today's id or an older version's)
             repo = self.repos.get(repo_key)
             if repo is None:
                 continue  # a repository no longer configured: leave its claim alone
-            if self._recover(repo, number):
-                started += 1
+            backoff = self._claim_backoff.get((repo_key, number))
+            if backoff is not None and backoff[1] > self.clock():
+                continue
+            outcome = self._recover(repo, number)
+            if self.paused():
+                break  # the sweep met a rate limit: the pause covers this claim too
+            if outcome is None:
+                self._back_off_claim(repo_key, number)
+            else:
+                started += 1 if outcome else 0
+                self._claim_backoff.pop((repo_key, number), None)
         return started
 
-    def _recover(self, repo: str, number: int) -> bool:
+    def _back_off_claim(self, repo_key: str, number: int) -> None:
+        failures = self._claim_backoff.get((repo_key, number), (0, self.clock()))[0]
+        wait = min(self.settings.github_poll_s * 2**failures, MAX_BACKOFF_S)
+        self._claim_backoff[repo_key, number] = (
+            failures + 1, self.clock() + timedelta(seconds=wait),
+        )  # fmt: skip
+
+    def _pause_for_rate_limit(self, exc: GitHubError) -> None:
+        """A 403/429 with `retry-after` or a spent limit pauses every request of this process."""
+        if exc.status not in (403, 429) or exc.headers is None:
+            return
+        now = self.clock()
+        retry_after = _header_int(exc.headers, "retry-after")
+        remaining, reset_at = self._rate(exc.headers)
+        if retry_after is not None:
+            self._paused_until = now + timedelta(seconds=max(retry_after, 1))
+        elif remaining == 0 and reset_at is not None and reset_at > now:
+            self._paused_until = reset_at
+
+    def _recover(self, repo: str, number: int) -> bool | None:
+        """Start a claim's task: True if started, False if the claim was released, None
+        if it failed and should be tried again later."""
         source = issue_source(repo)
         try:
             issue = GitHubIssue.model_validate(self.client.get_issue(repo, number))
@@ -615,12 +736,13 @@ class GitHubIntake:
             if exc.status in (404, 410):
                 log.warning("github intake: %s#%d is gone; releasing its claim", repo, number)
                 db.delete_issue_ingested(self.conn, source=source, issue_id=number)
-            else:
-                log.warning("github intake: cannot re-fetch %s#%d: %s", repo, number, exc)
-            return False
+                return False
+            log.warning("github intake: cannot re-fetch %s#%d: %s", repo, number, exc)
+            self._pause_for_rate_limit(exc)
+            return None
         except ValidationError:
             log.warning("github intake: %s#%d came back malformed; retried later", repo, number)
-            return False
+            return None
         kind = self.kind_for(issue.label_names())
         if issue.state != "open" or issue.pull_request is not None or kind is None:
             log.info(
@@ -636,6 +758,6 @@ class GitHubIntake:
                 "github intake: could not start recovered %s#%d: %s",
                 repo, number, self.client.clean(str(exc)),
             )  # fmt: skip
-            return False
+            return None
         log.info("github intake: recovered claim %s#%d", repo, number)
         return True

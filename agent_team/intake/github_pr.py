@@ -1,50 +1,114 @@
 """The draft pull request after a build: push the task branch, open one draft PR, once.
 
 `GraphDeps.publish` calls `PullRequestPublisher(state)` in the `publish` node.
-The push goes to the local repository's `origin` with the token in an
-`http.extraHeader` handed to git through `GIT_CONFIG_COUNT/KEY_0/VALUE_0`, so
-it is in no URL, no argv and no log line. Both side effects are recorded
-(`github:push:<task>` with the pushed commit, `github:pr:<task>` with the PR
-number and URL). A `pending` PR record means a crash may have happened after
-GitHub created the PR, so the PR is looked up by branch before one is
-created: a task never gets two pull requests.
+Both side effects are recorded (`github:push:<task>` with the pushed commit,
+`github:pr:<task>` with the PR number and URL). A `pending` PR record means a
+crash may have happened after GitHub created the PR, so the PR is looked up by
+branch before one is created: a task never gets two pull requests.
+
+The push hands the token to git, so it must not trust the checkout: the
+builder (a coding agent) works in a worktree that shares the checkout's
+`.git/config` and hooks, and could plant a `pre-push` hook, a
+`remote.origin.pushurl` or a `url.*.insteadOf` to receive the token. So:
+
+- git never runs with the token in the checkout. The push runs in a fresh
+  temporary bare repository of our own (no hooks, no remotes, empty config)
+  that borrows the checkout's objects through `objects/info/alternates`, and
+  pushes the recorded build commit, not whatever the branch points at now.
+- The destination is an explicit URL built from the settings,
+  `<git host>/<owner>/<repo>.git` (`git_host_url`), never a remote name.
+- The header is scoped to that host (`http.<host>/.extraHeader`), handed to
+  git through `GIT_CONFIG_COUNT/KEY_0/VALUE_0` (not argv, not a URL, not a log).
+- System and global git config are off (`GIT_CONFIG_NOSYSTEM=1`,
+  `GIT_CONFIG_GLOBAL=/dev/null`), hooks are off (`core.hooksPath=/dev/null`,
+  `--no-verify`).
+
+What remains trusted: the checkout's object store (objects are
+content-addressed, so they can change what is pushed but cannot read the
+token), and the `git` binary and environment of the daemon itself (proxy
+variables such as `HTTPS_PROXY` are passed on).
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import os
 import shutil
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from agent_team import db
-from agent_team.builders._proc import ProcessTimeout, inherited_env, run_process
+from agent_team.builders._proc import Completed, ProcessTimeout, inherited_env, run_process
 from agent_team.exceptions import PublishFailedError
 from agent_team.intake.github import SOURCE, GitHubClient, GitHubError, parse_issue_url
 from agent_team.task_model import TaskState
 
-__all__ = ["PUSH_TIMEOUT_S", "PullRequestPublisher", "auth_env"]
+__all__ = ["PUSH_TIMEOUT_S", "PullRequestPublisher", "auth_env", "git_host_url"]
 
 log = logging.getLogger(__name__)
 
 PUSH_TIMEOUT_S = 300.0
 
 
-def auth_env(token: str | None) -> dict[str, str]:
-    """git configuration through the environment: the auth header, never in argv or a URL."""
-    env = {"GIT_TERMINAL_PROMPT": "0"}
+# git reads these from the environment; the push sets its own or none at all.
+_GIT_CONFIG_VARS = ("GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_SYSTEM")
+
+
+def git_host_url(api_url: str) -> str:
+    """The git host of a REST API URL, ending in `/`.
+
+    `https://api.github.com` -> `https://github.com/`; Enterprise
+    `https://ghe.example/api/v3` -> `https://ghe.example/`; `https://api.x.ghe.com`
+    -> `https://x.ghe.com/`; any other URL (a loopback fake) -> the URL itself,
+    which serves git as well.
+    """
+    url = httpx.URL(api_url)
+    if url.host == "api.github.com":
+        return "https://github.com/"
+    if url.host.startswith("api.") and url.host.endswith(".ghe.com"):
+        # GitHub Enterprise Cloud with data residency: api.<name>.ghe.com -> <name>.ghe.com
+        return str(url.copy_with(host=url.host.removeprefix("api."), path="/", query=None))
+    path = url.path.rstrip("/")
+    path = path.removesuffix("/api/v3")
+    return str(url.copy_with(path=path + "/", query=None, fragment=None))
+
+
+def auth_env(token: str | None, host_url: str) -> dict[str, str]:
+    """git configuration through the environment: the auth header, never in argv or a URL.
+
+    The header is scoped to `host_url` (`http.<url>.extraHeader`), so git sends
+    it to no other server, whatever a redirect or a config says.
+    """
+    env = {
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+    }
     if token:
         basic = base64.b64encode(f"x-access-token:{token}".encode()).decode("ascii")
         env |= {
             "GIT_CONFIG_COUNT": "1",
-            "GIT_CONFIG_KEY_0": "http.extraHeader",
+            "GIT_CONFIG_KEY_0": f"http.{host_url}.extraHeader",
             "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
         }
     return env
+
+
+def _git_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in inherited_env().items()
+        if key not in _GIT_CONFIG_VARS
+        and not key.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+    }
+    return env | extra
 
 
 class PullRequestPublisher:
@@ -57,7 +121,8 @@ class PullRequestPublisher:
         token: the token git pushes with.
         repos: the configured `owner/repo` names; other tasks are not published.
         default_repo_path: `AGENT_TEAM_REPO_PATH`, used when the task names no repository.
-        remote: the git remote to push to.
+        api_url: `AGENT_TEAM_GITHUB_API_URL`; the git host is derived from it
+            (`git_host_url`) and branches are pushed to `<host>/<owner>/<repo>.git`.
     """
 
     def __init__(
@@ -68,7 +133,7 @@ class PullRequestPublisher:
         token: str | None,
         repos: list[str],
         default_repo_path: Path | None,
-        remote: str = "origin",
+        api_url: str = "https://api.github.com",
     ) -> None:
         self.client = client
         self._connect = connect
@@ -77,7 +142,7 @@ class PullRequestPublisher:
         self._token = token
         self.repos = {repo.lower() for repo in repos}
         self.default_repo_path = default_repo_path
-        self.remote = remote
+        self.host_url = git_host_url(api_url)
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -91,8 +156,8 @@ class PullRequestPublisher:
             return self._publish(state)
         except GitHubError as exc:
             raise PublishFailedError(
-                f"{exc}; the build is kept on its branch: fix the cause (token, remote, "
-                "repository settings)"
+                f"{exc}; the build is kept on its branch: fix the cause (token, repository "
+                "settings, AGENT_TEAM_GITHUB_API_URL)"
             ) from exc
 
     def _publish(self, state: TaskState) -> dict[str, Any] | None:
@@ -112,42 +177,76 @@ class PullRequestPublisher:
                 "cannot push: the task names no repository and AGENT_TEAM_REPO_PATH is not "
                 "set; point it at a clone of " + repo
             )
-        self.push(task.id, checkout, branch, commit)
+        self.push(task.id, repo, checkout, branch, commit)
         return self.open_pr(task, repo, number, branch)
 
     # -- push --------------------------------------------------------------------------
 
-    def push(self, task_id: str, checkout: Path, branch: str, commit: str) -> None:
+    def push_url(self, repo: str) -> str:
+        """Where `repo`'s branches go: from the settings, never from the checkout's config."""
+        return f"{self.host_url}{repo}.git"
+
+    def push(self, task_id: str, repo: str, checkout: Path, branch: str, commit: str) -> None:
+        """Push `commit` to `refs/heads/<branch>` of `repo`, from an isolated repository."""
         effect_id = f"github:push:{task_id}"
+        url = self.push_url(repo)
+        request = {"branch": branch, "commit": commit, "url": url}
         effect = db.begin_effect(
-            self.conn, effect_id=effect_id, task_id=task_id, kind="git_push",
-            request={"branch": branch, "commit": commit, "remote": self.remote},
-        )  # fmt: skip
+            self.conn, effect_id=effect_id, task_id=task_id, kind="git_push", request=request
+        )
         if effect.state == "done" and effect.result_ref == commit:
             return  # pushing again would change nothing
         git = shutil.which("git")
         if git is None:
             raise GitHubError("git is not on PATH; install git to push task branches")
-        argv = [git, "push", "--porcelain", self.remote, f"refs/heads/{branch}:refs/heads/{branch}"]
-        env = inherited_env() | auth_env(self._token)
-        log.info("github: pushing %s from %s (%s)", branch, checkout, " ".join(argv[1:]))
-        try:
-            done = run_process(argv, cwd=checkout, env=env, timeout_s=PUSH_TIMEOUT_S)
-        except ProcessTimeout:
-            raise GitHubError(
-                f"git push of {branch} did not finish within {PUSH_TIMEOUT_S:g} s"
-            ) from None
-        except OSError as exc:
-            raise GitHubError(f"cannot run git in {checkout}: {exc.strerror}") from None
+        common = self._common_dir(git, checkout)
+        with tempfile.TemporaryDirectory(prefix="agent-team-push-") as scratch:
+            # A repository only we configure: it borrows the checkout's objects and
+            # nothing else (no hooks, no remotes, no url rewrites).
+            made = self._git(
+                git, ["init", "-q", "--bare", "--template=", scratch], cwd=Path(scratch)
+            )
+            if made.returncode != 0:
+                raise GitHubError(f"cannot make a scratch repository to push from: {made.stderr}")
+            alternates = Path(scratch) / "objects" / "info" / "alternates"
+            alternates.parent.mkdir(parents=True, exist_ok=True)
+            alternates.write_text(f"{common / 'objects'}\n", encoding="utf-8")
+            args = [
+                "-c", f"core.hooksPath={os.devnull}", "--git-dir", scratch,
+                "push", "--porcelain", "--no-verify", url, f"{commit}:refs/heads/{branch}",
+            ]  # fmt: skip
+            log.info("github: pushing %s (%s) of %s to %s", branch, commit[:12], checkout, url)
+            done = self._git(git, args, cwd=Path(scratch), token=self._token)
         if done.returncode != 0:
             output = self.client.clean((done.stderr or done.stdout).strip())[-1500:]
             raise GitHubError(
-                f"git push of {branch} to {self.remote} failed (exit {done.returncode}): "
-                f"{output}; check the remote and the token's contents:write permission"
+                f"git push of {branch} to {url} failed (exit {done.returncode}): "
+                f"{output}; check the repository, the build commit and the token's "
+                "contents:write permission"
             )
-        db.finish_effect(self.conn, effect_id=effect_id, result_ref=commit, request={
-            "branch": branch, "commit": commit, "remote": self.remote,
-        })  # fmt: skip
+        db.finish_effect(self.conn, effect_id=effect_id, result_ref=commit, request=request)
+
+    def _common_dir(self, git: str, checkout: Path) -> Path:
+        # Run without the token: the checkout's config may be hostile.
+        done = self._git(
+            git, ["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=checkout
+        )
+        common = done.stdout.strip()
+        if done.returncode != 0 or not common:
+            raise GitHubError(
+                f"{checkout} is not a git repository; point AGENT_TEAM_GITHUB_CHECKOUTS or "
+                "AGENT_TEAM_REPO_PATH at a clone"
+            )
+        return Path(common)
+
+    def _git(self, git: str, args: list[str], *, cwd: Path, token: str | None = None) -> Completed:
+        env = _git_env(auth_env(token, self.host_url))
+        try:
+            return run_process([git, *args], cwd=cwd, env=env, timeout_s=PUSH_TIMEOUT_S)
+        except ProcessTimeout:
+            raise GitHubError(f"git did not finish within {PUSH_TIMEOUT_S:g} s") from None
+        except OSError as exc:
+            raise GitHubError(f"cannot run git in {cwd}: {exc.strerror}") from None
 
     # -- pull request ------------------------------------------------------------------
 

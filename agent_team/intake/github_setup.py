@@ -42,6 +42,7 @@ def make_publisher(
         token=token,
         repos=settings.github_repos,
         default_repo_path=settings.repo_path,
+        api_url=settings.github_api_url,
     )
 
 

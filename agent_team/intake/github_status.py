@@ -136,17 +136,11 @@ class StatusCommenter:
         return comment_id
 
     def _find_ours(self, repo: str, number: int, task_id: str) -> str | None:
-        url: str | None = f"repos/{repo}/issues/{number}/comments"
-        params: dict[str, str] | None = {"per_page": "100"}
         tag = marker(task_id)
-        while url is not None:
-            response = self.client.request("GET", url, params=params)
-            if response.status_code != 200:
-                raise GitHubError(self.client.describe(response), status=response.status_code)
-            comments = response.json()
-            for comment in comments if isinstance(comments, list) else []:
+        url = f"repos/{repo}/issues/{number}/comments"
+        # `pages` follows next links only on the API server (the token goes with each).
+        for comments in self.client.pages(url, params={"per_page": "100"}):
+            for comment in comments:
                 if isinstance(comment, dict) and tag in str(comment.get("body", "")):
                     return str(comment.get("id"))
-            url = response.links.get("next", {}).get("url")
-            params = None
         return None

@@ -4,7 +4,9 @@ Order matters (issue #6): the signature is checked on the raw body before
 anything is parsed or stored; with no secret configured every request gets
 503 (we cannot tell GitHub from anyone else). Only then is the delivery id
 claimed in the ledger, so a redelivery (GitHub keeps the id) is answered
-`{"duplicate": true}` and changes nothing, across restarts too.
+`{"duplicate": true}` and changes nothing, across restarts too. If starting
+the task fails the reply is 500 and the claim is released, so GitHub's
+redelivery of that id is acted on.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_team import db
-from agent_team.intake.github import GitHubIntake, GitHubIssue, PollReport
+from agent_team.intake.github import GitHubIntake, GitHubIssue, PollReport, issue_source
 
 __all__ = ["MAX_BODY_BYTES", "WebhookHandler", "WebhookReply", "sign", "verify_signature"]
 
@@ -107,7 +109,30 @@ class WebhookHandler:
             return WebhookReply(400, {"error": f"malformed issues event: bad {fields}"})
         if not db.claim_event(self.intake.conn, source=DELIVERY_SOURCE, event_id=delivery):
             return WebhookReply(200, {"duplicate": True})
-        return self._issues(parsed, delivery)
+        try:
+            reply = self._issues(parsed, delivery)
+        except BaseException:
+            self._release(delivery)
+            raise
+        if reply.status >= 500:
+            self._release(delivery)  # GitHub's redelivery keeps the id: let it through
+        return reply
+
+    def _count(self, repo: str, kind: str, created: int) -> None:
+        # `intake status` counts every task intake made, not only the poller's.
+        try:
+            db.count_tasks_created(
+                self.intake.conn, source=issue_source(repo), label=self.intake.label_for(kind),
+                count=created,
+            )  # fmt: skip
+        except Exception as exc:  # a counter never fails a task that was made
+            log.warning("github webhook: could not count a task for %s: %s", repo, exc)
+
+    def _release(self, delivery: str) -> None:
+        try:
+            db.release_event(self.intake.conn, source=DELIVERY_SOURCE, event_id=delivery)
+        except Exception as exc:  # the reply is an error already; the poller still retries
+            log.warning("github webhook: could not release delivery %s: %s", delivery, exc)
 
     def _issues(self, event: _IssuesEvent, delivery: str) -> WebhookReply:
         repo = self.intake.repos.get(event.repository.full_name.lower())
@@ -127,6 +152,8 @@ class WebhookHandler:
             return WebhookReply(202, {"ignored": "not labelled for agent-team"})
         report = PollReport()
         self.intake.ingest_issue(repo, issue, kind, report)
+        if report.tasks_created:
+            self._count(repo, kind, report.tasks_created)
         if report.errors:
             # The poller retries it (the claim was released); tell GitHub it failed.
             return WebhookReply(500, {"error": "could not start the task; the poller retries"})

@@ -9,12 +9,20 @@ broken repository), issue comments (create, edit, list) and pull requests
 (create as draft, list by `head`). A pull request can only be opened for a
 branch that exists in the repository's remote, a real bare git repository
 the test pushes to.
+
+The same server is also the git host: `<url>/<owner>/<repo>.git` speaks git's
+smart HTTP protocol through `git http-backend` over the repository's bare
+remote, and only with the token as Basic auth (`x-access-token:<token>`), as
+GitHub does. `git_requests` records who pushed with which header.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import os
+import re
 import subprocess
 import threading
 import time
@@ -63,7 +71,9 @@ class FakeGitHub:
         self.rate_remaining = rate_limit
         self.rate_reset = int(time.time()) + 3600
         self.forced: list[tuple[str, int, dict[str, str]]] = []  # (path prefix, status, headers)
+        self.git_requests: list[Recorded] = []  # smart-HTTP requests to `<owner>/<repo>.git`
         self.link_base: str | None = None  # put next-page links on another server (a test)
+        self.comments_page_cap = 100  # GitHub's per_page maximum; lower it to force pages
         self.lock = threading.RLock()
         self._clock = 0
         self._next_id = 9000
@@ -176,10 +186,25 @@ class FakeGitHub:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def _serve(self, method: str) -> None:
+            def _read_body(self) -> bytes:
+                if self.headers.get("transfer-encoding", "").lower() == "chunked":
+                    data = b""
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                        if size == 0:
+                            self.rfile.readline()
+                            return data
+                        data += self.rfile.read(size)
+                        self.rfile.readline()
                 length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                return self.rfile.read(length) if length else b""
+
+            def _serve(self, method: str) -> None:
+                raw = self._read_body()
                 parts = urlsplit(self.path)
+                if _GIT_PATH.match(parts.path):
+                    self._send(*fake._git(method, parts.path, parts.query, self.headers, raw))
+                    return
                 try:
                     body = json.loads(raw) if raw else None
                 except ValueError:
@@ -193,10 +218,13 @@ class FakeGitHub:
                         method, parts.path, parse_qs(parts.query), headers, body
                     )
                 data = b"" if payload is None else json.dumps(payload).encode()
+                extra = {"Content-Type": "application/json; charset=utf-8", **extra}
+                self._send(status, extra, data)
+
+            def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
-                for key, value in extra.items():
+                for key, value in headers.items():
                     self.send_header(key, value)
                 self.end_headers()
                 if data:
@@ -212,6 +240,52 @@ class FakeGitHub:
                 self._serve("PATCH")
 
         return Handler
+
+    def _git(
+        self, method: str, path: str, query: str, headers: Any, body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        """git smart HTTP for `/<owner>/<repo>.git/...`, through `git http-backend` (CGI)."""
+        match = _GIT_PATH.match(path)
+        assert match is not None
+        lowered = {k.lower(): v for k, v in headers.items()}
+        with self.lock:
+            self.git_requests.append(Recorded(method, path, parse_qs(query), lowered, None))
+            repo = self.repos.get(f"{match.group(1)}/{match.group(2)}".lower())
+        wanted = "Basic " + base64.b64encode(f"x-access-token:{self.token}".encode()).decode()
+        if self.token is not None and lowered.get("authorization") != wanted:
+            return 401, {"WWW-Authenticate": 'Basic realm="GitHub"'}, b"Bad credentials"
+        if repo is None or repo.remote is None or not repo.remote.is_dir():
+            return 404, {}, b"Repository not found."
+        env = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_PROJECT_ROOT": str(repo.remote.parent),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": f"/{repo.remote.name}{match.group(3)}",
+            "REQUEST_METHOD": method,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": lowered.get("content-type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "HTTP_CONTENT_ENCODING": lowered.get("content-encoding", ""),
+            "GIT_PROTOCOL": lowered.get("git-protocol", ""),
+            "REMOTE_USER": "x-access-token",  # lets http-backend accept a push
+            "REMOTE_ADDR": "127.0.0.1",
+        }
+        done = subprocess.run(
+            ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
+        )
+        head, sep, data = done.stdout.partition(b"\r\n\r\n")
+        if not sep:
+            head, sep, data = done.stdout.partition(b"\n\n")
+        status, out = 200, {}
+        for line in head.decode("latin-1").splitlines():
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.split()[0])
+            elif key:
+                out[key.strip()] = value.strip()
+        return status, out, data
 
     def _rate_headers(self) -> dict[str, str]:
         return {
@@ -273,7 +347,7 @@ class FakeGitHub:
                 }
                 self.comments[self._next_id] = comment
                 return 201, _public(comment), rate
-            return 200, [_public(c) for c in self.comments_on(repo.full_name, number)], rate
+            return self._list_comments(repo, number, path, one, rate)
         if method == "PATCH" and len(rest) == 3 and rest[:2] == ["issues", "comments"]:
             found = self.comments.get(int(rest[2]))
             if found is None or found["_repo"] != repo.full_name.lower():
@@ -335,6 +409,20 @@ class FakeGitHub:
             extra["Link"] = f'<{base}{path}?{urlencode(following)}>; rel="next"'
         return 200, chunk, extra
 
+    def _list_comments(
+        self, repo: FakeRepo, number: int, path: str, query: dict[str, str], rate: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
+        per_page = min(int(query.get("per_page", "30")), self.comments_page_cap)
+        page = int(query.get("cursor", "c1").removeprefix("c"))
+        found = [_public(c) for c in self.comments_on(repo.full_name, number)]
+        extra = dict(rate)
+        if page * per_page < len(found):
+            following = {k: v for k, v in query.items() if k != "cursor"}
+            following["cursor"] = f"c{page + 1}"
+            base = self.link_base or self.url
+            extra["Link"] = f'<{base}{path}?{urlencode(following)}>; rel="next"'
+        return 200, found[(page - 1) * per_page : page * per_page], extra
+
     def _create_pull(
         self, repo: FakeRepo, body: Any, rate: dict[str, str]
     ) -> tuple[int, Any, dict[str, str]]:
@@ -361,6 +449,9 @@ class FakeGitHub:
         }
         repo.pulls.append(pull)
         return 201, pull, rate
+
+
+_GIT_PATH = re.compile(r"^/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)\.git(/.*)$")
 
 
 def _public(item: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 
 import pytest
 from pydantic import ValidationError
@@ -12,10 +13,11 @@ from agent_team.intake.github import (
     BODY_LIMIT,
     GitHubIssue,
     issue_source,
+    legacy_task_id_for,
     parse_issue_url,
     task_id_for,
 )
-from agent_team.intake.github_pr import auth_env
+from agent_team.intake.github_pr import auth_env, git_host_url
 from agent_team.intake.github_status import comment_body, marker
 from agent_team.intake.github_webhook import sign, verify_signature
 
@@ -51,9 +53,23 @@ def test_a_signature_over_another_body_or_secret_is_refused() -> None:
 
 
 def test_task_ids_and_sources_are_deterministic_and_ignore_case() -> None:
-    assert task_id_for("Acme/App", 12) == task_id_for("acme/app", 12) == "gh-acme-app-12"
-    assert task_id_for("a.b/c_d", 1) == "gh-a.b-c_d-1"
+    assert task_id_for("Acme/App", 12) == task_id_for("acme/app", 12) == "gh-acme--app-12"
+    assert task_id_for("a-b/c_d.e", 1) == "gh-a-b--c_d.e-1"
     assert issue_source("Acme/App") == "github:acme/app"
+    # The scheme before owner and repo were told apart; kept to find older tasks.
+    assert legacy_task_id_for("Acme/App", 12) == "gh-acme-app-12"
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("acme-corp/api", "acme/corp-api"),
+        ("a/b-c-d", "a-b/c-d"),
+        ("a-b/c--d", "a/b--c-d"),  # repository names may hold `--`; owners cannot
+    ],
+)
+def test_task_ids_of_different_repositories_differ(one: str, other: str) -> None:
+    assert task_id_for(one, 7) != task_id_for(other, 7)
 
 
 @pytest.mark.parametrize(
@@ -93,15 +109,31 @@ def test_issue_validation_and_the_body_cap() -> None:
             GitHubIssue.model_validate({**issue.model_dump(), **bad})
 
 
-def test_the_push_gets_the_token_through_the_environment_only() -> None:
+def test_the_push_gets_the_token_through_the_environment_only_for_the_git_host() -> None:
     token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
-    env = auth_env(token)
-    assert env["GIT_CONFIG_KEY_0"] == "http.extraHeader"
+    env = auth_env(token, "https://github.com/")
+    assert env["GIT_CONFIG_KEY_0"] == "http.https://github.com/.extraHeader"
     scheme, value = env["GIT_CONFIG_VALUE_0"].removeprefix("Authorization: ").split(" ")
     assert scheme == "Basic"
     assert base64.b64decode(value).decode() == f"x-access-token:{token}"
     assert env["GIT_TERMINAL_PROMPT"] == "0"
-    assert auth_env(None) == {"GIT_TERMINAL_PROMPT": "0"}
+    assert env["GIT_CONFIG_NOSYSTEM"] == "1" and env["GIT_CONFIG_GLOBAL"] == os.devnull
+    assert "GIT_CONFIG_COUNT" not in auth_env(None, "https://github.com/")
+
+
+@pytest.mark.parametrize(
+    ("api_url", "host"),
+    [
+        ("https://api.github.com", "https://github.com/"),
+        ("https://api.github.com/", "https://github.com/"),
+        ("https://ghe.example.com/api/v3", "https://ghe.example.com/"),
+        ("https://ghe.example.com/api/v3/", "https://ghe.example.com/"),
+        ("http://127.0.0.1:8123", "http://127.0.0.1:8123/"),
+        ("https://api.octo.ghe.com", "https://octo.ghe.com/"),
+    ],
+)
+def test_the_git_host_comes_from_the_api_url(api_url: str, host: str) -> None:
+    assert git_host_url(api_url) == host
 
 
 def test_the_comment_body_carries_the_marker_and_a_bounded_text() -> None:

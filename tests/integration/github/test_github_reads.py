@@ -29,3 +29,24 @@ def test_task_ids_by_source(conn: db.LedgerConnection) -> None:
     inbox.submit_task(conn, title="b", source="cli", task_id="t1")
     assert db.task_ids_by_source(conn, source="github") == {"gh-acme-app-1"}
     assert db.task_ids_by_source(conn, source="slack") == set()
+
+
+def test_a_released_event_is_claimable_again(conn: db.LedgerConnection) -> None:
+    assert db.claim_event(conn, source="github", event_id="d-1")
+    assert db.claim_event(conn, source="github", event_id="d-2")
+    assert db.release_event(conn, source="github", event_id="d-1")
+    assert not db.release_event(conn, source="github", event_id="d-1")  # already gone
+    assert not db.event_seen(conn, source="github", event_id="d-1")
+    assert db.event_seen(conn, source="github", event_id="d-2")  # only that one
+    assert db.claim_event(conn, source="github", event_id="d-1")
+
+
+def test_forget_etag_clears_only_the_etag(conn: db.LedgerConnection) -> None:
+    for source, label in (("github:a/b", "x"), ("github:a/b", "y"), ("github:c/d", "x")):
+        db.record_poll(conn, source=source, label=label, status=200, etag='W/"e"', tasks_created=2)
+    assert db.forget_etag(conn, source="github:a/b", label="x") == 1
+    assert db.forget_etag(conn, source="github:a/b") == 1  # label y; x has none left
+    cursors = {(c.source, c.label): c for c in db.list_cursors(conn)}
+    assert cursors["github:a/b", "x"].etag is None and cursors["github:a/b", "y"].etag is None
+    assert cursors["github:c/d", "x"].etag == 'W/"e"'
+    assert cursors["github:a/b", "x"].tasks_created == 2 and cursors["github:a/b", "x"].polls == 1

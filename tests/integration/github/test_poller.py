@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from agent_team import db
-from agent_team.intake.github import BODY_LIMIT, issue_source, task_id_for
+from agent_team import db, inbox
+from agent_team.intake.github import BODY_LIMIT, GitHubIntake, issue_source, task_id_for
 from tests.integration.github.conftest import (
     APP,
     LIB,
@@ -287,3 +287,85 @@ def test_a_next_link_to_another_server_is_not_followed(
     assert starter.calls == []  # nothing half-ingested from page 1 alone
     cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.etag is None and cursor.failures == 1
+
+
+def test_claims_of_tasks_made_under_the_old_id_scheme_are_left_alone(
+    make_intake: MakeIntake, world: World
+) -> None:
+    intake, starter = make_intake(github_repos=APP, claim_grace_s=0)
+    number = world.app_labelled[0]
+    # An older agent-team made this task, with the id of its time, and holds the claim.
+    inbox.submit_task(intake.conn, title="old", source="github", task_id=f"gh-acme-app-{number}")
+    assert db.record_issue_ingested(intake.conn, source=issue_source(APP), issue_id=number)
+
+    assert intake.sweep_claims() == 0
+    report = intake.poll_once()
+
+    assert report.recovered == 0 and task_id_for(APP, number) not in starter.calls
+    assert not world.fake.seen("GET", f"/repos/{APP}/issues/{number}")
+    assert task_id_for(APP, number) not in github_tasks(intake.conn)
+    # It counts as settled: the poll keeps its ETag and the next one is a 304.
+    assert intake.poll_once().not_modified == 1
+
+
+def crashed_claim(intake: GitHubIntake, world: World) -> int:
+    """A labelled issue whose claim a process took before dying (no task)."""
+    number = world.fake.add_issue(APP, labels=("agent-team",))
+    assert db.record_issue_ingested(intake.conn, source=issue_source(APP), issue_id=number)
+    return number
+
+
+def test_the_claim_sweep_waits_out_a_rate_limit_pause(
+    make_intake: MakeIntake, world: World
+) -> None:
+    intake, starter = make_intake(claim_grace_s=0)
+    intake.poll_once()
+    number = crashed_claim(intake, world)
+    world.fake.force(f"/repos/{APP}/issues", 429, {"retry-after": "30"})
+    now = intake.clock()
+
+    report = intake.poll_once()
+
+    assert report.recovered == 0 and report.deferred == 1
+    assert not world.fake.seen("GET", f"/repos/{APP}/issues/{number}")  # paused: not asked
+    intake.clock = lambda: now + timedelta(seconds=31)
+    assert intake.poll_once().recovered == 1
+    assert task_id_for(APP, number) in starter.calls
+
+
+def test_a_rate_limit_met_by_the_sweep_pauses_everything(
+    make_intake: MakeIntake, world: World
+) -> None:
+    intake, _ = make_intake(claim_grace_s=0)
+    intake.poll_once()
+    number = crashed_claim(intake, world)
+    world.fake.force(f"/repos/{APP}/issues/{number}", 429, {"retry-after": "30"})
+    now = intake.clock()
+    assert intake.poll_once().recovered == 0
+    before = len(world.fake.requests)
+
+    report = intake.poll_once()
+
+    assert report.deferred == 2 and len(world.fake.requests) == before
+    intake.clock = lambda: now + timedelta(seconds=31)
+    assert intake.poll_once().recovered == 1
+
+
+def test_a_claim_that_keeps_failing_backs_off_exponentially(
+    make_intake: MakeIntake, world: World
+) -> None:
+    intake, _ = make_intake(claim_grace_s=0, github_repos=APP, github_poll_s=30)
+    intake.poll_once()
+    number = crashed_claim(intake, world)
+    path = f"/repos/{APP}/issues/{number}"
+    now = intake.clock()
+    asked = []
+    for seconds in (0, 1, 29, 31, 61, 91, 151):  # waits of 30 s, then 60 s, then 120 s
+        world.fake.force(path, 502)
+        intake.clock = lambda seconds=seconds: now + timedelta(seconds=seconds)
+        intake.poll_once()
+        asked.append(len(world.fake.seen("GET", path)))
+    assert asked == [1, 1, 1, 2, 2, 3, 3]
+    world.fake.forced.clear()
+    intake.clock = lambda: now + timedelta(seconds=212)
+    assert intake.poll_once().recovered == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -208,8 +209,8 @@ def test_a_broken_github_never_fails_the_task(
 def test_a_failed_push_parks_clearly_without_the_token_and_retry_publishes(
     setup: Setup,
 ) -> None:
-    remote = git(setup.clone, "remote", "get-url", "origin").strip()
-    git(setup.clone, "remote", "set-url", "origin", str(setup.clone.parent / "nowhere.git"))
+    moved = setup.bare.with_name("moved.git")
+    setup.bare.rename(moved)  # the repository is unreachable: the push fails
     process = Process(setup.settings)
     process.github.poll()
     process.coordinator.tick(until_idle=True, timeout_s=60)
@@ -227,7 +228,7 @@ def test_a_failed_push_parks_clearly_without_the_token_and_retry_publishes(
     (comment,) = setup.fake.comments_on(APP, setup.number)
     assert "**parked**" in comment["body"] and TOKEN not in comment["body"]
 
-    git(setup.clone, "remote", "set-url", "origin", remote)  # the operator fixes the remote
+    moved.rename(setup.bare)  # the operator fixes the cause
     process.coordinator.retry(task.id)
     process.coordinator.tick(until_idle=True, timeout_s=60)
 
@@ -236,4 +237,94 @@ def test_a_failed_push_parks_clearly_without_the_token_and_retry_publishes(
     assert len(setup.fake.repos[APP].pulls) == 1
     (comment,) = setup.fake.comments_on(APP, setup.number)
     assert "pull" in comment["body"]
+    process.close()
+
+
+def test_the_push_ignores_hooks_and_remotes_planted_in_the_checkout(
+    setup: Setup, tmp_path: Path
+) -> None:
+    # What a builder working in a worktree of this checkout could write into the shared .git.
+    evil = tmp_path / "evil.git"
+    evil.mkdir()
+    git(evil, "init", "-q", "--bare")
+    loot = tmp_path / "loot.txt"
+    hook = setup.clone / ".git" / "hooks" / "pre-push"
+    hook.write_text(f"#!/bin/sh\nenv > '{loot}'\n")
+    hook.chmod(0o755)
+    git(setup.clone, "config", "remote.origin.pushurl", str(evil))
+    git(setup.clone, "config", f"url.{evil}.insteadOf", setup.fake.url + "/")
+    git(setup.clone, "config", f"url.{evil}.pushInsteadOf", setup.fake.url + "/")
+    git(setup.clone, "checkout", "-q", "-b", "agent-team/planted")
+    git(setup.clone, "commit", "-q", "--allow-empty", "-m", "built")
+    commit = git(setup.clone, "rev-parse", "HEAD")
+    process = Process(setup.settings)
+    process.github.poll()
+    publisher = make_publisher(setup.settings)
+    assert publisher is not None
+    state: Any = {
+        "task_id": setup.task_id,
+        "repo": str(setup.clone),
+        "build": {"branch": "agent-team/planted", "commit": commit},
+    }
+
+    result = publisher(state)
+
+    assert not loot.exists()  # no hook of the checkout ran
+    assert git(evil, "for-each-ref") == ""  # neither pushurl nor insteadOf was used
+    assert git(setup.bare, "rev-parse", "refs/heads/agent-team/planted") == commit
+    # The push went to the GitHub host named by the settings, with the token.
+    basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    pushes = [r for r in setup.fake.git_requests if r.path == f"/{APP}.git/git-receive-pack"]
+    assert pushes and all(r.headers["authorization"] == f"Basic {basic}" for r in pushes)
+    assert result is not None and result["number"] == setup.fake.repos[APP].pulls[0]["number"]
+    publisher.client.close()
+    process.close()
+
+
+def test_finding_our_comment_never_follows_a_link_to_another_server(setup: Setup) -> None:
+    process = Process(setup.settings)
+    process.github.poll()
+    conn = process.coordinator.conn
+    for n in range(3):  # other people's comments, two a page
+        process.github.client.json(
+            "POST", f"repos/{APP}/issues/{setup.number}/comments", ok=(201,),
+            json={"body": f"comment {n}"},
+        )  # fmt: skip
+    setup.fake.comments_page_cap = 2
+    with FakeGitHub() as elsewhere:
+        setup.fake.link_base = elsewhere.url  # page 2 lives on another server
+        # A crash around the POST: the commenter searches the comments first.
+        db.begin_effect(
+            conn, effect_id=f"github:comment:{setup.task_id}", task_id=setup.task_id,
+            kind="github_comment", request={"repo": APP, "issue": setup.number, "posting": True},
+        )  # fmt: skip
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        assert elsewhere.requests == []  # the token never went there
+    assert len(setup.fake.comments_on(APP, setup.number)) == 3  # nothing posted blind
+    process.close()
+
+
+def test_a_shallow_checkout_pushes_too(setup: Setup, tmp_path: Path) -> None:
+    git(setup.clone, "commit", "-q", "--allow-empty", "-m", "second")
+    git(setup.clone, "push", "-q", "origin", "main")
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{setup.bare}", str(shallow))
+    assert git(shallow, "rev-parse", "--is-shallow-repository") == "true"
+    git(shallow, "checkout", "-q", "-b", "agent-team/shallow")
+    git(shallow, "commit", "-q", "--allow-empty", "-m", "built")
+    commit = git(shallow, "rev-parse", "HEAD")
+    process = Process(setup.settings)
+    process.github.poll()
+    publisher = make_publisher(setup.settings)
+    assert publisher is not None
+    state: Any = {
+        "task_id": setup.task_id,
+        "repo": str(shallow),
+        "build": {"branch": "agent-team/shallow", "commit": commit},
+    }
+
+    assert publisher(state) is not None
+
+    assert git(setup.bare, "rev-parse", "refs/heads/agent-team/shallow") == commit
+    publisher.client.close()
     process.close()

@@ -15,7 +15,7 @@ import pytest
 
 from agent_team import db
 from agent_team.daemon import Daemon
-from agent_team.intake.github import task_id_for
+from agent_team.intake.github import issue_source, task_id_for
 from agent_team.intake.github_webhook import WebhookHandler, sign
 from tests.fakes.github_api import FakeGitHub
 from tests.integration.github.conftest import (
@@ -219,3 +219,110 @@ def test_the_webhook_racing_the_poller_makes_one_task_per_issue(
     tasks = github_tasks(poller.conn)
     assert {task_id_for(APP, n) for n in numbers} <= set(tasks)
     assert len(tasks) == len(world.app_labelled)
+
+
+def hook(handler: WebhookHandler, payload: dict[str, Any], delivery: str) -> Any:
+    body, headers = signed(payload, delivery=delivery)
+    return handler.handle({k.lower(): v for k, v in headers.items()}, body)
+
+
+def test_a_failed_start_lets_githubs_redelivery_through(
+    make_intake: MakeIntake, world: World
+) -> None:
+    intake, starter = make_intake(github_repos=APP)
+    handler = WebhookHandler(intake, SECRET)
+    number = world.app_labelled[0]
+    starter.fail_for.add(task_id_for(APP, number))
+    delivery = str(uuid.uuid4())
+
+    assert hook(handler, issue_event(number), delivery).status == 500
+    assert not db.event_seen(intake.conn, source="github", event_id=delivery)
+    again = hook(handler, issue_event(number), delivery)  # GitHub's redelivery, same id
+
+    assert again.status == 201 and again.body == {"created": True}
+    assert task_id_for(APP, number) in github_tasks(intake.conn)
+    assert hook(handler, issue_event(number), delivery).body == {"duplicate": True}
+
+
+def test_a_poll_during_a_failing_webhook_start_does_not_hide_the_issue(
+    make_intake: MakeIntake, world: World
+) -> None:
+    poller, _ = make_intake(github_repos=APP)
+    hooked, _ = make_intake(github_repos=APP)
+    number = world.app_labelled[0]
+
+    def start_then_fail(**request: Any) -> str:
+        poller.poll_once()  # sees the webhook's claim: not new, not failed
+        raise RuntimeError("the ledger said no this time")
+
+    hooked.start_task = start_then_fail
+    reply = hook(WebhookHandler(hooked, SECRET), issue_event(number), str(uuid.uuid4()))
+    assert reply.status == 500
+    assert task_id_for(APP, number) not in github_tasks(poller.conn)
+    cursor = db.get_cursor(poller.conn, source=issue_source(APP), label="agent-team")
+    assert cursor is not None and cursor.etag is None
+
+    report = poller.poll_once()  # a full read, not a 304 that hides the issue forever
+
+    assert report.not_modified == 0 and report.tasks_created == 1
+    assert task_id_for(APP, number) in github_tasks(poller.conn)
+
+
+def test_a_webhook_start_failing_while_the_poller_is_mid_pass_does_not_hide_the_issue(
+    make_intake: MakeIntake, world: World
+) -> None:
+    poller, poller_starter = make_intake(github_repos=APP)
+    hooked, _ = make_intake(github_repos=APP)
+    poller.poll_once()
+    older = world.fake.add_issue(APP, labels=("agent-team",))
+    newer = world.fake.add_issue(APP, labels=("agent-team",))  # polled first (sort=updated)
+    claimed, go = threading.Event(), threading.Event()
+
+    def held_then_fail(**request: Any) -> str:
+        claimed.set()
+        assert go.wait(timeout=30)
+        raise RuntimeError("the ledger said no this time")
+
+    hooked.start_task = held_then_fail
+    replies: list[int] = []
+    webhook = threading.Thread(
+        target=lambda: replies.append(
+            hook(WebhookHandler(hooked, SECRET), issue_event(newer), str(uuid.uuid4())).status
+        )
+    )
+
+    def poller_start(**request: Any) -> str:
+        if request["task_id"] == task_id_for(APP, older):
+            go.set()  # the poller has passed `newer` (claimed): now the webhook fails
+            webhook.join(timeout=30)
+        return poller_starter(**request)
+
+    poller.start_task = poller_start
+    webhook.start()
+    assert claimed.wait(timeout=30)
+    poller.poll_once()
+    assert replies == [500]
+
+    report = poller.poll_once()
+
+    assert report.not_modified == 0 and report.tasks_created == 1
+    assert task_id_for(APP, newer) in github_tasks(poller.conn)
+
+
+def test_tasks_the_webhook_creates_count_in_intake_status(
+    make_intake: MakeIntake, world: World
+) -> None:
+    intake, _ = make_intake(github_repos=APP)
+    handler = WebhookHandler(intake, SECRET)
+    number = world.app_labelled[0]
+
+    assert hook(handler, issue_event(number), str(uuid.uuid4())).status == 201
+    assert hook(handler, issue_event(number, action="labeled"), str(uuid.uuid4())).status == 200
+
+    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    assert cursor is not None and cursor.tasks_created == 1
+    assert cursor.polls == 0 and cursor.last_poll_at is None  # a webhook is not a poll
+    intake.poll_once()  # the poller counts only the tasks it made
+    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    assert cursor is not None and cursor.tasks_created == len(world.app_labelled)
+    assert cursor.polls == 1
