@@ -161,7 +161,8 @@ class Settings(BaseSettings):
     github_checkouts: CommaList = Field(
         default_factory=list,
         description="Local clones tasks of a repository build in, `owner/repo=/path` "
-        "comma-separated (default: AGENT_TEAM_REPO_PATH); draft PRs push from their `origin`.",
+        "comma-separated (default: AGENT_TEAM_REPO_PATH); draft PRs push the recorded build "
+        "from there to the repository's URL on the GitHub host.",
     )
 
     # Confluence documentation lane (issue #7)

@@ -35,10 +35,15 @@ from agent_team.db.connection import (
     connect_readonly,
     ledger_path,
 )
-from agent_team.db.cursors import get_cursor, list_cursors, record_poll
+from agent_team.db.cursors import (
+    count_tasks_created,
+    forget_etag,
+    get_cursor,
+    list_cursors,
+    record_poll,
+)
 from agent_team.db.effects import begin_effect, finish_effect, get_effect, list_effects
-from agent_team.db.event_release import count_tasks_created, forget_etag, release_event
-from agent_team.db.events import claim_event, event_seen, prune_events
+from agent_team.db.events import claim_event, event_seen, prune_events, release_event
 from agent_team.db.github_reads import IssueClaim, list_issue_claims, task_ids_by_source
 from agent_team.db.intake import (
     delete_issue_ingested,

@@ -1,7 +1,10 @@
 """The intake poller's cursor per (source, label): ETag, rate limit, back-off and counters.
 
 Kept in the ledger, not in memory, so a restarted daemon still sends
-`If-None-Match` (a cheap 304) and honours a back-off it was told about.
+`If-None-Match` (a cheap 304) and honours a back-off it was told about. A
+failed task start forgets the ETag (`forget_etag`), so the next poll is a full
+read that sees the issue again; tasks made outside a poll (the webhook) still
+count (`count_tasks_created`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from datetime import datetime
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.connection import fetch_all, fetch_one, write_transaction
 from agent_team.db.records import IntakeCursor, row_to
+from agent_team.exceptions import LedgerInputError
 
-__all__ = ["get_cursor", "list_cursors", "record_poll"]
+__all__ = ["count_tasks_created", "forget_etag", "get_cursor", "list_cursors", "record_poll"]
 
 
 def get_cursor(conn: sqlite3.Connection, *, source: str, label: str) -> IntakeCursor | None:
@@ -76,3 +80,45 @@ def record_poll(
         return row_to(IntakeCursor, row)
 
     return write_transaction(conn, work)
+
+
+def forget_etag(conn: sqlite3.Connection, *, source: str, label: str | None = None) -> int:
+    """Clear the stored ETag of `source`'s cursors (one label, or all of them).
+
+    Counters, back-off and the last poll are left as they are; only the next
+    poll's `If-None-Match` goes. Returns how many cursors changed.
+    """
+
+    def work(db: sqlite3.Connection) -> int:
+        sql = "UPDATE intake_cursors SET etag = NULL WHERE source = ? AND etag IS NOT NULL"
+        params: tuple[str, ...] = (source,)
+        if label is not None:
+            sql += " AND label = ?"
+            params += (label,)
+        return db.execute(sql, params).rowcount
+
+    return write_transaction(conn, work)
+
+
+def count_tasks_created(
+    conn: sqlite3.Connection, *, source: str, label: str, count: int = 1
+) -> None:
+    """Add `count` to the `tasks_created` of `(source, label)`; nothing else changes.
+
+    For tasks made outside a poll (the webhook). The cursor row is made if no
+    poll has made it yet; its poll counters stay at zero.
+    """
+    if not source or not label:
+        raise LedgerInputError("a cursor needs a source and a label")
+
+    def work(db: sqlite3.Connection) -> None:
+        db.execute(
+            "INSERT OR IGNORE INTO intake_cursors (source, label) VALUES (?, ?)", (source, label)
+        )
+        db.execute(
+            "UPDATE intake_cursors SET tasks_created = tasks_created + ? "
+            "WHERE source = ? AND label = ?",
+            (count, source, label),
+        )
+
+    write_transaction(conn, work)
