@@ -339,7 +339,9 @@ class SlackTransport:
             if task.parked_reason == "budget_exhausted":
                 how = "it continues by itself after midnight UTC, or raise the daily budget"
             else:
-                how = f"fix the cause (`agent-team doctor` helps), then `agent-team retry {task.id}`"
+                how = (
+                    f"fix the cause (`agent-team doctor` helps), then `agent-team retry {task.id}`"
+                )
             return (
                 f"⏸️ {title} is parked ({task.parked_reason or 'parked'}): {body}. To unpark: {how}."
             )
