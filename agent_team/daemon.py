@@ -96,6 +96,7 @@ class Daemon:
         self.bound: tuple[str, int] | None = None
         self._server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
+        self._slack_transport: Transport | None = None  # closed on shutdown
         # Integrations: each is a no-op unless its settings turn it on.
         self._install_slack()
         self._install_github()
@@ -113,6 +114,7 @@ class Daemon:
         transport = self.coordinator.transport
         if not isinstance(transport, SlackTransport):  # a test handed in its own transport
             transport = SlackTransport(self.settings, clock=self.coordinator.clock)
+        self._slack_transport = transport
         listener = SlackListener(
             self.settings, transport, answer=self.coordinator.answer, clock=self.coordinator.clock
         )
@@ -318,6 +320,7 @@ class Daemon:
             thread.join(timeout=10)
         if self.coordinator.wait_idle(self.settings.stop_grace_s):
             self.coordinator.close()
+            self._close_ledger_users()
         else:
             self.cut_short = True
             killed = kill_running_children()
@@ -328,6 +331,18 @@ class Daemon:
                 killed,
             )
         return 0
+
+    def _close_ledger_users(self) -> None:
+        """The ledger connections the transports and the PR publisher opened for themselves."""
+        transports: list[Transport] = [self.coordinator.transport]
+        if self._slack_transport not in (None, self.coordinator.transport):
+            transports.append(self._slack_transport)
+        for transport in transports:
+            close = getattr(transport, "close", None)
+            if callable(close):
+                close()
+        if self._github_publisher is not None:
+            self._github_publisher.close_ledger()
 
 
 def ensure_demo_token(settings: Settings, state_dir: Path) -> tuple[Settings, str | None]:
