@@ -320,7 +320,7 @@ class Daemon:
             thread.join(timeout=10)
         if self.coordinator.wait_idle(self.settings.stop_grace_s):
             self.coordinator.close()
-            self._close_ledger_users()
+            self._close_integrations()
         else:
             self.cut_short = True
             killed = kill_running_children()
@@ -332,8 +332,12 @@ class Daemon:
             )
         return 0
 
-    def _close_ledger_users(self) -> None:
-        """The ledger connections the transports and the PR publisher opened for themselves."""
+    def _close_integrations(self) -> None:
+        """What the integrations opened for themselves: ledger connections, HTTP clients.
+
+        After the last run: the poller closes its GitHub clients when its loop ends, but a
+        run that finishes inside the grace period (status comment, PR) opens them again.
+        """
         transports: list[Transport] = [self.coordinator.transport]
         if self._slack_transport not in (None, self.coordinator.transport):
             transports.append(self._slack_transport)
@@ -343,6 +347,8 @@ class Daemon:
                 close()
         if self._github_publisher is not None:
             self._github_publisher.close_ledger()
+        if self.github is not None:
+            self.github.close()  # its client and the publisher's
 
 
 def ensure_demo_token(settings: Settings, state_dir: Path) -> tuple[Settings, str | None]:
