@@ -352,3 +352,40 @@ def test_an_issue_goes_from_github_through_slack_to_a_pr_and_a_page(
     # connections cached by its finished threads go with them, once collected.)
     ledger = world.tmp_path / "agent-team.db"
     wait_for(lambda: gc.collect() >= 0 and open_files(ledger) == [], "the ledger closed", 10)
+
+
+def test_a_build_that_ends_during_the_stop_grace_still_opens_its_pr(
+    world: World, tmp_path: Path
+) -> None:
+    """SIGTERM mid-build: the run finishes within the grace period and publishes normally."""
+    started, go = tmp_path / "build-started", tmp_path / "build-go"
+    command = f"touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; echo built > built.txt"
+    running = Running(world, builder="command", build_command=command, stop_grace_s=DEADLINE_S)
+    try:
+        plan = running.question(world.task_id, "plan_decision")
+        assert running.click(plan, "approve").status_code == 200
+        wait_for(started.exists, "the build to start")
+        running.daemon.request_stop()
+        health = running.daemon.health
+
+        def poller_stopped() -> bool:
+            loops = {status.name: status for status in health.loops()}
+            return not loops["github-poller"].alive
+
+        wait_for(poller_stopped, "the GitHub poller to stop")
+    finally:
+        go.touch()  # the build finishes inside the grace period
+        running.stop()
+    conn = db.connect(world.tmp_path / "agent-team.db")
+    try:
+        task = db.get_task(conn, world.task_id)
+        note = db.list_transitions(conn, world.task_id)[-1].note
+    finally:
+        conn.close()
+    # The run went on to the docs gate: published, then waiting on the Publish question.
+    assert task is not None and (task.status, task.phase) == ("waiting", "conf_gate"), note
+    (pull,) = world.github.repos[APP].pulls
+    assert pull["draft"] is True
+    assert git(world.bare, "ls-tree", "--name-only", pull["head"]["ref"]) == "built.txt"
+    del running  # an HTTP client the daemon left open warns (ResourceWarning) now, not at exit
+    gc.collect()
