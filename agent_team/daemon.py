@@ -96,6 +96,7 @@ class Daemon:
         self.bound: tuple[str, int] | None = None
         self._server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
+        self._slack_transport: Transport | None = None  # closed on shutdown
         # Integrations: each is a no-op unless its settings turn it on.
         self._install_slack()
         self._install_github()
@@ -114,6 +115,7 @@ class Daemon:
         transport = self.coordinator.transport
         if not isinstance(transport, SlackTransport):  # a test handed in its own transport
             transport = SlackTransport(self.settings, clock=self.coordinator.clock)
+        self._slack_transport = transport
         try:
             # The token is checked here, before READY: Bolt's lazy check on the first
             # request would ack that request and drop it if the call failed.
@@ -326,6 +328,7 @@ class Daemon:
             thread.join(timeout=10)
         if self.coordinator.wait_idle(self.settings.stop_grace_s):
             self.coordinator.close()
+            self._close_integrations()
         else:
             self.cut_short = True
             killed = kill_running_children()
@@ -336,6 +339,24 @@ class Daemon:
                 killed,
             )
         return 0
+
+    def _close_integrations(self) -> None:
+        """What the integrations opened for themselves: ledger connections, HTTP clients.
+
+        After the last run: the poller closes its GitHub clients when its loop ends, but a
+        run that finishes inside the grace period (status comment, PR) opens them again.
+        """
+        transports: list[Transport] = [self.coordinator.transport]
+        if self._slack_transport not in (None, self.coordinator.transport):
+            transports.append(self._slack_transport)
+        for transport in transports:
+            close = getattr(transport, "close", None)
+            if callable(close):
+                close()
+        if self._github_publisher is not None:
+            self._github_publisher.close_ledger()
+        if self.github is not None:
+            self.github.close()  # its client and the publisher's
 
 
 def ensure_demo_token(settings: Settings, state_dir: Path) -> tuple[Settings, str | None]:

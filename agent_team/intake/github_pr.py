@@ -151,6 +151,13 @@ class PullRequestPublisher:
                 self._conn = self._connect()
             return self._conn
 
+    def close_ledger(self) -> None:
+        """Close the ledger connection (a later use opens a new one)."""
+        with self._guard:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
     def __call__(self, state: TaskState) -> dict[str, Any] | None:
         try:
             return self._publish(state)
