@@ -406,16 +406,19 @@ class ConfluenceClient:
                 f"{page_id!r} is not a Confluence page id (page ids are numbers)"
             )
         what = f"reading page {page_id}"
-        response = self._request(
-            "GET", f"/api/v2/pages/{page_id}", params={"body-format": "atlas_doc_format"},
-            what=what,
-        )  # fmt: skip
+        response = self._get_page(page_id, what)
         if response.status_code == 404:
             raise ConfluenceRefusedError(
                 f"Confluence page {page_id} does not exist (or the account cannot see it); "
                 "fix the `confluence-page:` line of the task and submit it again"
             )
         return self._page(self._json(response, what), what)
+
+    def _get_page(self, page_id: str, what: str) -> httpx.Response:
+        return self._request(
+            "GET", f"/api/v2/pages/{page_id}", params={"body-format": "atlas_doc_format"},
+            what=what,
+        )  # fmt: skip
 
     def page_space(self, page_id: str) -> str | None:
         """The space id of a page, or None when there is no such page (its body is not parsed).
@@ -426,10 +429,7 @@ class ConfluenceClient:
         if not page_id.isdigit():
             return None
         what = f"reading page {page_id}"
-        response = self._request(
-            "GET", f"/api/v2/pages/{page_id}", params={"body-format": "atlas_doc_format"},
-            what=what,
-        )  # fmt: skip
+        response = self._get_page(page_id, what)
         if response.status_code == 404:
             return None
         return str(self._json(response, what).get("spaceId") or "")

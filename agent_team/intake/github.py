@@ -293,6 +293,16 @@ class GitHubClient:
         response = self.request("GET", url, params=params, headers=headers)
         if response.status_code == 304:
             return _Page(304, [], etag, None, response.headers)
+        items = self.json_list(response, url)
+        next_url = self.next_link(response, url)
+        return _Page(200, items, response.headers.get("etag"), next_url, response.headers)
+
+    def json_list(self, response: httpx.Response, url: str) -> list[Any]:
+        """The JSON list a 200 carries.
+
+        Raises:
+            GitHubError: an error status, malformed JSON, or not a list.
+        """
         if response.status_code != 200:
             raise GitHubError(
                 self.describe(response), status=response.status_code, headers=response.headers
@@ -303,8 +313,7 @@ class GitHubClient:
             raise GitHubError(f"GitHub sent malformed JSON for {url}", status=200) from None
         if not isinstance(items, list):
             raise GitHubError(f"GitHub sent a {type(items).__name__}, not a list, for {url}")
-        next_url = self.next_link(response, url)
-        return _Page(200, items, response.headers.get("etag"), next_url, response.headers)
+        return items
 
     def next_link(self, response: httpx.Response, url: str) -> str | None:
         """The `Link: rel="next"` URL of `response`, only if it is on the API server.
@@ -330,18 +339,7 @@ class GitHubClient:
         following: str | None = url
         while following is not None:
             response = self.request("GET", following, params=params)
-            if response.status_code != 200:
-                raise GitHubError(
-                    self.describe(response), status=response.status_code,
-                    headers=response.headers,
-                )  # fmt: skip
-            try:
-                items = response.json()
-            except ValueError:
-                raise GitHubError(f"GitHub sent malformed JSON for {url}", status=200) from None
-            if not isinstance(items, list):
-                raise GitHubError(f"GitHub sent a {type(items).__name__}, not a list, for {url}")
-            yield items
+            yield self.json_list(response, url)
             following = self.next_link(response, url)
             params = None  # the link carries the query
 
