@@ -367,14 +367,13 @@ class Coordinator:
 
     def _lane_off(self, task_id: str, snapshot: StateSnapshot) -> bool:
         """Park a task whose next node is in the Confluence lane while the lane is off."""
-        if self.deps.confluence is not None:
-            return False
+        if self.deps.confluence is not None or snapshot.next or snapshot.interrupts:
+            return False  # the graph knows what comes next: not stuck in a missing lane
         # A graph built without the lane cannot name its next node (`get_state().next` is
         # empty), so read the checkpoint's pending trigger channels (`branch:to:<node>`).
         saved = self.checkpointer.get_tuple(self._config(task_id))
         channels = saved.checkpoint.get("channel_values", {}) if saved is not None else {}
-        nodes = {*snapshot.next, *(c[10:] for c in channels if c.startswith("branch:to:"))}
-        if not any(str(node).startswith("conf_") for node in nodes):
+        if not any(channel.startswith("branch:to:conf_") for channel in channels):
             return False
         # Running it now would end short of `done` and park it as a lost checkpoint.
         self._park(
@@ -481,12 +480,11 @@ class Coordinator:
             build = snapshot.values.get("build") or {}
             note = build_note(build["branch"], build["commit"]) if build else None
             pull = snapshot.values.get("pull_request") or {}
-            text = f"{note}; pull request {pull['url']}" if note and pull.get("url") else None
-            docs = result_note(snapshot.values.get("confluence"))
-            if docs:  # the Confluence lane's outcome; a build note stays first (it is parsed)
-                text = f"{text or note}; {docs}" if note else docs
-                note = note or docs
-            self._finish(task_id, status, note, text=text)
+            docs = result_note(snapshot.values.get("confluence"))  # the Confluence lane's
+            told = [note, f"pull request {pull['url']}" if pull.get("url") else None, docs]
+            text = "; ".join(part for part in told if part) or None
+            # The transition note keeps the build note first (the dashboard parses it).
+            self._finish(task_id, status, note or docs, text=text)
 
     def _park(self, task_id: str, reason: str, message: str) -> None:
         task = db.get_task(self.conn, task_id)

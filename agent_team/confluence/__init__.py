@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from agent_team.config import Settings
 from agent_team.confluence.client import ConfluenceClient
 from agent_team.exceptions import ConfigError, ConfluenceRefusedError
 
@@ -58,7 +58,7 @@ class ConfluenceLane:
                 self._client = None
 
 
-def lane_from_settings(settings: Any) -> ConfluenceLane | None:
+def lane_from_settings(settings: Settings) -> ConfluenceLane | None:
     """The lane for these settings, or None when `confluence_enabled` is off."""
     if not settings.confluence_enabled:
         return None

@@ -40,6 +40,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from agent_team.config import Settings
 from agent_team.confluence import adf
 from agent_team.exceptions import ConfigError, ConfluenceError, ConfluenceRefusedError
 from agent_team.redact import redact
@@ -229,7 +230,7 @@ class ConfluenceClient:
         )
 
     @classmethod
-    def from_settings(cls, settings: Any, **kwargs: Any) -> ConfluenceClient:
+    def from_settings(cls, settings: Settings, **kwargs: Any) -> ConfluenceClient:
         """Build from `Settings`; OAuth when a client id is set, else Basic.
 
         Raises:

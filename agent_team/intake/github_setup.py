@@ -84,7 +84,7 @@ class GitHubIntegration:
         commenter = None
         if settings.github_comment:
             commenter = StatusCommenter(
-                client, lambda: coordinator.conn, repos=settings.github_repos,
+                client, coordinator.conn, repos=settings.github_repos,
                 dashboard_url=settings.dashboard_url,
             )  # fmt: skip
             coordinator.observers.append(commenter)

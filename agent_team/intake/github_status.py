@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from agent_team import db
@@ -56,25 +55,17 @@ class StatusCommenter:
     def __init__(
         self,
         client: GitHubClient,
-        connect: Callable[[], sqlite3.Connection],
+        conn: sqlite3.Connection,
         *,
         repos: list[str],
         dashboard_url: str | None = None,
     ) -> None:
         self.client = client
-        self._connect = connect
-        self._conn: sqlite3.Connection | None = None
+        self.conn = conn  # the coordinator's: observers run after it exists
         self.repos = {repo.lower() for repo in repos}
         self.dashboard_url = dashboard_url
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
-
-    @property
-    def conn(self) -> sqlite3.Connection:
-        with self._guard:
-            if self._conn is None:
-                self._conn = self._connect()
-            return self._conn
 
     def _lock(self, task_id: str) -> threading.Lock:
         with self._guard:
