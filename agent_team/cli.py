@@ -13,6 +13,8 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -87,11 +89,13 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def _open_ready(ctx: typer.Context) -> db.LedgerConnection:
-    """Open an existing, current ledger; never creates one as a side effect of reading."""
+@contextmanager
+def _open_ready(ctx: typer.Context) -> Iterator[db.Ledger]:
+    """An existing, current ledger; never creates one as a side effect of reading."""
     path = _ctx(ctx).settings().db_path
     db.assert_ready(path)
-    return db.connect(path)
+    with db.open_ledger(path) as ledger:
+        yield ledger
 
 
 def _show_version(value: bool) -> None:
@@ -125,18 +129,12 @@ def migrate(ctx: typer.Context) -> None:
     path = _ctx(ctx).settings().db_path
     before = 0
     if path.exists():
-        conn = db.connect(path)
-        try:
-            before = db.schema_version(conn)
-        finally:
-            conn.close()
+        with db.open_ledger(path) as ledger:
+            before = db.schema_version(ledger)
     version = db.init_db(path)
     db.assert_ready(path)
-    conn = db.connect(path)
-    try:
-        counts = db.table_counts(conn)
-    finally:
-        conn.close()
+    with db.open_ledger(path) as ledger:
+        counts = db.table_counts(ledger)
     step = f"v{before} -> v{version}" if before != version else f"v{version}, already current"
     out.print(f"ledger {path.resolve()}: schema {step}")
     table = Table("table", "rows")
@@ -171,11 +169,8 @@ def questions(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List gate questions, oldest first."""
-    conn = _open_ready(ctx)
-    try:
-        rows = db.list_questions(conn, status=status.value if status else None, thread_id=task)
-    finally:
-        conn.close()
+    with _open_ready(ctx) as ledger:
+        rows = db.list_questions(ledger, status=status.value if status else None, thread_id=task)
     if as_json:
         _print_json([{**asdict(q), "answer": q.answer, "payload": q.payload} for q in rows])
         return
@@ -214,11 +209,8 @@ def budget(
 ) -> None:
     """Spend on one UTC day per billing mode, model and stage."""
     bucket = _parse_day(day)
-    conn = _open_ready(ctx)
-    try:
-        rows = db.usage_summary(conn, day=bucket)
-    finally:
-        conn.close()
+    with _open_ready(ctx) as ledger:
+        rows = db.usage_summary(ledger, day=bucket)
     if not rows:
         out.print(f"no model calls recorded on {bucket}")
         return
@@ -246,12 +238,9 @@ def ledger_replay(
     ] = None,
 ) -> None:  # fmt: skip
     """Write budget rows that could not be recorded back into the ledger."""
-    conn = _open_ready(ctx)
-    try:
-        path = outbox or _ctx(ctx).settings().ledger_outbox or db.default_outbox_path(conn)
-        report = db.replay_outbox(path, conn)
-    finally:
-        conn.close()
+    with _open_ready(ctx) as ledger:
+        path = outbox or _ctx(ctx).settings().ledger_outbox or db.default_outbox_path(ledger)
+        report = db.replay_outbox(path, ledger)
     out.print(
         f"outbox {path}: replayed {report['replayed']}, failed {report['failed']}, "
         f"bad lines {report['bad_lines']}, remaining {report['remaining']}"
@@ -260,11 +249,13 @@ def ledger_replay(
         raise typer.Exit(code=1)
 
 
-def _open_writable(ctx: typer.Context) -> db.LedgerConnection:
-    """Open the ledger for a command that writes, creating or upgrading it first."""
+@contextmanager
+def _open_writable(ctx: typer.Context) -> Iterator[db.Ledger]:
+    """The ledger for a command that writes, created or upgraded first."""
     path = _ctx(ctx).settings().db_path
     db.init_db(path)
-    return db.connect(path)
+    with db.open_ledger(path) as ledger:
+        yield ledger
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
@@ -295,15 +286,12 @@ def submit(
     if not title.strip():
         raise typer.BadParameter("--title must not be empty")
     text = body_file.read_text(encoding="utf-8") if body_file else body
-    conn = _open_writable(ctx)
-    try:
+    with _open_writable(ctx) as ledger:
         task_id = inbox.submit_task(
-            conn, title=title.strip(), body=text, kind=kind.value, source="cli",
+            ledger, title=title.strip(), body=text, kind=kind.value, source="cli",
             repo=str(repo.resolve()) if repo else None,
             confluence_enabled=_ctx(ctx).settings().confluence_enabled,
         )  # fmt: skip
-    finally:
-        conn.close()
     sys.stdout.write(task_id + "\n")
 
 
@@ -367,15 +355,12 @@ def tasks(
 ) -> None:
     """List tasks, newest first, with phase, age and cost."""
     settings = _ctx(ctx).settings()
-    conn = _open_ready(ctx)
-    try:
+    with _open_ready(ctx) as ledger:
         rows = db.list_tasks(
-            conn, status=status.value if status else None, kind=kind.value if kind else None,
+            ledger, status=status.value if status else None, kind=kind.value if kind else None,
             limit=limit,
         )  # fmt: skip
-        costs = {tid: cost.usd for tid, cost in db.task_costs(conn, [t.id for t in rows]).items()}
-    finally:
-        conn.close()
+        costs = {tid: cost.usd for tid, cost in db.task_costs(ledger, [t.id for t in rows]).items()}
     if as_json:
         _print_json([{**asdict(t), "cost_usd": costs.get(t.id, 0.0)} for t in rows])
         return
@@ -401,11 +386,8 @@ def show(
 ) -> None:
     """A task's journey: transitions with durations, questions, cost per stage."""
     settings = _ctx(ctx).settings()
-    conn = _open_ready(ctx)
-    try:
-        report = reports.task_report(conn, task_id, settings.now())
-    finally:
-        conn.close()
+    with _open_ready(ctx) as ledger:
+        report = reports.task_report(ledger, task_id, settings.now())
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
         return
@@ -446,13 +428,10 @@ def answer(
     """Answer a gate question. The first answer wins; the task resumes on the next pass."""
     settings = _ctx(ctx).settings()
     responder = who.strip() or getpass.getuser()
-    conn = _open_ready(ctx)
-    try:
+    with _open_ready(ctx) as ledger:
         answered = inbox.submit_answer(
-            conn, question_id, text, via=f"cli:{responder}", now=settings.now()
+            ledger, question_id, text, via=f"cli:{responder}", now=settings.now()
         )
-    finally:
-        conn.close()
     out.print(f"answered {answered.question_id}: {answered.answer_json}")
 
 
@@ -467,11 +446,8 @@ def reopen(
     """Reopen an expired question with a new deadline; it is delivered again."""
     window = _parse_duration(deadline)
     settings = _ctx(ctx).settings()
-    conn = _open_ready(ctx)
-    try:
-        reopened = inbox.reopen(conn, question_id, deadline_at=settings.now() + window)
-    finally:
-        conn.close()
+    with _open_ready(ctx) as ledger:
+        reopened = inbox.reopen(ledger, question_id, deadline_at=settings.now() + window)
     out.print(f"reopened {reopened.question_id}; deadline {reopened.deadline_at}")
 
 
@@ -480,11 +456,8 @@ def cancel(
     ctx: typer.Context, task_id: Annotated[str, typer.Argument(help="The task id.")]
 ) -> None:
     """Cancel a task: open questions are superseded, its worktree is kept for inspection."""
-    conn = _open_ready(ctx)
-    try:
-        inbox.cancel_task(conn, task_id)
-    finally:
-        conn.close()
+    with _open_ready(ctx) as ledger:
+        inbox.cancel_task(ledger, task_id)
     out.print(f"cancel queued for {task_id}")
 
 
@@ -493,11 +466,8 @@ def retry(
     ctx: typer.Context, task_id: Annotated[str, typer.Argument(help="The parked task's id.")]
 ) -> None:
     """Continue a parked task from where it stopped, after fixing what parked it."""
-    conn = _open_ready(ctx)
-    try:
-        inbox.retry_task(conn, task_id)
-    finally:
-        conn.close()
+    with _open_ready(ctx) as ledger:
+        inbox.retry_task(ledger, task_id)
     out.print(f"{task_id} queued again; the daemon (or `agent-team tick`) continues it")
 
 
@@ -556,11 +526,8 @@ def intake_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Per repository and label: last poll, ETag hit rate, rate limit left, tasks created."""
-    conn = _open_ready(ctx)
-    try:
-        cursors = db.list_cursors(conn)
-    finally:
-        conn.close()
+    with _open_ready(ctx) as ledger:
+        cursors = db.list_cursors(ledger)
     rows = [
         {
             "source": c.source,

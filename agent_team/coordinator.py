@@ -26,7 +26,6 @@ from functools import partial
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.errors import is_invalid_resume
 from langgraph.types import Command as GraphCommand
 from langgraph.types import StateSnapshot
@@ -119,12 +118,8 @@ class Coordinator:
         self.db_path = settings.db_path
         db.init_db(self.db_path)
         db.assert_ready(self.db_path)
-        self.conn = db.connect(self.db_path)
-        # SqliteSaver gets its own connection (DESIGN.md §3), in transaction mode so each
-        # batch of a node's writes is atomic across a kill -9 (see connect_for_checkpoints).
-        self._checkpoint_conn = db.connect_for_checkpoints(self.db_path)
-        self.checkpointer = SqliteSaver(self._checkpoint_conn)
-        self.checkpointer.setup()
+        self.ledger: db.Ledger = db.open_ledger(self.db_path)
+        self.checkpointer = self.ledger.checkpointer()
         self.consumer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.lease_s = max(settings.build_timeout_s + 300.0, 600.0)
         self.wake = threading.Event()
@@ -144,7 +139,7 @@ class Coordinator:
     def _make_deps(self) -> GraphDeps:
         settings = self.settings
         caller = ModelCaller(
-            conn=self.conn,
+            ledger=self.ledger,
             chat=make_chat_model(settings.model),
             model=settings.model,
             billing_mode=settings.billing_mode,
@@ -163,7 +158,7 @@ class Coordinator:
         )
         state_dir = settings.state_dir or self.db_path.parent / "state"
         return GraphDeps(
-            conn=self.conn,
+            ledger=self.ledger,
             caller=caller,
             build=partial(run_build, builder, repo_path=settings.repo_path, state_dir=state_dir),
             clock=self.clock,
@@ -189,8 +184,7 @@ class Coordinator:
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self.deps.confluence is not None:
             self.deps.confluence.close()
-        self._checkpoint_conn.close()
-        self.conn.close()
+        self.ledger.close()
 
     @staticmethod
     def _config(task_id: str) -> RunnableConfig:
@@ -208,25 +202,25 @@ class Coordinator:
     def start_task(self, **request: Any) -> str:
         """Submit a task (see `inbox.submit_task`) and wake the worker."""
         request.setdefault("confluence_enabled", self.settings.confluence_enabled)
-        task_id = inbox.submit_task(self.conn, **request)
+        task_id = inbox.submit_task(self.ledger, **request)
         log.info("task %s submitted: %s", task_id, request.get("title"))
         self.wake.set()
         return task_id
 
     def answer(self, question_id: str, text: str, *, via: str = "cli") -> db.Question:
         """Record an answer (see `gates.submit_answer`) and wake the worker at once."""
-        answered = inbox.submit_answer(self.conn, question_id, text, via=via, now=self.clock())
+        answered = inbox.submit_answer(self.ledger, question_id, text, via=via, now=self.clock())
         self.wake.set()
         return answered
 
     def reopen(self, question_id: str, *, deadline: timedelta | None = None) -> db.Question:
         """Reopen an expired question (see `inbox.reopen`) and deliver it again."""
-        question = db.get_question(self.conn, question_id)
+        question = db.get_question(self.ledger, question_id)
         if question is None:
             raise UnknownTaskError(f"no question {question_id!r}")
         window = {question.kind: deadline} if deadline else self.default_deadlines()
         reopened = inbox.reopen(
-            self.conn,
+            self.ledger,
             question_id,
             deadline_at=inbox.deadline_for(question.kind, window, self.clock()),
         )
@@ -235,12 +229,12 @@ class Coordinator:
 
     def retry(self, task_id: str) -> None:
         """Continue a parked task (see `inbox.retry_task`) and wake the worker."""
-        inbox.retry_task(self.conn, task_id)
+        inbox.retry_task(self.ledger, task_id)
         self.wake.set()
 
     def cancel(self, task_id: str) -> None:
         """Queue a cancel (see `inbox.cancel_task`) and wake the worker."""
-        inbox.cancel_task(self.conn, task_id)
+        inbox.cancel_task(self.ledger, task_id)
         self.wake.set()
 
     # -- the worker ---------------------------------------------------------------------
@@ -249,7 +243,7 @@ class Coordinator:
         if slots < 1:
             return []
         commands = db.claim_commands(
-            self.conn, consumer=self.consumer, limit=slots, lease_s=self.lease_s
+            self.ledger, consumer=self.consumer, limit=slots, lease_s=self.lease_s
         )
         # One job per task runs its commands in the order they were queued (a cancel
         # queued before a resume is handled first); different tasks run in parallel.
@@ -318,7 +312,7 @@ class Coordinator:
 
     def counts(self) -> dict[str, int]:
         """Tasks per status, for systemd's STATUS= line and the health page."""
-        return db.count_tasks_by_status(self.conn)
+        return db.count_tasks_by_status(self.ledger)
 
     def _handle_in_order(self, commands: list[db.Command]) -> None:
         for command in commands:
@@ -333,16 +327,16 @@ class Coordinator:
                     self._resume(command)
                 else:
                     self._start(command)
-            db.complete_command(self.conn, command_id=command.command_id, consumer=self.consumer)
+            db.complete_command(self.ledger, command_id=command.command_id, consumer=self.consumer)
         except Exception as exc:  # a bug or an unreachable ledger: keep the command for a retry
             log.exception("command %s failed", command.command_id)
             db.fail_command(
-                self.conn, command_id=command.command_id, error=redact(str(exc)),
+                self.ledger, command_id=command.command_id, error=redact(str(exc)),
                 retry=command.attempts < 3, consumer=self.consumer,
             )  # fmt: skip
 
     def _start(self, command: db.Command) -> None:
-        task = db.get_task(self.conn, command.task_id)
+        task = db.get_task(self.ledger, command.task_id)
         if task is None or task.status in TERMINAL_STATUSES:
             return
         snapshot = self.graph.get_state(self._config(task.id))
@@ -361,7 +355,7 @@ class Coordinator:
 
     def _submitted_repo(self, task_id: str) -> str | None:
         """The repository named at submit (recovery and unpark commands carry no payload)."""
-        original = db.get_command(self.conn, f"start:{task_id}")
+        original = db.get_command(self.ledger, f"start:{task_id}")
         repo = original.payload.get("repo") if original is not None else None
         return str(repo) if repo else None
 
@@ -398,9 +392,9 @@ class Coordinator:
 
     def _resume(self, command: db.Command) -> None:
         question_id = str(command.payload.get("question_id"))
-        task = db.get_task(self.conn, command.task_id)
+        task = db.get_task(self.ledger, command.task_id)
         if task is None or task.status in TERMINAL_STATUSES:
-            db.supersede_question(self.conn, question_id=question_id)
+            db.supersede_question(self.ledger, question_id=question_id)
             return
         snapshot = self.graph.get_state(self._config(task.id))
         if self._lane_off(task.id, snapshot):
@@ -410,12 +404,12 @@ class Coordinator:
             if isinstance(pending.value, dict) and pending.value.get("question_id") == question_id
         ]  # fmt: skip
         if not waiting:
-            question = db.get_question(self.conn, question_id)
+            question = db.get_question(self.ledger, question_id)
             applied = question is not None and snapshot.values.get("turn", 0) >= question.turn
             if not applied:
                 # The graph moved on without it: LangGraph would silently ignore the value.
                 log.info("task %s no longer waits on %s; superseding it", task.id, question_id)
-                db.supersede_question(self.conn, question_id=question_id)
+                db.supersede_question(self.ledger, question_id=question_id)
             self._continue(task.id, snapshot)
             return
         answer = command.payload.get("answer")
@@ -449,7 +443,7 @@ class Coordinator:
         if snapshot.interrupts:
             for pending in snapshot.interrupts:
                 value = pending.value if isinstance(pending.value, dict) else {}
-                asked = db.get_question(self.conn, str(value.get("question_id")))
+                asked = db.get_question(self.ledger, str(value.get("question_id")))
                 if asked is not None and asked.status == QuestionStatus.ANSWERED:
                     # Answered before a crash cost the graph its checkpoint: the graph never
                     # consumed the answer, so give it now (once: the next stop is a new turn).
@@ -457,9 +451,9 @@ class Coordinator:
                     return
             phase = NODE_PHASES.get(snapshot.next[0], Phase.INTAKE) if snapshot.next else None
             if phase is not None:
-                db.enter_phase(self.conn, task_id=task_id, phase=phase, status=TaskStatus.WAITING)
+                db.enter_phase(self.ledger, task_id=task_id, phase=phase, status=TaskStatus.WAITING)
             else:
-                db.set_task_status(self.conn, task_id, TaskStatus.WAITING)
+                db.set_task_status(self.ledger, task_id, TaskStatus.WAITING)
             self.deliver_open(task_id)
             kinds = sorted(
                 {str(p.value.get("kind")) for p in snapshot.interrupts if isinstance(p.value, dict)}
@@ -487,11 +481,11 @@ class Coordinator:
             self._finish(task_id, status, note or docs, text=text)
 
     def _park(self, task_id: str, reason: str, message: str) -> None:
-        task = db.get_task(self.conn, task_id)
-        db.set_task_status(self.conn, task_id, TaskStatus.PARKED, parked_reason=reason)
+        task = db.get_task(self.ledger, task_id)
+        db.set_task_status(self.ledger, task_id, TaskStatus.PARKED, parked_reason=reason)
         if task is not None:
             db.record_transition(
-                self.conn, thread_id=task_id, to_phase=task.phase, status=TaskStatus.PARKED,
+                self.ledger, thread_id=task_id, to_phase=task.phase, status=TaskStatus.PARKED,
                 note=redact(message),
             )  # fmt: skip
             self._notify(task_id, "parked", redact(message))
@@ -500,21 +494,21 @@ class Coordinator:
         self, task_id: str, status: TaskStatus, note: str | None, *, text: str | None = None
     ) -> None:
         phase = Phase.DONE if status != TaskStatus.FAILED else None
-        db.set_task_status(self.conn, task_id, status, phase=phase)
-        db.close_terminal(self.conn, thread_id=task_id, status=status, note=note)
-        for question in db.list_questions(self.conn, thread_id=task_id):
+        db.set_task_status(self.ledger, task_id, status, phase=phase)
+        db.close_terminal(self.ledger, thread_id=task_id, status=status, note=note)
+        for question in db.list_questions(self.ledger, thread_id=task_id):
             if question.status in (QuestionStatus.OPEN, QuestionStatus.EXPIRED):
-                db.supersede_question(self.conn, question_id=question.question_id)
+                db.supersede_question(self.ledger, question_id=question.question_id)
         self._notify(task_id, status.value, text or note or status.value)
 
     def _cancel_now(self, task_id: str) -> None:
-        task = db.get_task(self.conn, task_id)
+        task = db.get_task(self.ledger, task_id)
         if task is None or task.status in TERMINAL_STATUSES:
             return
         self._finish(task_id, TaskStatus.CANCELLED, "cancelled by an operator")
 
     def _notify(self, task_id: str, event: str, text: str) -> None:
-        task = db.get_task(self.conn, task_id)
+        task = db.get_task(self.ledger, task_id)
         if task is None:
             return
         for tell in (self.transport.notify, *self.observers):
@@ -526,10 +520,10 @@ class Coordinator:
     def deliver_open(self, task_id: str | None = None) -> int:
         """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2)."""
         delivered = 0
-        for question in db.list_questions(self.conn, status="open", thread_id=task_id):
+        for question in db.list_questions(self.ledger, status="open", thread_id=task_id):
             if question.channel_ref is not None:
                 continue
-            task = db.get_task(self.conn, question.thread_id)
+            task = db.get_task(self.ledger, question.thread_id)
             if task is None:
                 continue
             try:
@@ -538,7 +532,10 @@ class Coordinator:
                 log.exception("delivering %s failed; the sweep retries", question.question_id)
                 continue
             if db.record_delivery(
-                self.conn, question_id=question.question_id, channel_ref=ref, posted_at=self.clock()
+                self.ledger,
+                question_id=question.question_id,
+                channel_ref=ref,
+                posted_at=self.clock(),
             ):
                 delivered += 1
         return delivered
@@ -548,8 +545,8 @@ class Coordinator:
     def check_deadlines(self) -> int:
         """Expire overdue questions and park their tasks. Never defaults an approval to yes."""
         expired = 0
-        for question in db.overdue_questions(self.conn, self.clock()):
-            if not db.expire_question(self.conn, question_id=question.question_id):
+        for question in db.overdue_questions(self.ledger, self.clock()):
+            if not db.expire_question(self.ledger, question_id=question.question_id):
                 continue  # answered in the meantime: the answer won
             expired += 1
             self._park(
@@ -562,7 +559,7 @@ class Coordinator:
 
     def prune_events(self) -> int:
         """Forget inbound event ids (Slack, GitHub deliveries) older than `EVENT_RETENTION`."""
-        removed = db.prune_events(self.conn, older_than=self.clock() - EVENT_RETENTION)
+        removed = db.prune_events(self.ledger, older_than=self.clock() - EVENT_RETENTION)
         if removed:
             log.info("forgot %d event id(s) older than %s", removed, EVENT_RETENTION)
         return removed
@@ -570,7 +567,7 @@ class Coordinator:
     def _all_tasks(self, status: TaskStatus) -> list[db.Task]:
         found: list[db.Task] = []
         while True:
-            page = db.list_tasks(self.conn, status=status.value, limit=500, offset=len(found))
+            page = db.list_tasks(self.ledger, status=status.value, limit=500, offset=len(found))
             found.extend(page)
             if len(page) < 500:
                 return found
@@ -579,10 +576,10 @@ class Coordinator:
         """Tasks parked on today's budget continue once the UTC day has turned."""
         today = db.day_bucket(self.clock())
         resumed = 0
-        for task in db.parked_before(self.conn, reason="budget_exhausted", day=today):
-            db.set_task_status(self.conn, task.id, TaskStatus.QUEUED, phase=task.phase)
+        for task in db.parked_before(self.ledger, reason="budget_exhausted", day=today):
+            db.set_task_status(self.ledger, task.id, TaskStatus.QUEUED, phase=task.phase)
             db.enqueue_command(
-                self.conn, command_id=f"unpark:{task.id}:{today}:{uuid.uuid4().hex[:6]}",
+                self.ledger, command_id=f"unpark:{task.id}:{today}:{uuid.uuid4().hex[:6]}",
                 kind=CommandKind.START.value,
                 task_id=task.id, payload={},
             )  # fmt: skip
@@ -593,7 +590,7 @@ class Coordinator:
         """Put every half-finished thing back on its way after a crash (DESIGN.md §4)."""
         report = SweepReport()
         host = socket.gethostname()
-        for command in db.list_commands(self.conn, state="claimed"):
+        for command in db.list_commands(self.ledger, state="claimed"):
             owner = (command.claimed_by or "").split(":")
             if len(owner) == 3 and owner[0] == host and owner[1].isdigit():
                 pid = int(owner[1])
@@ -601,28 +598,30 @@ class Coordinator:
                     pid != os.getpid() and not _pid_alive(pid)
                 ):
                     if db.release_command(
-                        self.conn, command_id=command.command_id, consumer=command.claimed_by or ""
+                        self.ledger,
+                        command_id=command.command_id,
+                        consumer=command.claimed_by or "",
                     ):
                         report.claims_released += 1
-        for question in db.answered_without_resume(self.conn):
+        for question in db.answered_without_resume(self.ledger):
             report.resumes_added += int(
                 db.enqueue_command(
-                    self.conn, command_id=db.resume_command_id(question.question_id),
+                    self.ledger, command_id=db.resume_command_id(question.question_id),
                     kind=CommandKind.RESUME.value, task_id=question.thread_id,
                     payload={"question_id": question.question_id, "answer": question.answer},
                 )
             )  # fmt: skip
         busy = {
             c.task_id
-            for c in db.list_commands(self.conn, state="pending")
-            + db.list_commands(self.conn, state="claimed")
+            for c in db.list_commands(self.ledger, state="pending")
+            + db.list_commands(self.ledger, state="claimed")
         }
         for status in (TaskStatus.RUNNING, TaskStatus.QUEUED):
             for task in self._all_tasks(status):
                 if task.id in busy:
                     continue
                 db.enqueue_command(
-                    self.conn, command_id=f"recover:{task.id}:{uuid.uuid4().hex[:8]}",
+                    self.ledger, command_id=f"recover:{task.id}:{uuid.uuid4().hex[:8]}",
                     kind=CommandKind.START.value, task_id=task.id, payload={},
                 )  # fmt: skip
                 report.tasks_continued += 1

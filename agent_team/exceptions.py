@@ -5,10 +5,13 @@ operator as one line with no traceback.
 
     AgentTeamError
     ├── ConfigError                 invalid settings (CLI exit code 2)
-    ├── LedgerError                 anything about the SQLite ledger
+    ├── LedgerError                 anything about the ledger database
     │   ├── SchemaTooNewError       the ledger was written by a newer agent-team
     │   ├── LedgerNotReadyError     a table or column the app needs is missing
     │   ├── LedgerBusyError         the database stayed locked past our retries
+    │   ├── LedgerStorageError      the database driver failed (the driver's own
+    │   │   │                       error, translated inside `db/`)
+    │   │   └── LedgerIntegrityError  a constraint refused a row; nothing stored
     │   └── LedgerInputError        bad input to a ledger call; nothing was stored
     │                               (also a ValueError)
     ├── TaskError                   a task cannot go on as asked
@@ -46,7 +49,9 @@ __all__ = [
     "LedgerBusyError",
     "LedgerError",
     "LedgerInputError",
+    "LedgerIntegrityError",
     "LedgerNotReadyError",
+    "LedgerStorageError",
     "ModelError",
     "ModelUnavailableError",
     "ParkingError",
@@ -81,6 +86,14 @@ class LedgerNotReadyError(LedgerError):
 
 class LedgerBusyError(LedgerError):
     """A write could not get the database lock within the bounded retries."""
+
+
+class LedgerStorageError(LedgerError):
+    """The database driver raised; only `db/` sees driver errors, callers see this."""
+
+
+class LedgerIntegrityError(LedgerStorageError):
+    """A constraint (unique, check, foreign key) refused a write; the transaction rolled back."""
 
 
 class LedgerInputError(LedgerError, ValueError):

@@ -10,7 +10,6 @@ coordinator drains the commands inbox acts on it (DESIGN.md §3).
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,7 +36,7 @@ __all__ = [
 
 
 def submit_task(
-    conn: sqlite3.Connection,
+    ledger: db.Ledger,
     *,
     title: str,
     body: str = "",
@@ -63,18 +62,18 @@ def submit_task(
         )
     new_id = task_id or f"t{uuid.uuid4().hex[:10]}"
     db.create_task(
-        conn, task_id=new_id, kind=kind, title=title, body=body, source=source,
+        ledger, task_id=new_id, kind=kind, title=title, body=body, source=source,
         source_ref=source_ref,
     )  # fmt: skip
     payload: dict[str, Any] = {"repo": repo} if repo else {}
     db.enqueue_command(
-        conn, command_id=f"start:{new_id}", kind=CommandKind.START.value, task_id=new_id,
+        ledger, command_id=f"start:{new_id}", kind=CommandKind.START.value, task_id=new_id,
         payload=payload,
     )  # fmt: skip
     return new_id
 
 
-def reopen(conn: sqlite3.Connection, question_id: str, *, deadline_at: datetime) -> db.Question:
+def reopen(ledger: db.Ledger, question_id: str, *, deadline_at: datetime) -> db.Question:
     """expired -> open with a new deadline; the task waits on it again.
 
     Delivery is left to the coordinator (the question has no `channel_ref`
@@ -84,50 +83,50 @@ def reopen(conn: sqlite3.Connection, question_id: str, *, deadline_at: datetime)
         UnknownTaskError: no such question.
         QuestionClosedError: the question is not expired.
     """
-    question = db.get_question(conn, question_id)
+    question = db.get_question(ledger, question_id)
     if question is None:
         raise UnknownTaskError(f"no question {question_id!r}")
-    owner = db.get_task(conn, question.thread_id)
+    owner = db.get_task(ledger, question.thread_id)
     if owner is not None and owner.status in TERMINAL_STATUSES:
         raise TaskRefusedError(
             f"task {owner.id} is {owner.status}; its questions cannot be reopened "
             "(submit the task again instead)"
         )
-    if not db.reopen_question(conn, question_id=question_id, deadline_at=deadline_at):
+    if not db.reopen_question(ledger, question_id=question_id, deadline_at=deadline_at):
         raise QuestionClosedError(
             f"question {question_id} is {question.status}; only expired questions reopen"
         )
-    task = db.get_task(conn, question.thread_id)
+    task = db.get_task(ledger, question.thread_id)
     if task is not None and task.status not in TERMINAL_STATUSES:
-        db.set_task_status(conn, task.id, TaskStatus.WAITING, phase=task.phase)
+        db.set_task_status(ledger, task.id, TaskStatus.WAITING, phase=task.phase)
         db.record_transition(
-            conn, thread_id=task.id, to_phase=task.phase, status=TaskStatus.WAITING,
+            ledger, thread_id=task.id, to_phase=task.phase, status=TaskStatus.WAITING,
             note=f"question {question_id} reopened",
         )  # fmt: skip
-    reopened = db.get_question(conn, question_id)
+    reopened = db.get_question(ledger, question_id)
     assert reopened is not None
     return reopened
 
 
-def cancel_task(conn: sqlite3.Connection, task_id: str) -> None:
+def cancel_task(ledger: db.Ledger, task_id: str) -> None:
     """Queue a cancel; the worker closes the task and supersedes its open questions.
 
     Raises:
         UnknownTaskError: no such task.
         TaskRefusedError: the task already finished.
     """
-    task = db.get_task(conn, task_id)
+    task = db.get_task(ledger, task_id)
     if task is None:
         raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
     if task.status in TERMINAL_STATUSES:
         raise TaskRefusedError(f"task {task_id} is already {task.status}")
     db.enqueue_command(
-        conn, command_id=f"cancel:{task_id}", kind=CommandKind.CANCEL.value, task_id=task_id,
+        ledger, command_id=f"cancel:{task_id}", kind=CommandKind.CANCEL.value, task_id=task_id,
         payload={},
     )  # fmt: skip
 
 
-def retry_task(conn: sqlite3.Connection, task_id: str) -> str:
+def retry_task(ledger: db.Ledger, task_id: str) -> str:
     """Continue a parked task from its last checkpoint, once the operator fixed the cause.
 
     For a builder that could not run, a refused write, a task whose checkpoints
@@ -142,7 +141,7 @@ def retry_task(conn: sqlite3.Connection, task_id: str) -> str:
         UnknownTaskError: no such task.
         TaskRefusedError: the task is not parked, or parked on an expired question.
     """
-    task = db.get_task(conn, task_id)
+    task = db.get_task(ledger, task_id)
     if task is None:
         raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
     if task.status != TaskStatus.PARKED:
@@ -150,7 +149,7 @@ def retry_task(conn: sqlite3.Connection, task_id: str) -> str:
     if task.parked_reason == "question_expired":
         expired = [
             q.question_id
-            for q in db.list_questions(conn, thread_id=task_id)
+            for q in db.list_questions(ledger, thread_id=task_id)
             if q.status == QuestionStatus.EXPIRED
         ]
         which = expired[-1] if expired else "<question id>"
@@ -158,13 +157,13 @@ def retry_task(conn: sqlite3.Connection, task_id: str) -> str:
             f"task {task_id} waits on an expired question; reopen it: agent-team reopen {which}"
         )
     command_id = f"retry:{task_id}:{uuid.uuid4().hex[:8]}"
-    db.set_task_status(conn, task_id, TaskStatus.QUEUED, phase=task.phase)
+    db.set_task_status(ledger, task_id, TaskStatus.QUEUED, phase=task.phase)
     db.record_transition(
-        conn, thread_id=task_id, to_phase=task.phase, status=TaskStatus.QUEUED,
+        ledger, thread_id=task_id, to_phase=task.phase, status=TaskStatus.QUEUED,
         note=f"retried by an operator (was parked: {task.parked_reason})",
     )  # fmt: skip
     db.enqueue_command(
-        conn, command_id=command_id, kind=CommandKind.START.value, task_id=task_id, payload={}
+        ledger, command_id=command_id, kind=CommandKind.START.value, task_id=task_id, payload={}
     )
     return command_id
 
@@ -195,7 +194,7 @@ def closed_message(question: db.Question) -> str:
 
 
 def submit_answer(
-    conn: sqlite3.Connection, question_id: str, text: str, *, via: str, now: datetime
+    ledger: db.Ledger, question_id: str, text: str, *, via: str, now: datetime
 ) -> db.Question:
     """Validate `text` for the question's kind and record it if it is the first answer.
 
@@ -207,7 +206,7 @@ def submit_answer(
         InvalidAnswerError: outside the kind's grammar; the question stays open.
         QuestionClosedError: someone else won, or it expired / was superseded.
     """
-    question = db.get_question(conn, question_id)
+    question = db.get_question(ledger, question_id)
     if question is None:
         raise UnknownTaskError(
             f"no question {question_id!r}; list open ones with `agent-team questions --status open`"
@@ -216,13 +215,13 @@ def submit_answer(
         raise QuestionClosedError(closed_message(question))
     normalised = parse_answer(question.kind, text)
     won = db.answer_question(
-        conn,
+        ledger,
         question_id=question_id,
         answer_json=json.dumps(normalised, sort_keys=True),
         answered_via=via,
         answered_at=now,
     )
-    latest = db.get_question(conn, question_id)
+    latest = db.get_question(ledger, question_id)
     assert latest is not None
     if not won:
         raise QuestionClosedError(closed_message(latest))

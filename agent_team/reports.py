@@ -8,7 +8,6 @@ format its result differently. Everything returned is plain JSON.
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -88,7 +87,7 @@ def _effect_view(effect: db.SideEffect) -> dict[str, Any]:
     }
 
 
-def task_report(conn: sqlite3.Connection, task_id: str, now: datetime) -> dict[str, Any]:
+def task_report(ledger: db.Reader, task_id: str, now: datetime) -> dict[str, Any]:
     """Everything known about one task, from the ledger alone.
 
     Each transition row carries its duration (an open row: until `now`) and
@@ -98,23 +97,23 @@ def task_report(conn: sqlite3.Connection, task_id: str, now: datetime) -> dict[s
     as `totals.unattributed_cost_usd` rather than hidden.
 
     Args:
-        conn: a ledger connection (read-only is enough).
+        ledger: the ledger or one snapshot of it (reads only).
         task_id: the task.
         now: the wall clock, for open rows and the age of a running task.
 
     Raises:
         UnknownTaskError: no such task.
     """
-    task = db.get_task(conn, task_id)
+    task = db.get_task(ledger, task_id)
     if task is None:
         raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
-    usage = db.task_usage(conn, thread_id=task_id)
+    usage = db.task_usage(ledger, thread_id=task_id)
     cost_by_stage: dict[str, float] = {}
     for row in usage:
         cost_by_stage[row.stage] = cost_by_stage.get(row.stage, 0.0) + row.usd_cost
-    row_costs = db.transition_costs(conn, task_id)
+    row_costs = db.transition_costs(ledger, task_id)
     transitions: list[dict[str, Any]] = []
-    rows = db.list_transitions(conn, task_id)
+    rows = db.list_transitions(ledger, task_id)
     for t in rows:
         end = db.from_iso(t.exited_at) if t.exited_at else now
         spend = row_costs.get(t.transition_id, db.Spend())
@@ -139,17 +138,17 @@ def task_report(conn: sqlite3.Connection, task_id: str, now: datetime) -> dict[s
     return {
         "task": asdict(task),
         "transitions": transitions,
-        "questions": [question_view(q) for q in db.list_questions(conn, thread_id=task_id)],
+        "questions": [question_view(q) for q in db.list_questions(ledger, thread_id=task_id)],
         "usage": [asdict(u) for u in usage],
         "cost_by_stage": cost_by_stage,
         "totals": {
             "cost_usd": total_usd,
             "tokens": total_tokens,
             "wall_s": _seconds(task.created_at, wall_end),
-            "unattributed_cost_usd": db.unattributed_spend(conn, task_id).usd_cost,
+            "unattributed_cost_usd": db.unattributed_spend(ledger, task_id).usd_cost,
         },
         "build": build,
-        "effects": [_effect_view(effect) for effect in db.list_effects(conn, task_id=task_id)],
+        "effects": [_effect_view(effect) for effect in db.list_effects(ledger, task_id=task_id)],
         # Kept for `agent-team show --json` readers from before `totals` existed.
         "total_usd": total_usd,
         "total_tokens": total_tokens,

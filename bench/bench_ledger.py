@@ -21,9 +21,9 @@ from pathlib import Path
 from agent_team import db
 
 
-def _prepare(path: Path, n: int) -> db.LedgerConnection:
+def _prepare(path: Path, n: int) -> db.Ledger:
     db.init_db(path)
-    conn = db.connect(path)
+    conn = db.open_ledger(path)
     for i in range(n):
         db.ensure_question(
             conn,
@@ -38,7 +38,7 @@ def _prepare(path: Path, n: int) -> db.LedgerConnection:
     return conn
 
 
-def bench_baseline(conn: db.LedgerConnection, n: int) -> float:
+def bench_baseline(conn: db.Ledger, n: int) -> float:
     start = time.perf_counter()
     for i in range(n):
         conn.execute(
@@ -49,14 +49,14 @@ def bench_baseline(conn: db.LedgerConnection, n: int) -> float:
     return time.perf_counter() - start
 
 
-def bench_cas(conn: db.LedgerConnection, n: int) -> float:
+def bench_cas(conn: db.Ledger, n: int) -> float:
     start = time.perf_counter()
     for i in range(n):
         db.answer_question(conn, question_id=f"q{i}", answer_json='"yes"', answered_via="bench")
     return time.perf_counter() - start
 
 
-def bench_contended(conn: db.LedgerConnection, threads: int) -> tuple[float, int]:
+def bench_contended(conn: db.Ledger, threads: int) -> tuple[float, int]:
     barrier = threading.Barrier(threads)
     wins: list[bool] = []
 

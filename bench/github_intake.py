@@ -76,7 +76,7 @@ def main() -> None:
                 github_token="bench-token",
             )  # fmt: skip
             db.init_db(path)
-            conn = db.connect(path)
+            conn = db.open_ledger(path)
             return GitHubIntake(
                 settings, conn, lambda **r: inbox.submit_task(conn, **r), make_client(settings)
             )

@@ -251,7 +251,7 @@ def run_agent_team(
         billing_mode="api",
     )
     coordinator = Coordinator(settings)
-    conn = coordinator.conn
+    conn = coordinator.ledger
     if profiles is not None:
         # cProfile sees only the thread that enabled it, and graph runs happen on the
         # coordinator's pool threads: give every command its own profiler.

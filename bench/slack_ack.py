@@ -213,7 +213,7 @@ def hook_resume_starts() -> None:
     Coordinator._resume = timed  # type: ignore[method-assign]
 
 
-def resume_started(conn: db.LedgerConnection, task_id: str, answered_at: str) -> datetime | None:
+def resume_started(conn: db.Ledger, task_id: str, answered_at: str) -> datetime | None:
     for row in db.list_transitions(conn, task_id):
         if (
             row.to_phase == "plan_review"
@@ -251,7 +251,7 @@ def main() -> None:
         thread.start()
         wait_for(lambda: daemon.bound is not None, "the daemon")
         url = daemon.url + "slack/events"
-        conn = db.connect(settings.db_path)
+        conn = db.open_ledger(settings.db_path)
         acks: list[float] = []
         baseline_acks: list[float] = []
         alone: list[float] = []

@@ -32,8 +32,8 @@ def ledger_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def conn(ledger_file: Path) -> Iterator[db.LedgerConnection]:
+def conn(ledger_file: Path) -> Iterator[db.Ledger]:
     """A connection to `ledger_file`, closed after the test."""
-    connection = db.connect(ledger_file)
+    connection = db.open_ledger(ledger_file)
     yield connection
     connection.close()

@@ -1,7 +1,7 @@
 """The dashboard's JSON API, `/healthz` and `/metrics`.
 
-Handlers stay thin (DESIGN.md §7): parse and validate, read the ledger on a
-read-only connection per request, or hand a write to `inbox` (the same path
+Handlers stay thin (DESIGN.md §7): parse and validate, read one consistent
+view of the ledger per request, or hand a write to `inbox` (the same path
 the CLI and Slack use), then wake the coordinator. Every refusal is JSON
 `{"error": ...}` naming the parameter or field at fault; an unexpected
 exception is logged and answered with a bare 500, never a traceback.
@@ -19,7 +19,6 @@ import json
 import logging
 import math
 import re
-import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import date, datetime
 from enum import StrEnum
@@ -111,7 +110,7 @@ def _translate(exc: Exception) -> ApiError:
         return ApiError(400, str(exc))
     if isinstance(exc, LedgerBusyError):
         return ApiError(503, "the ledger is busy; try again shortly")
-    if isinstance(exc, LedgerError | sqlite3.Error):
+    if isinstance(exc, LedgerError):
         log.error("dashboard: the ledger is unavailable: %s", exc)
         return ApiError(503, "the ledger is unavailable; check the daemon's log")
     log.exception("dashboard: unexpected error", exc_info=exc)
@@ -305,9 +304,9 @@ class _Api:
 
     def _task(self, task_id: str) -> Response:
         now = self.ctx.clock()
-        with self.ctx.read() as conn, db.read_snapshot(conn):
+        with self.ctx.read() as view:
             try:
-                report = reports.task_report(conn, task_id, now)
+                report = reports.task_report(view, task_id, now)
             except UnknownTaskError:
                 raise ApiError(404, f"no task {task_id!r}", extra={"id": task_id}) from None
         return JSONResponse(report)
@@ -318,10 +317,10 @@ class _Api:
         limit = _integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
         offset = _integer(request, "offset", 0, 0, None)
         now = self.ctx.clock()
-        with self.ctx.read() as conn, db.read_snapshot(conn):
-            rows = db.list_tasks(conn, status=status, kind=kind, limit=limit, offset=offset)
-            costs = db.task_costs(conn, [task.id for task in rows])
-            total = db.count_tasks(conn, status=status, kind=kind)
+        with self.ctx.read() as view:
+            rows = db.list_tasks(view, status=status, kind=kind, limit=limit, offset=offset)
+            costs = db.task_costs(view, [task.id for task in rows])
+            total = db.count_tasks(view, status=status, kind=kind)
         return JSONResponse(
             {
                 "tasks": [_task_row(task, costs[task.id], now) for task in rows],
@@ -334,16 +333,16 @@ class _Api:
     def questions(self, request: Request) -> Response:
         status = _choice(request, "status", QuestionStatus)
         task_id = request.query_params.get("task", "").strip() or None
-        with self.ctx.read() as conn:
-            rows = db.list_questions(conn, status=status, thread_id=task_id)
+        with self.ctx.read() as view:
+            rows = db.list_questions(view, status=status, thread_id=task_id)
         return JSONResponse({"questions": [reports.question_view(q) for q in rows]})
 
     def budget(self, request: Request) -> Response:
         settings = self.ctx.settings
         day = _day(request, self.ctx.clock())
-        with self.ctx.read() as conn, db.read_snapshot(conn):
-            rows = db.usage_summary(conn, day=day)
-            spent = db.spent_by_mode(conn, day=day)
+        with self.ctx.read() as view:
+            rows = db.usage_summary(view, day=day)
+            spent = db.spent_by_mode(view, day=day)
         modes: dict[str, dict[str, Any]] = {}
         for mode in BillingMode:
             spend = spent.get(mode.value, db.Spend())
@@ -385,24 +384,24 @@ class _Api:
         )
 
     def healthz(self, request: Request) -> Response:
-        ledger: dict[str, Any] = {
+        state: dict[str, Any] = {
             "ok": False,
             "schema_version": None,
             "expected_schema_version": db.SCHEMA_VERSION,
             "error": None,
         }
         try:
-            with self.ctx.read() as conn:
-                ledger["schema_version"] = db.schema_version(conn)
-            ledger["ok"] = True
-        except (LedgerError, sqlite3.Error) as exc:
+            with self.ctx.read() as view:
+                state["schema_version"] = db.schema_version(view)
+            state["ok"] = True
+        except LedgerError as exc:
             log.warning("healthz: cannot read the ledger: %s", exc)
-            ledger["error"] = f"cannot read the ledger ({type(exc).__name__}); see the daemon's log"
+            state["error"] = f"cannot read the ledger ({type(exc).__name__}); see the daemon's log"
         loops = self.ctx.health.loops()
-        healthy = bool(ledger["ok"]) and all(status.alive for status in loops)
+        healthy = bool(state["ok"]) and all(status.alive for status in loops)
         body = {
             "status": "ok" if healthy else "unhealthy",
-            "db": ledger,
+            "db": state,
             "loops": [_loop_view(status) for status in loops],
             "facts": _jsonable(self.ctx.health.facts()),
         }
@@ -444,9 +443,9 @@ class _Api:
         assert title is not None
 
         def work() -> str:
-            with self.ctx.write() as conn:
+            with self.ctx.write() as ledger:
                 return inbox.submit_task(
-                    conn,
+                    ledger,
                     title=title.strip(),
                     body=body,
                     kind=kind,
@@ -472,14 +471,14 @@ class _Api:
             raise _bad_field("name", "must be printable text on one line")
 
         def work() -> db.Question:
-            with self.ctx.write() as conn:
+            with self.ctx.write() as ledger:
                 try:
                     return inbox.submit_answer(
-                        conn, question_id, text, via=f"dashboard:{name.strip()}",
+                        ledger, question_id, text, via=f"dashboard:{name.strip()}",
                         now=self.ctx.clock(),
                     )  # fmt: skip
                 except InvalidAnswerError as exc:
-                    question = db.get_question(conn, question_id)
+                    question = db.get_question(ledger, question_id)
                     accepted = _ACCEPTED.get(question.kind) if question is not None else None
                     raise ApiError(422, str(exc), extra={"accepted": accepted}) from None
 

@@ -7,7 +7,6 @@ in later issues): adding a route is one line in `daemon.py`.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 
 @dataclass
 class DashboardContext:
-    """What the HTTP handlers may use. Reads open their own read-only connection."""
+    """What the HTTP handlers may use: one ledger view per request (`read`, `write`)."""
 
     settings: Settings
     health: Health = field(default_factory=Health)
@@ -45,25 +44,26 @@ class DashboardContext:
         return self.settings.db_path
 
     @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        """A read-only connection for one request; writers are never blocked by it (WAL)."""
-        conn = db.connect_readonly(self.db_path)
-        try:
-            yield conn
-        finally:
-            conn.close()
+    def read(self) -> Iterator[db.Reader]:
+        """One consistent view of the ledger for one request; writers are never blocked by it.
+
+        Outside the daemon the file is opened read-only, so a read never creates it.
+        """
+        if self.coordinator is not None:
+            with self.coordinator.ledger.snapshot() as view:
+                yield view
+            return
+        with db.open_ledger(self.db_path, readonly=True) as ledger, ledger.snapshot() as view:
+            yield view
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """The coordinator's connection when in the daemon, else a fresh one."""
+    def write(self) -> Iterator[db.Ledger]:
+        """The coordinator's ledger when in the daemon, else one opened for this request."""
         if self.coordinator is not None:
-            yield self.coordinator.conn
+            yield self.coordinator.ledger
             return
-        conn = db.connect(self.db_path)
-        try:
-            yield conn
-        finally:
-            conn.close()
+        with db.open_ledger(self.db_path) as ledger:
+            yield ledger
 
     def wake(self) -> None:
         if self.coordinator is not None:

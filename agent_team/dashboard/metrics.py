@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -97,16 +96,16 @@ class LedgerCollector(Collector):
     """
 
     def __init__(self, ctx: DashboardContext) -> None:
-        """Uses `ctx.read()` (a read-only connection per scrape), `ctx.health` and `ctx.clock`."""
+        """Uses `ctx.read()` (one ledger view per scrape), `ctx.health` and `ctx.clock`."""
         self._ctx = ctx
 
     def _read(self, now: datetime) -> _LedgerFacts:
-        with self._ctx.read() as conn, db.read_snapshot(conn):
+        with self._ctx.read() as view:
             return _LedgerFacts(
-                tasks_by_status=db.count_tasks_by_status(conn),
-                open_questions=db.open_questions_summary(conn),
-                spent_today=db.spent_by_mode(conn, day=now),
-                latencies_s=[_latency_s(row) for row in db.answer_resume_times(conn)],
+                tasks_by_status=db.count_tasks_by_status(view),
+                open_questions=db.open_questions_summary(view),
+                spent_today=db.spent_by_mode(view, day=now),
+                latencies_s=[_latency_s(row) for row in db.answer_resume_times(view)],
             )
 
     def collect(self) -> Iterable[Metric]:
@@ -114,7 +113,7 @@ class LedgerCollector(Collector):
         yield from self._health_metrics()
         try:
             facts = self._read(now)
-        except (LedgerError, sqlite3.Error) as exc:
+        except LedgerError as exc:
             log.warning("metrics: cannot read the ledger: %s", exc)
             yield GaugeMetricFamily(
                 "agent_team_ledger_up", "1 if the ledger could be read at this scrape.", value=0

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -289,7 +288,7 @@ class _Pages:
 
     # -- overview --------------------------------------------------------------------------
 
-    def _budget(self, conn: sqlite3.Connection, now: datetime) -> BudgetView:
+    def _budget(self, view: db.Reader, now: datetime) -> BudgetView:
         """Today's spend against the cap that applies, as `ModelCaller` enforces it.
 
         USD when the configured model has a price and billing is `api`;
@@ -304,13 +303,13 @@ class _Pages:
             price = None
         day = db.day_bucket(now)
         if price is not None and mode == BillingMode.API.value:
-            used_usd = db.spent(conn, day=day, billing_mode=mode)
+            used_usd = db.spent(view, day=day, billing_mode=mode)
             cap_usd = settings.daily_budget_usd
             share = used_usd / cap_usd if cap_usd > 0 else (1.0 if used_usd > 0 else 0.0)
             used, cap, unit = _usd(used_usd), _usd(cap_usd), "USD"
             note = f"{mode} billing, {settings.model}; resets at UTC midnight"
         else:
-            used_tokens = db.tokens_spent(conn, day=day, billing_mode=mode)
+            used_tokens = db.tokens_spent(view, day=day, billing_mode=mode)
             cap_tokens = settings.daily_token_cap
             share = (
                 used_tokens / cap_tokens if cap_tokens > 0 else (1.0 if used_tokens > 0 else 0.0)
@@ -331,17 +330,17 @@ class _Pages:
 
     def _overview_context(self) -> dict[str, Any]:
         now = self.ctx.clock()
-        with self.ctx.read() as conn, db.read_snapshot(conn):
-            tasks = db.list_tasks(conn, limit=TASK_LIMIT)
-            costs = db.task_costs(conn, [t.id for t in tasks])
-            counts = db.count_tasks_by_status(conn)
-            questions = db.list_questions(conn, status=QuestionStatus.OPEN.value)
+        with self.ctx.read() as view:
+            tasks = db.list_tasks(view, limit=TASK_LIMIT)
+            costs = db.task_costs(view, [t.id for t in tasks])
+            counts = db.count_tasks_by_status(view)
+            questions = db.list_questions(view, status=QuestionStatus.OPEN.value)
             titles = {t.id: t.title for t in tasks}
             for question in questions:
                 if question.thread_id not in titles:
-                    owner = db.get_task(conn, question.thread_id)
+                    owner = db.get_task(view, question.thread_id)
                     titles[question.thread_id] = owner.title if owner else question.thread_id
-            budget = self._budget(conn, now)
+            budget = self._budget(view, now)
         rows = []
         for t in tasks:
             created = _stamp(t.created_at, now)
@@ -395,8 +394,8 @@ class _Pages:
 
     def _task_context(self, task_id: str) -> dict[str, Any]:
         now = self.ctx.clock()
-        with self.ctx.read() as conn, db.read_snapshot(conn):
-            report = task_report(conn, task_id, now)
+        with self.ctx.read() as view:
+            report = task_report(view, task_id, now)
         task = report["task"]
         transitions: list[dict[str, Any]] = report["transitions"]
         total_s = sum(float(t["duration_s"]) for t in transitions)

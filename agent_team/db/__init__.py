@@ -1,8 +1,9 @@
-"""The ledger: the only package that writes SQL (DESIGN.md §5, §7).
+"""The ledger: the only package that writes SQL or knows a database driver (DESIGN.md §5-§7).
 
-Every public function here is one transaction. State changes are
-compare-and-sets on their own short-lived connection under `BEGIN IMMEDIATE`,
-so one connection from `connect()` may be shared by many threads.
+Callers hold a `Ledger` (from `open_ledger`) and pass it to the functions
+here; every public function is one transaction. State changes are
+compare-and-sets in one write transaction each, so one `Ledger` may be
+shared by many threads.
 """
 
 from __future__ import annotations
@@ -28,13 +29,6 @@ from agent_team.db.commands import (
     list_commands,
     release_command,
 )
-from agent_team.db.connection import (
-    LedgerConnection,
-    connect,
-    connect_for_checkpoints,
-    connect_readonly,
-    ledger_path,
-)
 from agent_team.db.cursors import (
     count_tasks_created,
     forget_etag,
@@ -50,6 +44,7 @@ from agent_team.db.intake import (
     issue_already_ingested,
     record_issue_ingested,
 )
+from agent_team.db.ledger import Dialect, Ledger, Reader, Row, Transaction
 from agent_team.db.pages_reads import TaskCost, task_costs
 from agent_team.db.questions import (
     answer_question,
@@ -73,7 +68,6 @@ from agent_team.db.reads import (
     answer_resume_times,
     count_tasks,
     open_questions_summary,
-    read_snapshot,
     spent_by_mode,
     transition_costs,
     unattributed_spend,
@@ -98,6 +92,7 @@ from agent_team.db.schema import (
     schema_version,
 )
 from agent_team.db.slack_reads import answered_since, find_question_by_channel_ref
+from agent_team.db.sqlite_ledger import SqliteLedger, open_ledger
 from agent_team.db.stats import table_counts
 from agent_team.db.tasks import (
     count_tasks_by_status,
@@ -120,16 +115,21 @@ __all__ = [
     "SCHEMA_VERSION",
     "AnswerResume",
     "Command",
+    "Dialect",
     "IntakeCursor",
     "IssueClaim",
-    "LedgerConnection",
+    "Ledger",
     "OpenQuestions",
     "Question",
+    "Reader",
     "ReplayReport",
+    "Row",
     "SideEffect",
     "Spend",
+    "SqliteLedger",
     "Task",
     "TaskCost",
+    "Transaction",
     "Transition",
     "UsageSummaryRow",
     "answer_question",
@@ -143,9 +143,6 @@ __all__ = [
     "claim_event",
     "close_terminal",
     "complete_command",
-    "connect",
-    "connect_for_checkpoints",
-    "connect_readonly",
     "count_tasks",
     "count_tasks_by_status",
     "count_tasks_created",
@@ -173,7 +170,6 @@ __all__ = [
     "get_task",
     "init_db",
     "issue_already_ingested",
-    "ledger_path",
     "list_backups",
     "list_commands",
     "list_cursors",
@@ -183,11 +179,11 @@ __all__ = [
     "list_tasks",
     "list_transitions",
     "migrate",
+    "open_ledger",
     "open_questions_summary",
     "overdue_questions",
     "parked_before",
     "prune_events",
-    "read_snapshot",
     "record_delivery",
     "record_issue_ingested",
     "record_poll",

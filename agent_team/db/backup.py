@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent_team.db.clock import utc_now
-from agent_team.db.connection import connect_readonly
+from agent_team.db.sqlite_ledger import SqliteLedger
 from agent_team.exceptions import LedgerError, LedgerInputError
 
 __all__ = ["BACKUP_PREFIX", "backup_ledger", "list_backups"]
@@ -39,11 +39,11 @@ def backup_ledger(
     stamp = (now or utc_now()).strftime("%Y%m%dT%H%M%S%fZ")
     final = out_dir / f"{BACKUP_PREFIX}{stamp}.db"
     staging = out_dir / f".{final.name}.partial"
-    source = connect_readonly(db_path)
+    source = SqliteLedger(db_path, readonly=True)
     try:
         target = sqlite3.connect(staging)
         try:
-            source.backup(target)
+            source.raw().backup(target)
             verdict = target.execute("PRAGMA integrity_check").fetchone()[0]
         finally:
             target.close()

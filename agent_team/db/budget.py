@@ -12,7 +12,6 @@ import fcntl
 import json
 import logging
 import os
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -21,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_team.db.clock import day_bucket, to_iso, utc_now
-from agent_team.db.connection import fetch_all, fetch_one, ledger_path, write_transaction
-from agent_team.db.records import ReplayReport, UsageSummaryRow, row_to
+from agent_team.db.ledger import Ledger, Reader, Transaction
+from agent_team.db.records import ReplayReport, UsageSummaryRow, fetch_records
 from agent_team.db.validate import require_member
 from agent_team.exceptions import AgentTeamError, LedgerInputError
 from agent_team.task_model import BillingMode
@@ -54,12 +53,10 @@ _FIELDS = (
 )
 
 
-def default_outbox_path(conn: sqlite3.Connection) -> Path:
+def default_outbox_path(ledger: Ledger) -> Path:
     """`budget_ledger_failures.jsonl` beside the database (or the working folder if unknown)."""
-    try:
-        return ledger_path(conn).parent / OUTBOX_FILENAME
-    except (AgentTeamError, sqlite3.Error):
-        return Path.cwd() / OUTBOX_FILENAME
+    folder = ledger.files_dir
+    return (folder if folder is not None else Path.cwd()) / OUTBOX_FILENAME
 
 
 @contextmanager
@@ -73,10 +70,10 @@ def _outbox_lock(outbox: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _insert(db: sqlite3.Connection, row: dict[str, Any]) -> None:
+def _insert(tx: Transaction, row: dict[str, Any]) -> None:
     # Skips a row already present, so a replay cut short by a crash can run again.
     values = [row[name] for name in _FIELDS]
-    db.execute(
+    tx.execute(
         f"INSERT INTO budget_ledger ({', '.join(_FIELDS)}) "
         f"SELECT {', '.join('?' for _ in _FIELDS)} WHERE NOT EXISTS ("
         "SELECT 1 FROM budget_ledger WHERE thread_id = ? AND stage = ? AND model = ? "
@@ -94,7 +91,7 @@ def _insert(db: sqlite3.Connection, row: dict[str, Any]) -> None:
 
 
 def record_usage(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     thread_id: str,
     stage: str,
@@ -135,10 +132,10 @@ def record_usage(
         "day_bucket": day_bucket(moment),
     }
     try:
-        write_transaction(conn, partial(_insert, row=row))
+        ledger.write(partial(_insert, row=row))
         return True
-    except (sqlite3.Error, AgentTeamError, OSError) as exc:
-        target = outbox or default_outbox_path(conn)
+    except (AgentTeamError, OSError) as exc:
+        target = outbox or default_outbox_path(ledger)
         log.warning("budget row for %s/%s went to the outbox %s: %s", thread_id, stage, target, exc)
         try:
             with _outbox_lock(target), open(target, "a", encoding="utf-8") as out:
@@ -160,7 +157,7 @@ def _parse_line(line: str) -> dict[str, Any] | None:
     return {name: data[name] for name in _FIELDS}
 
 
-def replay_outbox(path: str | Path, conn: sqlite3.Connection) -> ReplayReport:
+def replay_outbox(path: str | Path, ledger: Ledger) -> ReplayReport:
     """Write the outbox's rows back into the ledger.
 
     Replayed lines leave the file; lines the ledger still refuses stay; lines
@@ -181,8 +178,8 @@ def replay_outbox(path: str | Path, conn: sqlite3.Connection) -> ReplayReport:
                 kept.append(line if line.endswith("\n") else line + "\n")
                 continue
             try:
-                write_transaction(conn, partial(_insert, row=row))
-            except (sqlite3.Error, AgentTeamError) as exc:
+                ledger.write(partial(_insert, row=row))
+            except AgentTeamError as exc:
                 log.warning("outbox row for %s still refused: %s", row["thread_id"], exc)
                 report["failed"] += 1
                 kept.append(line if line.endswith("\n") else line + "\n")
@@ -198,11 +195,10 @@ def replay_outbox(path: str | Path, conn: sqlite3.Connection) -> ReplayReport:
     return report
 
 
-def _sum(conn: sqlite3.Connection, column: str, day: str | date, billing_mode: str | None) -> Any:
+def _sum(ledger: Reader, column: str, day: str | date, billing_mode: str | None) -> Any:
     mode_sql = " AND billing_mode = ?" if billing_mode is not None else ""
     params = [day_bucket(day)] + ([billing_mode] if billing_mode is not None else [])
-    row = fetch_one(
-        conn,
+    row = ledger.fetch_one(
         f"SELECT COALESCE(SUM({column}), 0) AS total FROM budget_ledger "
         f"WHERE day_bucket = ?{mode_sql}",
         params,
@@ -211,37 +207,33 @@ def _sum(conn: sqlite3.Connection, column: str, day: str | date, billing_mode: s
     return row["total"]
 
 
-def spent(conn: sqlite3.Connection, *, day: str | date, billing_mode: str | None = None) -> float:
+def spent(ledger: Reader, *, day: str | date, billing_mode: str | None = None) -> float:
     """USD recorded on a UTC day (`YYYY-MM-DD`), for one billing mode or all."""
-    return float(_sum(conn, "usd_cost", day, billing_mode))
+    return float(_sum(ledger, "usd_cost", day, billing_mode))
 
 
-def tokens_spent(
-    conn: sqlite3.Connection, *, day: str | date, billing_mode: str | None = None
-) -> int:
+def tokens_spent(ledger: Reader, *, day: str | date, billing_mode: str | None = None) -> int:
     """Input plus output tokens recorded on a UTC day, for the token cap of unpriced models."""
-    return int(_sum(conn, "input_tokens + output_tokens", day, billing_mode))
+    return int(_sum(ledger, "input_tokens + output_tokens", day, billing_mode))
 
 
-def _summary(
-    conn: sqlite3.Connection, where: str, params: tuple[str, ...]
-) -> list[UsageSummaryRow]:
-    rows = fetch_all(
-        conn,
+def _summary(ledger: Reader, where: str, params: tuple[str, ...]) -> list[UsageSummaryRow]:
+    return fetch_records(
+        ledger,
+        UsageSummaryRow,
         "SELECT billing_mode, model, stage, COUNT(*) AS calls, "
         "SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
         f"SUM(usd_cost) AS usd_cost FROM budget_ledger WHERE {where} "
         "GROUP BY billing_mode, model, stage ORDER BY billing_mode, model, stage",
         params,
     )
-    return [row_to(UsageSummaryRow, row) for row in rows]
 
 
-def usage_summary(conn: sqlite3.Connection, *, day: str | date) -> list[UsageSummaryRow]:
+def usage_summary(ledger: Reader, *, day: str | date) -> list[UsageSummaryRow]:
     """Spend on a UTC day per billing mode, model and stage."""
-    return _summary(conn, "day_bucket = ?", (day_bucket(day),))
+    return _summary(ledger, "day_bucket = ?", (day_bucket(day),))
 
 
-def task_usage(conn: sqlite3.Connection, *, thread_id: str) -> list[UsageSummaryRow]:
+def task_usage(ledger: Reader, *, thread_id: str) -> list[UsageSummaryRow]:
     """One task's spend per billing mode, model and stage (all days)."""
-    return _summary(conn, "thread_id = ?", (thread_id,))
+    return _summary(ledger, "thread_id = ?", (thread_id,))

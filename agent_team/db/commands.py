@@ -8,14 +8,13 @@ idempotent, and `command_id` makes enqueueing idempotent too.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.connection import fetch_all, fetch_one, where_equal, write_transaction
-from agent_team.db.records import Command, row_to
+from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
+from agent_team.db.records import Command, fetch_record, fetch_records, row_to
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import CommandKind, CommandState
@@ -32,7 +31,7 @@ __all__ = [
 
 
 def enqueue_command(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     command_id: str,
     kind: str,
@@ -51,21 +50,19 @@ def enqueue_command(
     except (TypeError, ValueError) as exc:
         raise LedgerInputError(f"command payload is not JSON-serialisable: {exc}") from exc
 
-    def work(db: sqlite3.Connection) -> bool:
+    def work(tx: Transaction) -> bool:
         now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-        cur = db.execute(
+        cur = tx.execute(
             "INSERT INTO commands (command_id, kind, task_id, payload_json, state, created_at) "
             "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (command_id) DO NOTHING",
             (command_id, kind, task_id, payload_json, now),
         )
         return cur.rowcount == 1
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
-def claim_commands(
-    conn: sqlite3.Connection, *, consumer: str, limit: int, lease_s: float
-) -> list[Command]:
+def claim_commands(ledger: Ledger, *, consumer: str, limit: int, lease_s: float) -> list[Command]:
     """Claim up to `limit` runnable commands, oldest first, for `lease_s` seconds.
 
     Runnable: pending, or claimed by anyone whose lease has run out, and not for a
@@ -78,35 +75,35 @@ def claim_commands(
     now = utc_now()
     now_iso, lease_iso = to_iso(now), to_iso(now + timedelta(seconds=lease_s))
 
-    def work(db: sqlite3.Connection) -> list[Command]:
+    def work(tx: Transaction) -> list[Command]:
         ids = [
             row[0]
-            for row in db.execute(
+            for row in tx.execute(
                 "SELECT command_id FROM commands c WHERE (c.state = 'pending' "
                 "OR (c.state = 'claimed' AND c.lease_until <= ?)) AND NOT EXISTS ("
                 "SELECT 1 FROM commands o WHERE o.task_id = c.task_id AND o.state = 'claimed' "
                 "AND o.lease_until > ? AND o.claimed_by != ?) "
                 "ORDER BY c.created_at, c.rowid LIMIT ?",
                 (now_iso, now_iso, consumer, limit),
-            )
+            ).fetchall()
         ]
         claimed: list[Command] = []
         for command_id in ids:
-            db.execute(
+            tx.execute(
                 "UPDATE commands SET state = 'claimed', claimed_by = ?, lease_until = ?, "
                 "attempts = attempts + 1 WHERE command_id = ?",
                 (consumer, lease_iso, command_id),
             )
-            row = fetch_one(db, "SELECT * FROM commands WHERE command_id = ?", (command_id,))
+            row = tx.fetch_one("SELECT * FROM commands WHERE command_id = ?", (command_id,))
             assert row is not None  # same transaction
             claimed.append(row_to(Command, row))
         return claimed
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
 def _finish(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     command_id: str,
     consumer: str | None,
     set_sql: str,
@@ -115,28 +112,26 @@ def _finish(
     owner_sql = " AND claimed_by = ?" if consumer is not None else ""
     owner = (consumer,) if consumer is not None else ()
 
-    def work(db: sqlite3.Connection) -> bool:
-        cur = db.execute(
+    return (
+        write_statement(
+            ledger,
             f"UPDATE commands SET {set_sql} WHERE command_id = ? AND state = 'claimed'{owner_sql}",
             (*params, command_id, *owner),
         )
-        return cur.rowcount == 1
+        == 1
+    )
 
-    return write_transaction(conn, work)
 
-
-def complete_command(
-    conn: sqlite3.Connection, *, command_id: str, consumer: str | None = None
-) -> bool:
+def complete_command(ledger: Ledger, *, command_id: str, consumer: str | None = None) -> bool:
     """claimed -> done. With `consumer`, only if that consumer still holds the claim."""
     return _finish(
-        conn, command_id, consumer, "state = 'done', done_at = ?, lease_until = NULL",
+        ledger, command_id, consumer, "state = 'done', done_at = ?, lease_until = NULL",
         (to_iso(utc_now()),),
     )  # fmt: skip
 
 
 def fail_command(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     command_id: str,
     error: str,
@@ -151,35 +146,37 @@ def fail_command(
     state = CommandState.PENDING if retry else CommandState.FAILED
     done_at = None if retry else to_iso(utc_now())
     return _finish(
-        conn, command_id, consumer,
+        ledger, command_id, consumer,
         "state = ?, error = ?, done_at = ?, lease_until = NULL, "
         "claimed_by = CASE WHEN ? THEN NULL ELSE claimed_by END",
         (state.value, error, done_at, retry),
     )  # fmt: skip
 
 
-def release_command(conn: sqlite3.Connection, *, command_id: str, consumer: str) -> bool:
+def release_command(ledger: Ledger, *, command_id: str, consumer: str) -> bool:
     """claimed -> pending without waiting for the lease, for claims of a consumer known dead.
 
     The recovery sweep uses this after a crash of a process on this host, so a
     restart picks its work up at once instead of after the lease runs out.
     """
     return _finish(
-        conn, command_id, consumer, "state = 'pending', claimed_by = NULL, lease_until = NULL", ()
+        ledger, command_id, consumer, "state = 'pending', claimed_by = NULL, lease_until = NULL", ()
     )
 
 
-def get_command(conn: sqlite3.Connection, command_id: str) -> Command | None:
-    row = fetch_one(conn, "SELECT * FROM commands WHERE command_id = ?", (command_id,))
-    return row_to(Command, row) if row else None
+def get_command(ledger: Reader, command_id: str) -> Command | None:
+    return fetch_record(
+        ledger, Command, "SELECT * FROM commands WHERE command_id = ?", (command_id,)
+    )
 
 
 def list_commands(
-    conn: sqlite3.Connection, *, task_id: str | None = None, state: str | None = None
+    ledger: Reader, *, task_id: str | None = None, state: str | None = None
 ) -> list[Command]:
     """Commands oldest first, optionally for one task or in one state."""
     if state is not None:
         require_member(state, CommandState, "command state")
     where, params = where_equal({"task_id": task_id, "state": state})
-    rows = fetch_all(conn, f"SELECT * FROM commands {where} ORDER BY created_at, rowid", params)
-    return [row_to(Command, row) for row in rows]
+    return fetch_records(
+        ledger, Command, f"SELECT * FROM commands {where} ORDER BY created_at, rowid", params
+    )

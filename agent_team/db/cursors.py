@@ -9,31 +9,33 @@ count (`count_tasks_created`).
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.connection import fetch_all, fetch_one, write_transaction
-from agent_team.db.records import IntakeCursor, row_to
+from agent_team.db.ledger import Ledger, Reader, Transaction
+from agent_team.db.records import IntakeCursor, fetch_record, fetch_records, row_to
 from agent_team.exceptions import LedgerInputError
 
 __all__ = ["count_tasks_created", "forget_etag", "get_cursor", "list_cursors", "record_poll"]
 
 
-def get_cursor(conn: sqlite3.Connection, *, source: str, label: str) -> IntakeCursor | None:
-    row = fetch_one(
-        conn, "SELECT * FROM intake_cursors WHERE source = ? AND label = ?", (source, label)
+def get_cursor(ledger: Reader, *, source: str, label: str) -> IntakeCursor | None:
+    return fetch_record(
+        ledger,
+        IntakeCursor,
+        "SELECT * FROM intake_cursors WHERE source = ? AND label = ?",
+        (source, label),
     )
-    return None if row is None else row_to(IntakeCursor, row)
 
 
-def list_cursors(conn: sqlite3.Connection) -> list[IntakeCursor]:
-    rows = fetch_all(conn, "SELECT * FROM intake_cursors ORDER BY source, label")
-    return [row_to(IntakeCursor, row) for row in rows]
+def list_cursors(ledger: Reader) -> list[IntakeCursor]:
+    return fetch_records(
+        ledger, IntakeCursor, "SELECT * FROM intake_cursors ORDER BY source, label"
+    )
 
 
 def record_poll(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     source: str,
     label: str,
@@ -55,11 +57,11 @@ def record_poll(
         error: None for a successful poll (resets the failure count).
     """
 
-    def work(db: sqlite3.Connection) -> IntakeCursor:
-        db.execute(
+    def work(tx: Transaction) -> IntakeCursor:
+        tx.execute(
             "INSERT OR IGNORE INTO intake_cursors (source, label) VALUES (?, ?)", (source, label)
         )
-        db.execute(
+        tx.execute(
             "UPDATE intake_cursors SET "
             "etag = CASE WHEN ? THEN etag ELSE ? END, last_poll_at = ?, last_status = ?, "
             "polls = polls + 1, not_modified = not_modified + ?, "
@@ -73,36 +75,34 @@ def record_poll(
                 to_iso(next_poll_at) if next_poll_at else None, error, error, source, label,
             ),
         )  # fmt: skip
-        row = fetch_one(
-            db, "SELECT * FROM intake_cursors WHERE source = ? AND label = ?", (source, label)
+        row = tx.fetch_one(
+            "SELECT * FROM intake_cursors WHERE source = ? AND label = ?", (source, label)
         )
         assert row is not None  # same transaction
         return row_to(IntakeCursor, row)
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
-def forget_etag(conn: sqlite3.Connection, *, source: str, label: str | None = None) -> int:
+def forget_etag(ledger: Ledger, *, source: str, label: str | None = None) -> int:
     """Clear the stored ETag of `source`'s cursors (one label, or all of them).
 
     Counters, back-off and the last poll are left as they are; only the next
     poll's `If-None-Match` goes. Returns how many cursors changed.
     """
 
-    def work(db: sqlite3.Connection) -> int:
+    def work(tx: Transaction) -> int:
         sql = "UPDATE intake_cursors SET etag = NULL WHERE source = ? AND etag IS NOT NULL"
         params: tuple[str, ...] = (source,)
         if label is not None:
             sql += " AND label = ?"
             params += (label,)
-        return db.execute(sql, params).rowcount
+        return tx.execute(sql, params).rowcount
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
-def count_tasks_created(
-    conn: sqlite3.Connection, *, source: str, label: str, count: int = 1
-) -> None:
+def count_tasks_created(ledger: Ledger, *, source: str, label: str, count: int = 1) -> None:
     """Add `count` to the `tasks_created` of `(source, label)`; nothing else changes.
 
     For tasks made outside a poll (the webhook). The cursor row is made if no
@@ -111,14 +111,14 @@ def count_tasks_created(
     if not source or not label:
         raise LedgerInputError("a cursor needs a source and a label")
 
-    def work(db: sqlite3.Connection) -> None:
-        db.execute(
+    def work(tx: Transaction) -> None:
+        tx.execute(
             "INSERT OR IGNORE INTO intake_cursors (source, label) VALUES (?, ?)", (source, label)
         )
-        db.execute(
+        tx.execute(
             "UPDATE intake_cursors SET tasks_created = tasks_created + ? "
             "WHERE source = ? AND label = ?",
             (count, source, label),
         )
 
-    write_transaction(conn, work)
+    ledger.write(work)

@@ -12,12 +12,11 @@ world before trying again (a Confluence page version, a PR listed by branch).
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.connection import fetch_all, fetch_one, where_equal, write_transaction
-from agent_team.db.records import SideEffect, row_to
+from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
+from agent_team.db.records import SideEffect, fetch_record, fetch_records, row_to
 from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import EffectState
 
@@ -31,7 +30,7 @@ def _json(value: Any) -> str | None:
 
 
 def begin_effect(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     effect_id: str,
     task_id: str,
@@ -42,22 +41,22 @@ def begin_effect(
     if not effect_id or not task_id or not kind:
         raise LedgerInputError("a side effect needs an effect_id, a task_id and a kind")
 
-    def work(db: sqlite3.Connection) -> SideEffect:
+    def work(tx: Transaction) -> SideEffect:
         now = to_iso(utc_now())
-        db.execute(
+        tx.execute(
             "INSERT OR IGNORE INTO side_effects (effect_id, task_id, kind, state, request_json, "
             "created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
             (effect_id, task_id, kind, _json(request), now, now),
         )
-        row = fetch_one(db, "SELECT * FROM side_effects WHERE effect_id = ?", (effect_id,))
+        row = tx.fetch_one("SELECT * FROM side_effects WHERE effect_id = ?", (effect_id,))
         assert row is not None  # same transaction
         return row_to(SideEffect, row)
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
 def finish_effect(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     effect_id: str,
     state: str = "done",
@@ -70,35 +69,43 @@ def finish_effect(
     if state not in _STATES:
         raise LedgerInputError(f"side effect state must be one of {', '.join(_STATES)}")
 
-    def work(db: sqlite3.Connection) -> bool:
-        cur = db.execute(
+    return (
+        write_statement(
+            ledger,
             "UPDATE side_effects SET state = ?, result_ref = COALESCE(?, result_ref), "
             "result_json = COALESCE(?, result_json), error = ?, "
             "request_json = COALESCE(?, request_json), updated_at = ? WHERE effect_id = ?",
             (
-                state, result_ref, _json(result), error, _json(request), to_iso(utc_now()),
+                state,
+                result_ref,
+                _json(result),
+                error,
+                _json(request),
+                to_iso(utc_now()),
                 effect_id,
             ),
-        )  # fmt: skip
-        return cur.rowcount == 1
+        )
+        == 1
+    )
 
-    return write_transaction(conn, work)
 
-
-def get_effect(conn: sqlite3.Connection, effect_id: str) -> SideEffect | None:
-    row = fetch_one(conn, "SELECT * FROM side_effects WHERE effect_id = ?", (effect_id,))
-    return None if row is None else row_to(SideEffect, row)
+def get_effect(ledger: Reader, effect_id: str) -> SideEffect | None:
+    return fetch_record(
+        ledger, SideEffect, "SELECT * FROM side_effects WHERE effect_id = ?", (effect_id,)
+    )
 
 
 def list_effects(
-    conn: sqlite3.Connection,
+    ledger: Reader,
     *,
     task_id: str | None = None,
     kind: str | None = None,
     state: str | None = None,
 ) -> list[SideEffect]:
     where, params = where_equal({"task_id": task_id, "kind": kind, "state": state})
-    rows = fetch_all(
-        conn, f"SELECT * FROM side_effects {where} ORDER BY created_at, effect_id", params
+    return fetch_records(
+        ledger,
+        SideEffect,
+        f"SELECT * FROM side_effects {where} ORDER BY created_at, effect_id",
+        params,
     )
-    return [row_to(SideEffect, row) for row in rows]

@@ -6,10 +6,9 @@ created: a process that died between the claim and `start_task`.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
-from agent_team.db.connection import fetch_all
+from agent_team.db.ledger import Reader
 
 __all__ = ["IssueClaim", "list_issue_claims", "task_ids_by_source"]
 
@@ -22,7 +21,7 @@ class IssueClaim:
 
 
 def list_issue_claims(
-    conn: sqlite3.Connection, *, source_prefix: str, claimed_before: str | None = None
+    ledger: Reader, *, source_prefix: str, claimed_before: str | None = None
 ) -> list[IssueClaim]:
     """Claims whose source starts with `source_prefix` (e.g. `github:`), oldest first.
 
@@ -38,11 +37,11 @@ def list_issue_claims(
     if claimed_before is not None:
         sql += " AND ingested_at < ?"
         params += (claimed_before,)
-    rows = fetch_all(conn, sql + " ORDER BY ingested_at, source, issue_id", params)
+    rows = ledger.fetch_all(sql + " ORDER BY ingested_at, source, issue_id", params)
     return [IssueClaim(row["source"], row["issue_id"], row["ingested_at"]) for row in rows]
 
 
-def task_ids_by_source(conn: sqlite3.Connection, *, source: str) -> set[str]:
+def task_ids_by_source(ledger: Reader, *, source: str) -> set[str]:
     """Ids of every task that came from `source` (e.g. `github`)."""
-    rows = fetch_all(conn, "SELECT id FROM tasks WHERE source = ?", (source,))
+    rows = ledger.fetch_all("SELECT id FROM tasks WHERE source = ?", (source,))
     return {str(row["id"]) for row in rows}

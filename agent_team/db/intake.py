@@ -7,46 +7,43 @@ sweep can finish.
 
 from __future__ import annotations
 
-import sqlite3
-
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.connection import fetch_one, write_transaction
+from agent_team.db.ledger import Ledger, Reader, Transaction, write_statement
 
 __all__ = ["delete_issue_ingested", "issue_already_ingested", "record_issue_ingested"]
 
 
-def issue_already_ingested(conn: sqlite3.Connection, *, source: str, issue_id: str | int) -> bool:
-    row = fetch_one(
-        conn,
+def issue_already_ingested(ledger: Reader, *, source: str, issue_id: str | int) -> bool:
+    row = ledger.fetch_one(
         "SELECT 1 FROM ingested_issues WHERE source = ? AND issue_id = ?",
         (source, str(issue_id)),
     )
     return row is not None
 
 
-def record_issue_ingested(conn: sqlite3.Connection, *, source: str, issue_id: str | int) -> bool:
+def record_issue_ingested(ledger: Ledger, *, source: str, issue_id: str | int) -> bool:
     """Claim an issue. True only for the one caller that claimed it first."""
 
-    def work(db: sqlite3.Connection) -> bool:
+    def work(tx: Transaction) -> bool:
         now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-        cur = db.execute(
+        cur = tx.execute(
             "INSERT OR IGNORE INTO ingested_issues (source, issue_id, ingested_at) "
             "VALUES (?, ?, ?)",
             (source, str(issue_id), now),
         )
         return cur.rowcount == 1
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
-def delete_issue_ingested(conn: sqlite3.Connection, *, source: str, issue_id: str | int) -> bool:
+def delete_issue_ingested(ledger: Ledger, *, source: str, issue_id: str | int) -> bool:
     """Release a claim so the next poll retries the issue. True if a claim was removed."""
 
-    def work(db: sqlite3.Connection) -> bool:
-        cur = db.execute(
+    return (
+        write_statement(
+            ledger,
             "DELETE FROM ingested_issues WHERE source = ? AND issue_id = ?",
             (source, str(issue_id)),
         )
-        return cur.rowcount == 1
-
-    return write_transaction(conn, work)
+        == 1
+    )

@@ -7,11 +7,10 @@ auto-refresh; this is one aggregate query instead.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from agent_team.db.connection import fetch_all
+from agent_team.db.ledger import Reader
 
 __all__ = ["TaskCost", "task_costs"]
 
@@ -26,7 +25,7 @@ class TaskCost(NamedTuple):
     tokens: int
 
 
-def task_costs(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, TaskCost]:
+def task_costs(ledger: Reader, task_ids: Sequence[str]) -> dict[str, TaskCost]:
     """USD and tokens recorded per task, for the given tasks.
 
     Returns:
@@ -38,8 +37,7 @@ def task_costs(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, T
     for start in range(0, len(wanted), _CHUNK):
         chunk = wanted[start : start + _CHUNK]
         marks = ", ".join("?" for _ in chunk)
-        rows = fetch_all(
-            conn,
+        rows = ledger.fetch_all(
             "SELECT thread_id, COALESCE(SUM(usd_cost), 0) AS usd, "
             "COALESCE(SUM(input_tokens + output_tokens), 0) AS tokens "
             f"FROM budget_ledger WHERE thread_id IN ({marks}) GROUP BY thread_id",

@@ -8,14 +8,13 @@ and every other caller gets `False` and changes nothing.
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import datetime
 
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.connection import fetch_all, fetch_one, where_equal, write_transaction
-from agent_team.db.records import Question, row_to
+from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
+from agent_team.db.records import Question, fetch_record, fetch_records
 from agent_team.db.validate import require_json, require_member
-from agent_team.exceptions import LedgerInputError
+from agent_team.exceptions import LedgerInputError, LedgerIntegrityError
 from agent_team.task_model import CommandKind, QuestionKind, QuestionStatus
 
 __all__ = [
@@ -43,7 +42,7 @@ def resume_command_id(question_id: str) -> str:
 
 
 def ensure_question(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     question_id: str,
     thread_id: str,
@@ -69,20 +68,20 @@ def ensure_question(
     require_json(payload_json, "the question payload")
     deadline = to_iso(deadline_at) if deadline_at is not None else None
 
-    def work(db: sqlite3.Connection) -> bool:
-        cur = db.execute(
+    return (
+        write_statement(
+            ledger,
             "INSERT INTO pending_questions (question_id, thread_id, turn, kind, status, "
             "transport, deadline_at, payload_json) VALUES (?, ?, ?, ?, 'open', ?, ?, ?) "
             "ON CONFLICT (question_id) DO NOTHING",
             (question_id, thread_id, turn, kind, transport, deadline, payload_json),
         )
-        return cur.rowcount == 1
-
-    return write_transaction(conn, work)
+        == 1
+    )
 
 
 def record_delivery(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     question_id: str,
     channel_ref: str,
@@ -97,25 +96,25 @@ def record_delivery(
         raise LedgerInputError("channel_ref must not be empty")
     posted = to_iso(posted_at or utc_now())
 
-    def work(db: sqlite3.Connection) -> bool:
+    def work(tx: Transaction) -> bool:
         try:
-            cur = db.execute(
+            cur = tx.execute(
                 "UPDATE pending_questions SET channel_ref = ?, posted_at = ? "
                 "WHERE question_id = ? AND status = 'open' AND channel_ref IS NULL",
                 (channel_ref, posted, question_id),
             )
-        except sqlite3.IntegrityError as exc:
+        except LedgerIntegrityError as exc:
             raise LedgerInputError(
                 f"channel_ref {channel_ref!r} already belongs to another open question; "
                 "a transport must post each question as its own message"
             ) from exc
         return cur.rowcount == 1
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
 def answer_question(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     question_id: str,
     answer_json: str,
@@ -137,8 +136,8 @@ def answer_question(
     require_json(answer_json, "the answer")
     when = to_iso(answered_at or utc_now())
 
-    def work(db: sqlite3.Connection) -> bool:
-        row = db.execute(
+    def work(tx: Transaction) -> bool:
+        row = tx.execute(
             "UPDATE pending_questions SET status = 'answered', answer_json = ?, "
             "answered_at = ?, answered_via = ? WHERE question_id = ? AND status = 'open' "
             "AND (deadline_at IS NULL OR deadline_at > ?) RETURNING thread_id",
@@ -151,7 +150,7 @@ def answer_question(
         )
         # The command's time is taken under the lock (not the answer's time), so commands
         # keep commit order: a resume never overtakes a cancel queued before it.
-        db.execute(
+        tx.execute(
             "INSERT INTO commands (command_id, kind, task_id, payload_json, state, created_at) "
             "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (command_id) DO NOTHING",
             (
@@ -164,11 +163,11 @@ def answer_question(
         )
         return True
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
 def _flip(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     question_id: str,
     from_statuses: tuple[str, ...],
     set_sql: str,
@@ -176,28 +175,28 @@ def _flip(
 ) -> bool:
     marks = ", ".join("?" for _ in from_statuses)
 
-    def work(db: sqlite3.Connection) -> bool:
-        cur = db.execute(
+    return (
+        write_statement(
+            ledger,
             f"UPDATE pending_questions SET {set_sql} WHERE question_id = ? AND status IN ({marks})",
             (*params, question_id, *from_statuses),
         )
-        return cur.rowcount == 1
+        == 1
+    )
 
-    return write_transaction(conn, work)
 
-
-def expire_question(conn: sqlite3.Connection, *, question_id: str) -> bool:
+def expire_question(ledger: Ledger, *, question_id: str) -> bool:
     """open -> expired. A plan or publish approval never defaults to yes on timeout."""
-    return _flip(conn, question_id, (_OPEN,), "status = 'expired'")
+    return _flip(ledger, question_id, (_OPEN,), "status = 'expired'")
 
 
 def reopen_question(
-    conn: sqlite3.Connection, *, question_id: str, deadline_at: datetime | None = None
+    ledger: Ledger, *, question_id: str, deadline_at: datetime | None = None
 ) -> bool:
     """expired -> open with a new deadline; `channel_ref` is cleared so it is delivered again."""
     deadline = to_iso(deadline_at) if deadline_at is not None else None
     return _flip(
-        conn,
+        ledger,
         question_id,
         (QuestionStatus.EXPIRED.value,),
         "status = 'open', deadline_at = ?, channel_ref = NULL, posted_at = NULL",
@@ -205,71 +204,72 @@ def reopen_question(
     )
 
 
-def supersede_question(conn: sqlite3.Connection, *, question_id: str) -> bool:
+def supersede_question(ledger: Ledger, *, question_id: str) -> bool:
     """open/answered/expired -> superseded: the task moved on or ended without it."""
     return _flip(
-        conn,
+        ledger,
         question_id,
         (_OPEN, QuestionStatus.ANSWERED.value, QuestionStatus.EXPIRED.value),
         "status = 'superseded'",
     )
 
 
-def find_open_question_by_channel_ref(conn: sqlite3.Connection, channel_ref: str) -> str | None:
+def find_open_question_by_channel_ref(ledger: Reader, channel_ref: str) -> str | None:
     """The open question posted at `channel_ref`; answered ones never match (anti-replay)."""
-    found = find_open_question_kind_by_channel_ref(conn, channel_ref)
+    found = find_open_question_kind_by_channel_ref(ledger, channel_ref)
     return found[0] if found else None
 
 
 def find_open_question_kind_by_channel_ref(
-    conn: sqlite3.Connection, channel_ref: str
+    ledger: Reader, channel_ref: str
 ) -> tuple[str, str] | None:
     """`(question_id, kind)` of the open question posted at `channel_ref`, if any."""
-    row = fetch_one(
-        conn,
+    row = ledger.fetch_one(
         "SELECT question_id, kind FROM pending_questions WHERE channel_ref = ? AND status = 'open'",
         (channel_ref,),
     )
     return (row["question_id"], row["kind"]) if row else None
 
 
-def get_question(conn: sqlite3.Connection, question_id: str) -> Question | None:
-    row = fetch_one(conn, "SELECT * FROM pending_questions WHERE question_id = ?", (question_id,))
-    return row_to(Question, row) if row else None
+def get_question(ledger: Reader, question_id: str) -> Question | None:
+    return fetch_record(
+        ledger, Question, "SELECT * FROM pending_questions WHERE question_id = ?", (question_id,)
+    )
 
 
 def list_questions(
-    conn: sqlite3.Connection, status: str | None = None, thread_id: str | None = None
+    ledger: Reader, status: str | None = None, thread_id: str | None = None
 ) -> list[Question]:
     """Questions in the order they were asked, optionally filtered."""
     if status is not None:
         require_member(status, QuestionStatus, "question status")
     where, params = where_equal({"status": status, "thread_id": thread_id})
-    rows = fetch_all(conn, f"SELECT * FROM pending_questions {where} ORDER BY rowid", params)
-    return [row_to(Question, row) for row in rows]
+    return fetch_records(
+        ledger, Question, f"SELECT * FROM pending_questions {where} ORDER BY rowid", params
+    )
 
 
-def overdue_questions(conn: sqlite3.Connection, now: datetime) -> list[Question]:
+def overdue_questions(ledger: Reader, now: datetime) -> list[Question]:
     """Open questions whose deadline is at or before `now`, oldest deadline first."""
-    rows = fetch_all(
-        conn,
+    return fetch_records(
+        ledger,
+        Question,
         "SELECT * FROM pending_questions WHERE status = 'open' AND deadline_at IS NOT NULL "
         "AND deadline_at <= ? ORDER BY deadline_at",
         (to_iso(now),),
     )
-    return [row_to(Question, row) for row in rows]
 
 
-def answered_without_resume(conn: sqlite3.Connection) -> list[Question]:
+def answered_without_resume(ledger: Reader) -> list[Question]:
     """Answered questions whose `resume` command is missing (the recovery sweep's repair list).
 
     One anti-join instead of a lookup per question: the sweep runs at every
     start, and the answered history only grows.
     """
-    rows = fetch_all(
-        conn,
+    return fetch_records(
+        ledger,
+        Question,
         "SELECT q.* FROM pending_questions AS q WHERE q.status = 'answered' AND NOT EXISTS "
         "(SELECT 1 FROM commands AS c WHERE c.command_id = 'resume:' || q.question_id) "
         "ORDER BY q.rowid",
     )
-    return [row_to(Question, row) for row in rows]

@@ -12,14 +12,11 @@ Nothing here writes; every function works on a read-only connection from
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 
 from agent_team.db.clock import day_bucket
-from agent_team.db.connection import fetch_all, fetch_one, where_equal
+from agent_team.db.ledger import Reader, where_equal
 from agent_team.db.questions import resume_command_id
 from agent_team.db.validate import require_member
 from agent_team.task_model import CommandKind, CommandState, TaskKind, TaskStatus
@@ -31,7 +28,6 @@ __all__ = [
     "answer_resume_times",
     "count_tasks",
     "open_questions_summary",
-    "read_snapshot",
     "spent_by_mode",
     "transition_costs",
     "unattributed_spend",
@@ -63,22 +59,6 @@ class AnswerResume:
     done_at: str
 
 
-@contextmanager
-def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Run several reads in one transaction, so they see one state of the ledger (WAL snapshot).
-
-    Without it a page of tasks and its cost map could come from two different
-    moments. Use it only on a connection this caller owns (one per request):
-    a connection shared between threads has one transaction state.
-    """
-    conn.execute("BEGIN")
-    try:
-        yield conn
-    finally:
-        if conn.in_transaction:
-            conn.execute("COMMIT")  # nothing was written; this only ends the snapshot
-
-
 def _require_filters(status: str | None, kind: str | None) -> None:
     if status is not None:
         require_member(status, TaskStatus, "task status")
@@ -86,13 +66,11 @@ def _require_filters(status: str | None, kind: str | None) -> None:
         require_member(kind, TaskKind, "task kind")
 
 
-def count_tasks(
-    conn: sqlite3.Connection, *, status: str | None = None, kind: str | None = None
-) -> int:
+def count_tasks(ledger: Reader, *, status: str | None = None, kind: str | None = None) -> int:
     """How many tasks `list_tasks` would return with these filters and no limit."""
     _require_filters(status, kind)
     where, params = where_equal({"status": status, "kind": kind})
-    row = fetch_one(conn, f"SELECT COUNT(*) AS n FROM tasks {where}", params)
+    row = ledger.fetch_one(f"SELECT COUNT(*) AS n FROM tasks {where}", params)
     assert row is not None
     return int(row["n"])
 
@@ -107,15 +85,14 @@ _WINDOW = (
 )
 
 
-def transition_costs(conn: sqlite3.Connection, thread_id: str) -> dict[int, Spend]:
+def transition_costs(ledger: Reader, thread_id: str) -> dict[int, Spend]:
     """Spend per transition row of a task: its stage's budget rows recorded inside the row's window.
 
     A stage entered several times (e.g. `plan_review` running, waiting,
     running) gets each call counted on the row during which it was made,
     never on every row of that stage.
     """
-    rows = fetch_all(
-        conn,
+    rows = ledger.fetch_all(
         "SELECT t.transition_id, COALESCE(SUM(b.usd_cost), 0) AS usd_cost, "
         "COALESCE(SUM(b.input_tokens + b.output_tokens), 0) AS tokens "
         f"FROM task_transitions t LEFT JOIN budget_ledger b ON {_WINDOW} "
@@ -127,15 +104,14 @@ def transition_costs(conn: sqlite3.Connection, thread_id: str) -> dict[int, Spen
     }
 
 
-def unattributed_spend(conn: sqlite3.Connection, thread_id: str) -> Spend:
+def unattributed_spend(ledger: Reader, thread_id: str) -> Spend:
     """A task's budget rows that fall in no transition window of their stage.
 
     Normally zero: a node records its transition before its model calls. A
     non-zero value shows spend the journey view cannot place (e.g. a row
     replayed from the outbox with a stage no transition has).
     """
-    row = fetch_one(
-        conn,
+    row = ledger.fetch_one(
         "SELECT COALESCE(SUM(b.usd_cost), 0) AS usd_cost, "
         "COALESCE(SUM(b.input_tokens + b.output_tokens), 0) AS tokens FROM budget_ledger b "
         f"WHERE b.thread_id = ? AND NOT EXISTS (SELECT 1 FROM task_transitions t WHERE {_WINDOW})",
@@ -145,10 +121,9 @@ def unattributed_spend(conn: sqlite3.Connection, thread_id: str) -> Spend:
     return Spend(float(row["usd_cost"]), int(row["tokens"]))
 
 
-def open_questions_summary(conn: sqlite3.Connection) -> OpenQuestions:
+def open_questions_summary(ledger: Reader) -> OpenQuestions:
     """Open questions and the earliest `posted_at` among them (undelivered ones have none)."""
-    row = fetch_one(
-        conn,
+    row = ledger.fetch_one(
         "SELECT COUNT(*) AS n, MIN(posted_at) AS oldest FROM pending_questions "
         "WHERE status = 'open'",
     )
@@ -156,10 +131,9 @@ def open_questions_summary(conn: sqlite3.Connection) -> OpenQuestions:
     return OpenQuestions(count=int(row["n"]), oldest_posted_at=row["oldest"])
 
 
-def answer_resume_times(conn: sqlite3.Connection) -> list[AnswerResume]:
+def answer_resume_times(ledger: Reader) -> list[AnswerResume]:
     """Answered questions whose resume command is done, for the answer -> resume latency."""
-    rows = fetch_all(
-        conn,
+    rows = ledger.fetch_all(
         "SELECT q.question_id, q.answered_at, c.done_at FROM pending_questions q "
         "JOIN commands c ON c.command_id = ? || q.question_id "
         "WHERE q.answered_at IS NOT NULL AND c.kind = ? AND c.state = ? "
@@ -169,10 +143,9 @@ def answer_resume_times(conn: sqlite3.Connection) -> list[AnswerResume]:
     return [AnswerResume(row["question_id"], row["answered_at"], row["done_at"]) for row in rows]
 
 
-def spent_by_mode(conn: sqlite3.Connection, *, day: str | date) -> dict[str, Spend]:
+def spent_by_mode(ledger: Reader, *, day: str | date) -> dict[str, Spend]:
     """Spend on a UTC day per billing mode, in one query; modes with none are left out."""
-    rows = fetch_all(
-        conn,
+    rows = ledger.fetch_all(
         "SELECT billing_mode, SUM(usd_cost) AS usd_cost, "
         "SUM(input_tokens + output_tokens) AS tokens FROM budget_ledger "
         "WHERE day_bucket = ? GROUP BY billing_mode",

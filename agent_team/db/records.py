@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+
+from agent_team.db.ledger import Params, Reader, Row
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -25,9 +26,20 @@ __all__ = [
 ]
 
 
-def row_to(cls: type[_R], row: sqlite3.Row) -> _R:
+def row_to(cls: type[_R], row: Row) -> _R:
     """Build a record from a row selected with `SELECT *` (or every field by name)."""
     return cls(**{field.name: row[field.name] for field in fields(cls)})
+
+
+def fetch_record(reader: Reader, cls: type[_R], sql: str, params: Params = ()) -> _R | None:
+    """The first row of `sql` as a `cls` record, or None when there is none."""
+    row = reader.fetch_one(sql, params)
+    return None if row is None else row_to(cls, row)
+
+
+def fetch_records(reader: Reader, cls: type[_R], sql: str, params: Params = ()) -> list[_R]:
+    """Every row of `sql` as a `cls` record, in the order the query gives."""
+    return [row_to(cls, row) for row in reader.fetch_all(sql, params)]
 
 
 def _json_or_none(text: str | None) -> Any:

@@ -9,32 +9,31 @@ just before a crash still has buttons in Slack until the redraw pass finds it.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 
 from agent_team.db.clock import to_iso
-from agent_team.db.connection import fetch_all, fetch_one
-from agent_team.db.records import Question, row_to
+from agent_team.db.ledger import Reader
+from agent_team.db.records import Question, fetch_record, fetch_records
 
 __all__ = ["answered_since", "find_question_by_channel_ref"]
 
 
-def find_question_by_channel_ref(conn: sqlite3.Connection, channel_ref: str) -> Question | None:
+def find_question_by_channel_ref(ledger: Reader, channel_ref: str) -> Question | None:
     """The newest question posted at `channel_ref`, whatever its status (never used to answer)."""
-    row = fetch_one(
-        conn,
+    return fetch_record(
+        ledger,
+        Question,
         "SELECT * FROM pending_questions WHERE channel_ref = ? ORDER BY rowid DESC LIMIT 1",
         (channel_ref,),
     )
-    return row_to(Question, row) if row else None
 
 
-def answered_since(conn: sqlite3.Connection, since: datetime) -> list[Question]:
+def answered_since(ledger: Reader, since: datetime) -> list[Question]:
     """Questions answered at or after `since`, oldest answer first (the redraw pass)."""
-    rows = fetch_all(
-        conn,
+    return fetch_records(
+        ledger,
+        Question,
         "SELECT * FROM pending_questions WHERE status = 'answered' AND answered_at >= ? "
         "ORDER BY answered_at",
         (to_iso(since),),
     )
-    return [row_to(Question, row) for row in rows]

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import sqlite3
-
+from agent_team.db.ledger import Ledger
 from agent_team.db.schema import LEDGER_TABLES
 
 __all__ = ["table_counts"]
 
 
-def table_counts(conn: sqlite3.Connection) -> dict[str, int]:
+def table_counts(ledger: Ledger) -> dict[str, int]:
     """Rows per ledger table (tables that do not exist yet are left out)."""
     present = {
-        row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        row[0]
+        for row in ledger.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     }
     return {
-        table: int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+        table: int(ledger.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
         for table in LEDGER_TABLES
         if table in present
     }

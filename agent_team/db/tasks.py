@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.connection import fetch_all, fetch_one, where_equal, write_transaction
-from agent_team.db.records import Task, row_to
+from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
+from agent_team.db.records import Task, fetch_record, fetch_records
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import Phase, TaskKind, TaskStatus
@@ -22,7 +20,7 @@ __all__ = [
 
 
 def create_task(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     task_id: str,
     kind: str,
@@ -40,9 +38,9 @@ def create_task(
     if not task_id or not title.strip():
         raise LedgerInputError("a task needs a non-empty id and title")
 
-    def work(db: sqlite3.Connection) -> bool:
+    def work(tx: Transaction) -> bool:
         now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-        cur = db.execute(
+        cur = tx.execute(
             "INSERT INTO tasks (id, kind, source, source_ref, title, body, status, phase, "
             "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', 'intake', ?, ?) "
             "ON CONFLICT (id) DO NOTHING",
@@ -50,16 +48,15 @@ def create_task(
         )
         return cur.rowcount == 1
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
-def get_task(conn: sqlite3.Connection, task_id: str) -> Task | None:
-    row = fetch_one(conn, "SELECT * FROM tasks WHERE id = ?", (task_id,))
-    return row_to(Task, row) if row else None
+def get_task(ledger: Reader, task_id: str) -> Task | None:
+    return fetch_record(ledger, Task, "SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
 def list_tasks(
-    conn: sqlite3.Connection,
+    ledger: Reader,
     status: str | None = None,
     kind: str | None = None,
     limit: int = 50,
@@ -73,16 +70,16 @@ def list_tasks(
     if limit < 1 or offset < 0:
         raise LedgerInputError("list_tasks needs limit >= 1 and offset >= 0")
     where, params = where_equal({"status": status, "kind": kind})
-    rows = fetch_all(
-        conn,
+    return fetch_records(
+        ledger,
+        Task,
         f"SELECT * FROM tasks {where} ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
         [*params, limit, offset],
     )
-    return [row_to(Task, row) for row in rows]
 
 
 def set_task_status(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     task_id: str,
     status: str,
     *,
@@ -104,35 +101,35 @@ def set_task_status(
         raise LedgerInputError("a parked task needs a parked_reason saying how to unpark it")
     reason = parked_reason if status == TaskStatus.PARKED else None
 
-    def work(db: sqlite3.Connection) -> bool:
+    def work(tx: Transaction) -> bool:
         now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-        cur = db.execute(
+        cur = tx.execute(
             "UPDATE tasks SET status = ?, phase = COALESCE(?, phase), parked_reason = ?, "
             "updated_at = ? WHERE id = ?",
             (status, phase, reason, now, task_id),
         )
         return cur.rowcount == 1
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
-def count_tasks_by_status(conn: sqlite3.Connection) -> dict[str, int]:
+def count_tasks_by_status(ledger: Reader) -> dict[str, int]:
     """Tasks per status, every status present (0 when none)."""
     counts = {status.value: 0 for status in TaskStatus}
-    for row in fetch_all(conn, "SELECT status, COUNT(*) AS n FROM tasks GROUP BY status"):
+    for row in ledger.fetch_all("SELECT status, COUNT(*) AS n FROM tasks GROUP BY status"):
         counts[row["status"]] = int(row["n"])
     return counts
 
 
-def parked_before(conn: sqlite3.Connection, *, reason: str, day: str) -> list[Task]:
+def parked_before(ledger: Reader, *, reason: str, day: str) -> list[Task]:
     """Tasks parked for `reason` whose last change was before UTC `day` (`YYYY-MM-DD`).
 
     The budget timer asks this every few seconds, so the filter is SQL, not Python.
     """
-    rows = fetch_all(
-        conn,
+    return fetch_records(
+        ledger,
+        Task,
         "SELECT * FROM tasks WHERE status = 'parked' AND parked_reason = ? AND updated_at < ? "
         "ORDER BY updated_at",
         (reason, day),
     )
-    return [row_to(Task, row) for row in rows]

@@ -6,11 +6,9 @@ row (no `exited_at`), which a partial unique index enforces.
 
 from __future__ import annotations
 
-import sqlite3
-
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.connection import fetch_all, write_transaction
-from agent_team.db.records import Transition, row_to
+from agent_team.db.ledger import Ledger, Reader, Transaction
+from agent_team.db.records import Transition, fetch_records
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import Phase, TaskStatus
@@ -19,7 +17,7 @@ __all__ = ["close_terminal", "enter_phase", "list_transitions", "record_transiti
 
 
 def record_transition(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     thread_id: str,
     to_phase: str,
@@ -38,17 +36,17 @@ def record_transition(
     require_member(to_phase, Phase, "phase")
     require_member(status, TaskStatus, "task status")
 
-    def work(db: sqlite3.Connection) -> int:
-        return _transition(db, thread_id, to_phase, status, note)
+    def work(tx: Transaction) -> int:
+        return _transition(tx, thread_id, to_phase, status, note)
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
 def _transition(
-    db: sqlite3.Connection, thread_id: str, to_phase: str, status: str, note: str | None
+    tx: Transaction, thread_id: str, to_phase: str, status: str, note: str | None
 ) -> int:
     now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-    current = db.execute(
+    current = tx.execute(
         "SELECT transition_id, to_phase, status FROM task_transitions "
         "WHERE thread_id = ? AND exited_at IS NULL",
         (thread_id,),
@@ -57,21 +55,20 @@ def _transition(
     if current is not None:
         if current[1] == to_phase and current[2] == status:
             return int(current[0])
-        db.execute(
+        tx.execute(
             "UPDATE task_transitions SET exited_at = ? WHERE transition_id = ?", (now, current[0])
         )
         from_phase = current[1]
-    cur = db.execute(
+    rows = tx.execute(
         "INSERT INTO task_transitions (thread_id, from_phase, to_phase, entered_at, status, "
-        "note) VALUES (?, ?, ?, ?, ?, ?)",
+        "note) VALUES (?, ?, ?, ?, ?, ?) RETURNING transition_id",
         (thread_id, from_phase, to_phase, now, status, note),
-    )
-    assert cur.lastrowid is not None
-    return cur.lastrowid
+    ).fetchall()  # every row: SQLite finishes a RETURNING statement only when it is read out
+    return int(rows[0][0])
 
 
 def enter_phase(
-    conn: sqlite3.Connection,
+    ledger: Ledger,
     *,
     task_id: str,
     phase: str,
@@ -93,21 +90,19 @@ def enter_phase(
     if status == TaskStatus.PARKED:
         raise LedgerInputError("enter_phase cannot park a task; use set_task_status with a reason")
 
-    def work(db: sqlite3.Connection) -> int:
-        transition_id = _transition(db, task_id, phase, status, note)
-        db.execute(
+    def work(tx: Transaction) -> int:
+        transition_id = _transition(tx, task_id, phase, status, note)
+        tx.execute(
             "UPDATE tasks SET status = ?, phase = ?, parked_reason = NULL, updated_at = ? "
             "WHERE id = ? AND (status != ? OR phase != ? OR parked_reason IS NOT NULL)",
             (status, phase, to_iso(utc_now()), task_id, status, phase),
         )
         return transition_id
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
-def close_terminal(
-    conn: sqlite3.Connection, *, thread_id: str, status: str, note: str | None = None
-) -> bool:
+def close_terminal(ledger: Ledger, *, thread_id: str, status: str, note: str | None = None) -> bool:
     """Close the task's open row with its terminal status (done, failed, cancelled).
 
     Returns:
@@ -115,23 +110,23 @@ def close_terminal(
     """
     require_member(status, TaskStatus, "task status")
 
-    def work(db: sqlite3.Connection) -> bool:
+    def work(tx: Transaction) -> bool:
         now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-        cur = db.execute(
+        cur = tx.execute(
             "UPDATE task_transitions SET exited_at = ?, status = ?, note = COALESCE(?, note) "
             "WHERE thread_id = ? AND exited_at IS NULL",
             (now, status, note, thread_id),
         )
         return cur.rowcount == 1
 
-    return write_transaction(conn, work)
+    return ledger.write(work)
 
 
-def list_transitions(conn: sqlite3.Connection, thread_id: str) -> list[Transition]:
+def list_transitions(ledger: Reader, thread_id: str) -> list[Transition]:
     """A task's journey in the order it happened."""
-    rows = fetch_all(
-        conn,
+    return fetch_records(
+        ledger,
+        Transition,
         "SELECT * FROM task_transitions WHERE thread_id = ? ORDER BY entered_at, transition_id",
         (thread_id,),
     )
-    return [row_to(Transition, row) for row in rows]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -397,7 +396,7 @@ class GitHubIntake:
     def __init__(
         self,
         settings: Settings,
-        conn: sqlite3.Connection,
+        conn: db.Ledger,
         start_task: StartTask,
         client: GitHubClient,
         *,

@@ -49,11 +49,8 @@ def check_github_intake(settings: Settings) -> CheckResult:
 def check_github_last_poll(settings: Settings) -> CheckResult:
     if not settings.github_repos or not settings.db_path.exists():
         return CheckResult("github last poll", True, "no polls yet")
-    conn = db.connect_readonly(settings.db_path)
-    try:
-        cursors = {(c.source, c.label): c for c in db.list_cursors(conn)}
-    finally:
-        conn.close()
+    with db.open_ledger(settings.db_path, readonly=True) as ledger:
+        cursors = {(c.source, c.label): c for c in db.list_cursors(ledger)}
     failing = []
     for repo in settings.github_repos:
         cursor = cursors.get((issue_source(repo), settings.github_label))

@@ -35,7 +35,6 @@ import base64
 import logging
 import os
 import shutil
-import sqlite3
 import tempfile
 import threading
 from collections.abc import Callable
@@ -128,7 +127,7 @@ class PullRequestPublisher:
     def __init__(
         self,
         client: GitHubClient,
-        connect: Callable[[], sqlite3.Connection],
+        connect: Callable[[], db.Ledger],
         *,
         token: str | None,
         repos: list[str],
@@ -137,7 +136,7 @@ class PullRequestPublisher:
     ) -> None:
         self.client = client
         self._connect = connect
-        self._conn: sqlite3.Connection | None = None
+        self._conn: db.Ledger | None = None
         self._guard = threading.Lock()
         self._token = token
         self.repos = {repo.lower() for repo in repos}
@@ -145,14 +144,14 @@ class PullRequestPublisher:
         self.host_url = git_host_url(api_url)
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> db.Ledger:
         with self._guard:
             if self._conn is None:
                 self._conn = self._connect()
             return self._conn
 
     def close_ledger(self) -> None:
-        """Close the ledger connection (a later use opens a new one)."""
+        """Close the ledger it opened (a later use opens it again)."""
         with self._guard:
             if self._conn is not None:
                 self._conn.close()

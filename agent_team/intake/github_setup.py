@@ -38,7 +38,7 @@ def make_publisher(
     token = settings.github_token.get_secret_value() if settings.github_token else None
     return PullRequestPublisher(
         make_client(settings, transport=transport),
-        lambda: db.connect(settings.db_path),
+        lambda: db.open_ledger(settings.db_path),
         token=token,
         repos=settings.github_repos,
         default_repo_path=settings.repo_path,
@@ -77,14 +77,14 @@ class GitHubIntegration:
             return None
         client = make_client(settings, transport=transport)
         intake = GitHubIntake(
-            settings, coordinator.conn, coordinator.start_task, client, clock=coordinator.clock
+            settings, coordinator.ledger, coordinator.start_task, client, clock=coordinator.clock
         )
         secret = settings.github_webhook_secret
         webhook = WebhookHandler(intake, secret.get_secret_value() if secret else None)
         commenter = None
         if settings.github_comment:
             commenter = StatusCommenter(
-                client, coordinator.conn, repos=settings.github_repos,
+                client, coordinator.ledger, repos=settings.github_repos,
                 dashboard_url=settings.dashboard_url,
             )  # fmt: skip
             coordinator.observers.append(commenter)

@@ -11,7 +11,6 @@ every failure is a log line, and the next event tries again with newer text.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 from typing import Any
 
@@ -55,7 +54,7 @@ class StatusCommenter:
     def __init__(
         self,
         client: GitHubClient,
-        conn: sqlite3.Connection,
+        conn: db.Ledger,
         *,
         repos: list[str],
         dashboard_url: str | None = None,

@@ -21,7 +21,6 @@ the cap too, so parallel workers cannot all pass the check at once.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -71,7 +70,7 @@ class ModelCaller:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        ledger: db.Ledger,
         chat: BaseChatModel,
         *,
         model: str,
@@ -86,7 +85,7 @@ class ModelCaller:
         """Set up the caller.
 
         Args:
-            conn: the ledger connection (shared; ledger writes open their own).
+            ledger: the ledger the spend goes to (shared between threads).
             chat: the chat model, from `make_chat_model(model)` or a test double.
             model: the model spec, as recorded in the ledger and priced.
             billing_mode: `api` or `subscription`.
@@ -110,7 +109,7 @@ class ModelCaller:
                 "AGENT_TEAM_BILLING_MODE must be one of: "
                 + ", ".join(mode.value for mode in BillingMode)
             ) from None
-        self._conn = conn
+        self._ledger = ledger
         self._chat = chat
         self._model = model.strip()
         self._budget_usd = daily_budget_usd
@@ -207,7 +206,7 @@ class ModelCaller:
         with self._lock:
             if self._price is not None and self._mode is BillingMode.API:
                 usd = cost_usd(self._price, input_tokens, output_tokens)
-                spent = db.spent(self._conn, day=day, billing_mode=mode) + self._inflight_usd
+                spent = db.spent(self._ledger, day=day, billing_mode=mode) + self._inflight_usd
                 if spent + usd > self._budget_usd:
                     raise BudgetExhaustedError(
                         f"daily budget reached: ${spent:.4f} spent on {day} (UTC, {mode} "
@@ -219,7 +218,7 @@ class ModelCaller:
                 self.calls += 1
                 return usd, 0
             tokens = input_tokens + output_tokens
-            used = db.tokens_spent(self._conn, day=day, billing_mode=mode) + self._inflight_tokens
+            used = db.tokens_spent(self._ledger, day=day, billing_mode=mode) + self._inflight_tokens
             if used + tokens > self._token_cap:
                 why = "subscription billing" if self._price is not None else "no price known"
                 raise BudgetExhaustedError(
@@ -273,7 +272,7 @@ class ModelCaller:
             input_tokens=input_tokens, output_tokens=output_tokens, usd_cost=usd
         )
         db.record_usage(
-            self._conn,
+            self._ledger,
             thread_id=thread_id,
             stage=stage,
             model=self._model,

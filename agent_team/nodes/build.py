@@ -43,7 +43,7 @@ def build(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
 
 def _record(deps: GraphDeps, state: TaskState, usage: BuildUsage) -> None:
     db.record_usage(
-        deps.conn,
+        deps.ledger,
         thread_id=state["task_id"],
         stage=Phase.BUILD.value,
         model=usage.model,

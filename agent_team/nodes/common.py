@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -37,7 +36,7 @@ CRASH_EXIT_CODE = 137  # what a shell reports for SIGKILL, so crash tests read n
 class GraphDeps:
     """Everything the nodes need, built once per process by the coordinator."""
 
-    conn: sqlite3.Connection
+    ledger: db.Ledger
     caller: ModelCaller
     build: Callable[[BuildTask, str], BuildResult]
     clock: Callable[[], datetime]
@@ -64,7 +63,7 @@ def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:
 
 def enter(deps: GraphDeps, state: TaskState, phase: Phase) -> None:
     """Record that the task entered `phase` (a no-op when a resumed node re-enters it)."""
-    db.enter_phase(deps.conn, task_id=state["task_id"], phase=phase, status=TaskStatus.RUNNING)
+    db.enter_phase(deps.ledger, task_id=state["task_id"], phase=phase, status=TaskStatus.RUNNING)
     crash_point(deps, phase, "before")
 
 
@@ -81,7 +80,7 @@ def ask_human(
     question_id = question_id_for(state["task_id"], turn)
     deadline = deps.deadlines.get(kind.value)
     db.ensure_question(
-        deps.conn,
+        deps.ledger,
         question_id=question_id,
         thread_id=state["task_id"],
         turn=turn,

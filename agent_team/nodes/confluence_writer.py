@@ -339,7 +339,7 @@ def _gate_text(state: TaskState, draft: dict[str, Any], dry_run: bool) -> str:
 
 def _asked_dry_run(deps: GraphDeps, task_id: str, turn: int) -> bool:
     """Whether the approval question of `turn` said "dry run" (True when unknown: safe)."""
-    question = db.get_question(deps.conn, question_id_for(task_id, turn))
+    question = db.get_question(deps.ledger, question_id_for(task_id, turn))
     payload = question.payload if question is not None else None
     asked = payload.get("dry_run") if isinstance(payload, dict) else None
     return asked if isinstance(asked, bool) else True
@@ -422,7 +422,7 @@ def _write_update(
         edit = mermaid.safe_edit(page.doc, draft["ops"], lane.macro_keys)
         request = _request_for(task_id, {**draft, "doc": adf.dumps(edit.doc)}, page.version + 1)
         # Recorded (pending, with the intended version) before anything is sent.
-        db.finish_effect(deps.conn, effect_id=effect_id, state="pending", request=request)
+        db.finish_effect(deps.ledger, effect_id=effect_id, state="pending", request=request)
         crash_point(deps, Phase.CONF_WRITE, "sending")
         try:
             written = client.update_page(request["json"])
@@ -456,7 +456,7 @@ def _write_create(
             f"a page titled {draft['title']!r} already exists in space {draft['space_id']} "
             "with other content; rename or remove it, then revise the task. Nothing was written"
         )
-    db.finish_effect(deps.conn, effect_id=effect_id, state="pending", request=request)
+    db.finish_effect(deps.ledger, effect_id=effect_id, state="pending", request=request)
     crash_point(deps, Phase.CONF_WRITE, "sending")
     written = client.create_page(request["json"])
     crash_point(deps, Phase.CONF_WRITE, "sent")
@@ -472,7 +472,7 @@ def conf_write(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     effect_id = effect_id_for(task_id, state.get("turn", 0))
     first_request = _request_for(task_id, draft)
     effect = db.begin_effect(
-        deps.conn, effect_id=effect_id, task_id=task_id, kind=EFFECT_KIND, request=first_request
+        deps.ledger, effect_id=effect_id, task_id=task_id, kind=EFFECT_KIND, request=first_request
     )
     # The approval covers the mode its question showed: a dry-run approval never becomes
     # a real write (dry-run also wins when it was turned on after a real-write approval).
@@ -487,7 +487,7 @@ def conf_write(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
                   "title": draft["title"], "sent": False}  # fmt: skip
         if not lane.dry_run:
             result["approval_was_dry_run"] = True
-        db.finish_effect(deps.conn, effect_id=effect_id, state="done", result=result)
+        db.finish_effect(deps.ledger, effect_id=effect_id, state="done", result=result)
     else:
         client = lane.client("writing the page")
         # The page is read before every send, so a write that landed before a crash (the
@@ -498,10 +498,10 @@ def conf_write(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
             else:
                 result = _write_create(deps, client, state, draft, effect_id)
         except ConfluenceRefusedError as exc:
-            db.finish_effect(deps.conn, effect_id=effect_id, state="failed", error=str(exc))
+            db.finish_effect(deps.ledger, effect_id=effect_id, state="failed", error=str(exc))
             raise
         db.finish_effect(
-            deps.conn, effect_id=effect_id, state="done", result_ref=str(result["page_id"]),
+            deps.ledger, effect_id=effect_id, state="done", result_ref=str(result["page_id"]),
             result=result,
         )  # fmt: skip
     crash_point(deps, Phase.CONF_WRITE, "after")

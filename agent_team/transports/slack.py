@@ -138,34 +138,24 @@ class SlackTransport:
             )
             if s is not None
         ]
-        self._local = threading.local()
-        self._conns: list[db.LedgerConnection] = []
-        self._conn_lock = threading.Lock()
+        self._ledger: db.Ledger | None = None
+        self._ledger_lock = threading.Lock()
 
     # -- plumbing ------------------------------------------------------------------------
 
     @property
-    def conn(self) -> db.LedgerConnection:
-        """This thread's ledger connection, opened on first use.
-
-        One per thread: the listener's request threads read at the same time,
-        and threads sharing one SQLite connection queue on its mutex. Opened
-        lazily because the coordinator creates the ledger after the transport.
-        """
-        conn: db.LedgerConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = db.connect(self.settings.db_path)
-            self._local.conn = conn
-            with self._conn_lock:
-                self._conns.append(conn)
-        return conn
+    def conn(self) -> db.Ledger:
+        """The ledger, opened on first use (the coordinator creates it after the transport)."""
+        with self._ledger_lock:
+            if self._ledger is None:
+                self._ledger = db.open_ledger(self.settings.db_path)
+            return self._ledger
 
     def close(self) -> None:
-        with self._conn_lock:
-            for conn in self._conns:
-                conn.close()
-            self._conns.clear()
-        self._local = threading.local()
+        with self._ledger_lock:
+            if self._ledger is not None:
+                self._ledger.close()
+                self._ledger = None
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         """One Web API call, logged by method and channel (never the token or the text)."""

@@ -122,14 +122,14 @@ def _task_waiting_on_plan(coordinator: Coordinator) -> tuple[str, str]:
     task_id = coordinator.start_task(title=TITLE, body=BODY)
 
     def open_plan_question() -> bool:
-        task = db.get_task(coordinator.conn, task_id)
+        task = db.get_task(coordinator.ledger, task_id)
         if task is None or task.status in ("failed", "cancelled", "done"):
             raise AssertionError(f"task {task_id} ended before its plan question: {task}")
-        questions = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
+        questions = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
         return task.status == "waiting" and any(q.kind == "plan_decision" for q in questions)
 
     wait_for(open_plan_question)
-    (question,) = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
+    (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
     return task_id, question.question_id
 
 
@@ -199,7 +199,7 @@ def test_approve_a_plan_in_the_browser_and_watch_the_task_finish(
     expect(page.locator(".timeline .seg.ph-build")).to_have_count(1)
     page.screenshot(path=tmp_path / "task-done.png", full_page=True)
 
-    answered = db.get_question(live.coordinator.conn, question_id)
+    answered = db.get_question(live.coordinator.ledger, question_id)
     assert answered is not None and answered.answered_via == "dashboard:Ada"
     # The token is remembered for the next answer, in this browser only.
     assert page.evaluate("localStorage.getItem('agent-team.dashboard-token')") == TOKEN
@@ -241,7 +241,7 @@ def test_typing_survives_a_refresh_and_a_wrong_token_is_reported_inline(
     expect(result).to_have_class(re.compile(r"\berror\b"))
     expect(answer).to_have_value("revise split the cookie step in two")
     assert page.evaluate("localStorage.getItem('agent-team.dashboard-token')") is None
-    question = db.get_question(live.coordinator.conn, question_id)
+    question = db.get_question(live.coordinator.ledger, question_id)
     assert question is not None and question.status == "open"
 
     # The deadline counts down in the browser, from the ISO time in `data-deadline`.

@@ -49,7 +49,7 @@ def build_records(cli: Cli, task_id: str) -> int:
 
 
 def assert_finished_once(cli: Cli, task_id: str) -> None:
-    conn = db.connect(cli.db_path)
+    conn = db.open_ledger(cli.db_path)
     try:
         task = db.get_task(conn, task_id)
         assert task is not None and task.status == "done", task
@@ -70,10 +70,10 @@ def assert_finished_once(cli: Cli, task_id: str) -> None:
 
 
 def submit_and_approve(cli: Cli, crash_before: str | None, crash_after: str | None) -> str:
-    conn = db.connect(cli.db_path) if cli.db_path.exists() else None
+    conn = db.open_ledger(cli.db_path) if cli.db_path.exists() else None
     if conn is None:
         db.init_db(cli.db_path)
-        conn = db.connect(cli.db_path)
+        conn = db.open_ledger(cli.db_path)
     try:
         task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
         if crash_before:
@@ -106,7 +106,7 @@ def test_crash_after_the_approval(cli: Cli, crash_at: str) -> None:
 def test_sigkill_at_an_arbitrary_moment_loses_nothing(cli: Cli, tmp_path: Path) -> None:
     """A real SIGKILL from outside while several tasks run, twice, then a clean finish."""
     db.init_db(cli.db_path)
-    conn = db.connect(cli.db_path)
+    conn = db.open_ledger(cli.db_path)
     try:
         ids = [inbox.submit_task(conn, title=f"Task {n}", body=LONG_BODY) for n in range(6)]
         for phase in ("plan", "build"):

@@ -126,7 +126,7 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
     )
     ledger = tmp_path / "agent-team.db"
     db.init_db(ledger)
-    conn = db.connect(ledger)
+    conn = db.open_ledger(ledger)
     try:
         task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
         log_file = (tmp_path / "daemon-1.log").open("w")

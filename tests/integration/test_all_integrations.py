@@ -112,7 +112,7 @@ class Running:
             **lane_settings(world.confluence, **overrides),
         )
         self.daemon = Daemon(settings)  # creates the ledger
-        self.conn = db.connect(settings.db_path)  # the test's own, for its reads
+        self.conn = db.open_ledger(settings.db_path)  # the test's own, for its reads
         self.codes: list[int] = []
         self.thread = threading.Thread(
             target=lambda: self.codes.append(self.daemon.run()), name="daemon", daemon=True
@@ -376,7 +376,7 @@ def test_a_build_that_ends_during_the_stop_grace_still_opens_its_pr(
     finally:
         go.touch()  # the build finishes inside the grace period
         running.stop()
-    conn = db.connect(world.tmp_path / "agent-team.db")
+    conn = db.open_ledger(world.tmp_path / "agent-team.db")
     try:
         task = db.get_task(conn, world.task_id)
         note = db.list_transitions(conn, world.task_id)[-1].note

@@ -18,7 +18,7 @@ from agent_team.doctor import run_checks
 
 
 def test_backup_is_consistent_while_writing_and_keeps_n(ledger_file: Path, tmp_path: Path) -> None:
-    conn = db.connect(ledger_file)
+    conn = db.open_ledger(ledger_file)
     stop = threading.Event()
 
     def write() -> None:

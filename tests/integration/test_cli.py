@@ -85,7 +85,7 @@ def table_counts_from(output: str) -> dict[str, int]:
     return {table: int(cells(output, table)[1]) for table in db.LEDGER_TABLES}
 
 
-def add_question(conn: db.LedgerConnection, question_id: str, thread_id: str) -> None:
+def add_question(conn: db.Ledger, question_id: str, thread_id: str) -> None:
     assert db.ensure_question(
         conn,
         question_id=question_id,
@@ -125,8 +125,8 @@ def cwd_ledger(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cwd_conn(cwd_ledger: Path) -> Iterator[db.LedgerConnection]:
-    connection = db.connect(cwd_ledger)
+def cwd_conn(cwd_ledger: Path) -> Iterator[db.Ledger]:
+    connection = db.open_ledger(cwd_ledger)
     yield connection
     connection.close()
 
@@ -154,7 +154,7 @@ def test_migrate_creates_the_default_ledger_then_reports_it_current(tmp_path: Pa
     assert f"v0 -> v{db.SCHEMA_VERSION}" in first.stdout
     counts = table_counts_from(first.stdout)
     assert counts == {table: 1 if table == "schema_meta" else 0 for table in db.LEDGER_TABLES}
-    with closing(db.connect(ledger)) as conn:
+    with closing(db.open_ledger(ledger)) as conn:
         assert db.schema_version(conn) == db.SCHEMA_VERSION
 
     second = run_cli(tmp_path, "migrate")
@@ -247,9 +247,7 @@ def test_questions_without_a_ledger_exits_1_and_creates_nothing(tmp_path: Path) 
     assert not list(tmp_path.iterdir())
 
 
-def test_questions_lists_and_filters_by_status(
-    tmp_path: Path, cwd_conn: db.LedgerConnection
-) -> None:
+def test_questions_lists_and_filters_by_status(tmp_path: Path, cwd_conn: db.Ledger) -> None:
     add_question(cwd_conn, "q-open-1", "t-one")
     add_question(cwd_conn, "q-done", "t-one")
     add_question(cwd_conn, "q-open-2", "t-two")
@@ -311,7 +309,7 @@ def test_questions_on_a_file_that_is_not_a_ledger_is_one_line(tmp_path: Path) ->
 
 
 def test_budget_shows_one_utc_day_per_mode_model_and_stage(
-    tmp_path: Path, cwd_conn: db.LedgerConnection
+    tmp_path: Path, cwd_conn: db.Ledger
 ) -> None:
     def spend(
         mode: str, model: str, stage: str, tokens: tuple[int, int], usd: float, at: datetime
@@ -375,7 +373,7 @@ def test_ledger_replay_restores_rows_the_ledger_refused(tmp_path: Path, cwd_ledg
         raw.execute("DROP TABLE budget_ledger")
         raw.commit()
     outbox = cwd_ledger.parent / db.OUTBOX_FILENAME
-    with closing(db.connect(broken)) as broken_conn:
+    with closing(db.open_ledger(broken)) as broken_conn:
         for stage, usd in (("plan", 0.25), ("build", 0.5)):
             assert not db.record_usage(
                 broken_conn,
@@ -397,7 +395,7 @@ def test_ledger_replay_restores_rows_the_ledger_refused(tmp_path: Path, cwd_ledg
     assert str(outbox) in result.stdout
     assert "replayed 2, failed 0, bad lines 0, remaining 0" in result.stdout
     assert outbox.read_text(encoding="utf-8") == ""
-    with closing(db.connect(cwd_ledger)) as conn:
+    with closing(db.open_ledger(cwd_ledger)) as conn:
         assert db.spent(conn, day="2026-12-01", billing_mode="api") == pytest.approx(0.75)
         assert {row.stage for row in db.usage_summary(conn, day="2026-12-01")} == {"plan", "build"}
 
@@ -422,7 +420,7 @@ def test_ledger_replay_keeps_lines_it_cannot_write_and_exits_1(
     assert "replayed 1, failed 1, bad lines 2, remaining 3" in result.stdout
     assert outbox.read_text(encoding="utf-8") == not_json + refused + not_a_row
     assert not (tmp_path / db.OUTBOX_FILENAME).exists()
-    with closing(db.connect(cwd_ledger)) as conn:
+    with closing(db.open_ledger(cwd_ledger)) as conn:
         summary = db.usage_summary(conn, day="2026-12-01")
     assert [(row.billing_mode, row.calls, row.input_tokens) for row in summary] == [("api", 1, 120)]
 
@@ -463,7 +461,7 @@ def runner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> CliRunner:
     return CliRunner()
 
 
-def test_questions_none_with_a_status(runner: CliRunner, cwd_conn: db.LedgerConnection) -> None:
+def test_questions_none_with_a_status(runner: CliRunner, cwd_conn: db.Ledger) -> None:
     add_question(cwd_conn, "q-open", "t-one")
 
     result = runner.invoke(app, ["questions", "--status", "expired"])
@@ -472,7 +470,7 @@ def test_questions_none_with_a_status(runner: CliRunner, cwd_conn: db.LedgerConn
     assert result.stdout.strip() == "no questions with status expired"
 
 
-def test_questions_filters_by_task(runner: CliRunner, cwd_conn: db.LedgerConnection) -> None:
+def test_questions_filters_by_task(runner: CliRunner, cwd_conn: db.Ledger) -> None:
     add_question(cwd_conn, "q-a", "t-one")
     add_question(cwd_conn, "q-b", "t-two")
 
@@ -504,7 +502,7 @@ def test_replay_outbox_flag_wins_over_the_setting(
     assert result.exit_code == 0, result.output
     assert from_flag.read_text(encoding="utf-8") == ""
     assert from_setting.read_text(encoding="utf-8") == outbox_line(stage="setting")
-    with closing(db.connect(cwd_ledger)) as conn:
+    with closing(db.open_ledger(cwd_ledger)) as conn:
         assert [row.stage for row in db.usage_summary(conn, day="2026-12-01")] == ["flag"]
 
 
@@ -517,14 +515,14 @@ def test_replay_with_no_outbox_is_a_no_op(runner: CliRunner, cwd_ledger: Path) -
 
 def test_reading_commands_refuse_an_old_ledger(runner: CliRunner, tmp_path: Path) -> None:
     old = tmp_path / "old.db"
-    with closing(db.connect(old)) as conn:
+    with closing(db.open_ledger(old)) as conn:
         db.migrate(conn, target=3)
 
     result = runner.invoke(app, ["--db", str(old), "questions"])
 
     assert isinstance(result.exception, LedgerNotReadyError)
     assert "agent-team migrate" in str(result.exception)
-    with closing(db.connect(old)) as conn:
+    with closing(db.open_ledger(old)) as conn:
         assert db.schema_version(conn) == 3
 
 

@@ -23,7 +23,7 @@ import pytest
 from agent_team import db
 from agent_team.db import schema
 from agent_team.db.schema import LEDGER_TABLES, REQUIRED_COLUMNS, SCHEMA_VERSION
-from agent_team.exceptions import LedgerNotReadyError, SchemaTooNewError
+from agent_team.exceptions import LedgerNotReadyError, LedgerStorageError, SchemaTooNewError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
@@ -303,7 +303,7 @@ def test_upgraded_ledger_takes_confluence_approval(old_ledger: tuple[int, Path])
     db.init_db(path)
     db.assert_ready(path)
 
-    with closing(db.connect(path)) as conn:
+    with closing(db.open_ledger(path)) as conn:
         created = db.ensure_question(
             conn,
             question_id="conf-1:q1",
@@ -340,7 +340,7 @@ def test_error_mid_v5_rebuild_leaves_v4_intact(
     # Only fails because the DROP before it ran, inside the step's transaction.
     monkeypatch.setitem(schema._STEPS, 5, patched_v5("SELECT count(*) FROM pending_questions"))
 
-    with pytest.raises(sqlite3.OperationalError, match="no such table: pending_questions"):
+    with pytest.raises(LedgerStorageError, match="no such table: pending_questions"):
         db.init_db(path)
 
     assert_still_v4(path, rows, master)
@@ -513,14 +513,14 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
             "'2024-08-01T00:00:00.000000Z')"
         )
         raw.execute("INSERT INTO intake_cursors (source, label) VALUES ('github:o/r', 'x')")
-    with closing(db.connect(path)) as conn:
+    with closing(db.open_ledger(path)) as conn:
         counts = db.table_counts(conn)
     rows, dump, content = read_rows(path), dump_of(path), path.read_bytes()
     assert all(counts.values()), counts
 
     assert db.init_db(path) == SCHEMA_VERSION
 
-    with closing(db.connect(path)) as conn:
+    with closing(db.open_ledger(path)) as conn:
         assert db.table_counts(conn) == counts
     assert dump_of(path) == dump
     assert read_rows(path) == rows

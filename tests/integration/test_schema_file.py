@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent_team import db
+from agent_team.exceptions import LedgerIntegrityError
 from agent_team.task_model import (
     BillingMode,
     CommandKind,
@@ -61,7 +62,7 @@ def test_schema_sql_is_the_migrations_dump() -> None:
     assert SCHEMA_SQL.read_text(encoding="utf-8") == db.dump_schema(), STALE
 
 
-def test_schema_sql_is_what_init_db_makes_on_a_file(conn: db.LedgerConnection) -> None:
+def test_schema_sql_is_what_init_db_makes_on_a_file(conn: db.Ledger) -> None:
     assert db.dump_schema(conn) == SCHEMA_SQL.read_text(encoding="utf-8"), STALE
 
 
@@ -145,14 +146,14 @@ def insert(conn: sqlite3.Connection, table: str, column: str, value: str, key: s
     return cur.lastrowid
 
 
-def test_every_check_list_has_an_enum(conn: db.LedgerConnection) -> None:
+def test_every_check_list_has_an_enum(conn: db.Ledger) -> None:
     assert set(check_lists(conn)) == set(ENUM_CHECKS)
 
 
 @pytest.mark.parametrize(
     ("table", "column"), list(ENUM_CHECKS), ids=[f"{t}.{c}" for t, c in ENUM_CHECKS]
 )
-def test_check_list_equals_enum(conn: db.LedgerConnection, table: str, column: str) -> None:
+def test_check_list_equals_enum(conn: db.Ledger, table: str, column: str) -> None:
     listed = check_lists(conn)[(table, column)]
 
     assert sorted(listed) == sorted(member.value for member in ENUM_CHECKS[(table, column)])
@@ -163,7 +164,7 @@ def test_check_list_equals_enum(conn: db.LedgerConnection, table: str, column: s
     ("table", "column"), list(ENUM_CHECKS), ids=[f"{t}.{c}" for t, c in ENUM_CHECKS]
 )
 def test_raw_insert_takes_every_enum_value_and_refuses_others(
-    conn: db.LedgerConnection, table: str, column: str
+    conn: db.Ledger, table: str, column: str
 ) -> None:
     members = [member.value for member in ENUM_CHECKS[(table, column)]]
     for value in members:
@@ -173,7 +174,7 @@ def test_raw_insert_takes_every_enum_value_and_refuses_others(
     (count,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
 
     for bad in ("bogus", members[0].upper(), f"{members[0]} ", ""):
-        with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+        with pytest.raises(LedgerIntegrityError, match="CHECK constraint failed"):
             insert(conn, table, column, bad, key=f"bad:{bad}")
 
     assert conn.execute(f"SELECT count(*) FROM {table}").fetchone() == (count,)

@@ -49,14 +49,14 @@ def running(tmp_path: Path) -> Iterator[tuple[Coordinator, float]]:
 
 
 def status(coordinator: Coordinator, task_id: str) -> str:
-    task = db.get_task(coordinator.conn, task_id)
+    task = db.get_task(coordinator.ledger, task_id)
     assert task is not None
     return task.status
 
 
 def delivered(coordinator: Coordinator, task_id: str) -> bool:
     """The task waits and its question has been delivered (status is set first)."""
-    questions = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
+    questions = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
     return bool(questions) and all(q.channel_ref for q in questions)
 
 
@@ -66,7 +66,7 @@ def test_in_process_submit_and_answer_wake_the_loop(running: tuple[Coordinator, 
     task_id = coordinator.start_task(title="Remember the email", body=BODY)
     wait_for(lambda: delivered(coordinator, task_id))
     assert status(coordinator, task_id) == "waiting"
-    (question,) = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
+    (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
     assert question.channel_ref == f"local:{question.question_id}"
     coordinator.answer(question.question_id, "approve")
     wait_for(lambda: status(coordinator, task_id) == "done")
@@ -85,14 +85,14 @@ def test_an_answer_from_another_process_is_found_by_polling(tmp_path: Path) -> N
     try:
         task_id = coordinator.start_task(title="Remember the email", body=BODY)
         wait_for(lambda: status(coordinator, task_id) == "waiting")
-        (question,) = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
+        (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
         subprocess.run(
             [str(Path(sys.executable).with_name("agent-team")), "--db", str(settings.db_path),
              "answer", question.question_id, "lgtm", "--as", "other-process"],
             check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=60,
         )  # fmt: skip
         wait_for(lambda: status(coordinator, task_id) == "done")
-        answered = db.get_question(coordinator.conn, question.question_id)
+        answered = db.get_question(coordinator.ledger, question.question_id)
         assert answered is not None and answered.answered_via == "cli:other-process"
     finally:
         stop.set()

@@ -67,7 +67,7 @@ def test_a_crash_mid_write_never_puts_twice(
     )
     cli = lane_cli(tmp_path, fake, dry_run=False)
     db.init_db(cli.db_path)
-    conn = db.connect(cli.db_path)
+    conn = db.open_ledger(cli.db_path)
     try:
         # Submitting and answering are ledger writes (the CLI's own path is tested below);
         # every graph run is a real `agent-team tick` process.
@@ -109,7 +109,7 @@ def test_cli_dry_run_sends_nothing_and_records_the_request(
     cli.answer(question["question_id"], "publish")
     assert tick(cli) == 0
     assert fake.writes() == []
-    conn = db.connect(cli.db_path)
+    conn = db.open_ledger(cli.db_path)
     try:
         found = db.get_task(conn, task_id)
         assert found is not None and found.status == "done"

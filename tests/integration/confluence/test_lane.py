@@ -9,7 +9,6 @@ and real writes (one POST/PUT with version + 1), revise/reject answers, the
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,18 +39,18 @@ DIRECT_JOURNEY = ["intake", "conf_draft", "conf_gate", "conf_write", "done"]
 
 
 def journey(coordinator: Coordinator, task_id: str) -> list[str]:
-    phases = [row.to_phase for row in db.list_transitions(coordinator.conn, task_id)]
+    phases = [row.to_phase for row in db.list_transitions(coordinator.ledger, task_id)]
     return [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p]
 
 
 def task(coordinator: Coordinator, task_id: str) -> db.Task:
-    found = db.get_task(coordinator.conn, task_id)
+    found = db.get_task(coordinator.ledger, task_id)
     assert found is not None
     return found
 
 
 def open_question(coordinator: Coordinator, task_id: str) -> db.Question:
-    (question,) = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
+    (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
     return question
 
 
@@ -60,7 +59,7 @@ def run(coordinator: Coordinator) -> None:
 
 
 def effects(coordinator: Coordinator, task_id: str) -> list[db.SideEffect]:
-    return db.list_effects(coordinator.conn, task_id=task_id, kind="confluence_write")
+    return db.list_effects(coordinator.ledger, task_id=task_id, kind="confluence_write")
 
 
 def submit_docs(coordinator: Coordinator, body: str = LONG_BODY, title: str = "Login") -> str:
@@ -95,7 +94,7 @@ def shape(deps: GraphDeps) -> tuple[set[str], set[tuple[str, str, bool]]]:
 
 def bare_deps(**kw: Any) -> GraphDeps:
     return GraphDeps(
-        conn=sqlite3.connect(":memory:"), caller=None,  # type: ignore[arg-type]
+        ledger=None, caller=None,  # type: ignore[arg-type]
         build=lambda task, plan: None,  # type: ignore[arg-type,return-value]
         clock=lambda: datetime.now(UTC), **kw,
     )  # fmt: skip
@@ -130,7 +129,7 @@ def test_flag_off_refuses_a_confluence_task_at_submit(
     assert coordinator.deps.confluence is None
     with pytest.raises(TaskRefusedError, match="documentation lane, which is off"):
         coordinator.start_task(title="Docs", body="x", kind="confluence")
-    assert db.list_tasks(coordinator.conn) == []
+    assert db.list_tasks(coordinator.ledger) == []
 
 
 # -- direct flow -----------------------------------------------------------------------------
@@ -170,7 +169,7 @@ def test_direct_flow_dry_run_records_the_exact_request_and_sends_nothing(
     assert diagram.source.startswith("flowchart TD") and "Store the email" in diagram.source
     assert {"started", "waiting", "done"} <= {e for t, e, _ in transport.notices if t == task_id}
     shown = f"confluence dry run: POST /api/v2/pages recorded as {effect.effect_id}, nothing sent"
-    assert db.list_transitions(coordinator.conn, task_id)[-1].note == shown
+    assert db.list_transitions(coordinator.ledger, task_id)[-1].note == shown
     assert (task_id, "done", shown) in transport.notices
 
 
@@ -199,7 +198,7 @@ def test_direct_flow_real_write_creates_one_page(
     }  # fmt: skip
     values = coordinator.graph.get_state(coordinator._config(task_id)).values
     assert values["confluence"]["result"]["page_id"] == page.id
-    note = db.list_transitions(coordinator.conn, task_id)[-1].note
+    note = db.list_transitions(coordinator.ledger, task_id)[-1].note
     assert note == f"confluence {effect.result['url']} at version 1"
 
 
@@ -261,9 +260,9 @@ def test_revise_drafts_again_with_the_feedback_then_reject_cancels(
     assert fake.writes() == [] and effects(coordinator, task_id) == []
     values = coordinator.graph.get_state(coordinator._config(task_id)).values
     assert values["confluence"]["reject_reason"] == "not needed after all"
-    calls = [row.stage for row in db.task_usage(coordinator.conn, thread_id=task_id)]
+    calls = [row.stage for row in db.task_usage(coordinator.ledger, thread_id=task_id)]
     assert calls == ["conf_draft"]  # one stage, two calls
-    assert sum(row.calls for row in db.task_usage(coordinator.conn, thread_id=task_id)) == 2
+    assert sum(row.calls for row in db.task_usage(coordinator.ledger, thread_id=task_id)) == 2
 
 
 def test_a_bad_confluence_answer_is_refused_and_the_question_stays_open(
@@ -305,7 +304,7 @@ def test_post_build_flow_dry_run(make_lane: MakeLaneCoordinator, fake: fc.FakeCo
     assert fake.writes() == []
     (effect,) = effects(coordinator, task_id)
     assert effect.effect_id == f"confluence:write:{task_id}:2" and effect.result["dry_run"]
-    rows = db.list_transitions(coordinator.conn, task_id)
+    rows = db.list_transitions(coordinator.ledger, task_id)
     assert rows[-1].note is not None and rows[-1].note.startswith("branch agent-team/")
     (done_text,) = [text for t, e, text in transport.notices if t == task_id and e == "done"]
     assert done_text.startswith("branch agent-team/") and "; confluence dry run: POST" in done_text
@@ -373,9 +372,9 @@ def test_a_conflicting_edit_is_refused_and_the_task_parks(
 def parks(coordinator: Coordinator, task_id: str, reason: str) -> None:
     found = task(coordinator, task_id)
     assert (found.status, found.parked_reason) == ("parked", "confluence_refused")
-    note = db.list_transitions(coordinator.conn, task_id)[-1].note or ""
+    note = db.list_transitions(coordinator.ledger, task_id)[-1].note or ""
     assert reason in note, note
-    assert db.list_questions(coordinator.conn, thread_id=task_id) == []
+    assert db.list_questions(coordinator.ledger, thread_id=task_id) == []
 
 
 def test_a_page_that_does_not_exist_parks_the_task(
@@ -419,7 +418,7 @@ def test_a_drafted_body_that_is_not_adf_parks_the_task(
     args = {"title": "T", "summary": "S", "mermaid": "graph TD\nA", "body_adf": body_adf}
     chat = ToolChat(responses=[tool_reply(ConfluenceDraft.__name__, args)])
     coordinator.deps.caller = ModelCaller(
-        coordinator.conn, chat, model="scripted", billing_mode="api", daily_budget_usd=1.0,
+        coordinator.ledger, chat, model="scripted", billing_mode="api", daily_budget_usd=1.0,
         daily_token_cap=100_000, clock=Clock(),
     )  # fmt: skip
     task_id = submit_docs(coordinator)
@@ -554,7 +553,7 @@ def test_a_dry_run_approval_never_becomes_a_real_write(
     assert task(real, task_id).status == "done"
     (effect,) = effects(real, task_id)
     assert effect.state == "done" and effect.result["dry_run"] is True
-    note = db.list_transitions(real.conn, task_id)[-1].note or ""
+    note = db.list_transitions(real.ledger, task_id)[-1].note or ""
     assert "nothing sent" in note and "a real write needs a new approval" in note
 
 
@@ -587,7 +586,7 @@ def test_turning_the_lane_off_parks_its_tasks_with_the_fix(
 
     parked = task(off, task_id)
     assert (parked.status, parked.parked_reason) == ("parked", "confluence_disabled")
-    note = db.list_transitions(off.conn, task_id)[-1].note or ""
+    note = db.list_transitions(off.ledger, task_id)[-1].note or ""
     assert note == (
         "the Confluence lane is off; set AGENT_TEAM_CONFLUENCE_ENABLED=true, then "
         f"agent-team retry {task_id}"
@@ -617,7 +616,7 @@ def test_a_write_continued_with_the_lane_off_parks_instead_of_ending_short(
     parked = task(off, task_id)
     assert (parked.status, parked.parked_reason) == ("parked", "confluence_disabled")
     assert "AGENT_TEAM_CONFLUENCE_ENABLED=true" in (
-        db.list_transitions(off.conn, task_id)[-1].note or ""
+        db.list_transitions(off.ledger, task_id)[-1].note or ""
     )
     off.close()
     again = make_lane(confluence_dry_run=False)
@@ -647,10 +646,10 @@ def test_a_wrong_parent_page_parks_the_task_before_drafting(
     coordinator = make_lane(confluence_dry_run=False, confluence_parent_id=parent)
     task_id = submit_docs(coordinator)
     parks(coordinator, task_id, reason)
-    note = db.list_transitions(coordinator.conn, task_id)[-1].note or ""
+    note = db.list_transitions(coordinator.ledger, task_id)[-1].note or ""
     assert "AGENT_TEAM_CONFLUENCE_PARENT_ID" in note
     assert fake.writes() == []
-    assert db.task_usage(coordinator.conn, thread_id=task_id) == [], "no model call was paid for"
+    assert db.task_usage(coordinator.ledger, thread_id=task_id) == [], "no model call was paid for"
 
 
 def test_a_lost_create_response_parks_and_retry_finds_the_page(

@@ -97,7 +97,7 @@ class Seeded:
 
 
 def _journey(
-    conn: db.LedgerConnection, task_id: str, rows: list[tuple[str, str, float, float | None]]
+    conn: db.Ledger, task_id: str, rows: list[tuple[str, str, float, float | None]]
 ) -> list[int]:
     ids: list[int] = []
     for phase, status, _, _ in rows:
@@ -119,7 +119,7 @@ def _journey(
 
 
 def _task(
-    conn: db.LedgerConnection,
+    conn: db.Ledger,
     task_id: str,
     *,
     kind: str,
@@ -146,7 +146,7 @@ def _task(
 
 
 def _question(
-    conn: db.LedgerConnection,
+    conn: db.Ledger,
     task_id: str,
     turn: int,
     kind: str,
@@ -194,7 +194,7 @@ def _question(
 def seed_ledger(path: Path) -> Seeded:
     """Write the story in the module docstring into a fresh ledger at `path`."""
     db.init_db(path)
-    conn = db.connect(path)
+    conn = db.open_ledger(path)
     try:
         seeded = Seeded(path=path)
         _task(
@@ -327,10 +327,10 @@ def make_settings(path: Path, *, token: str | None = TOKEN, **overrides: Any) ->
 
 
 class FakeCoordinator:
-    """What `DashboardContext` uses of a coordinator: its ledger connection and wake event."""
+    """What `DashboardContext` uses of a coordinator: its ledger and wake event."""
 
     def __init__(self, path: Path) -> None:
-        self.conn = db.connect(path)
+        self.ledger = db.open_ledger(path)
         self.wake = threading.Event()
 
 
@@ -338,7 +338,7 @@ class FakeCoordinator:
 def coordinator(seeded: Seeded) -> Iterator[FakeCoordinator]:
     fake = FakeCoordinator(seeded.path)
     yield fake
-    fake.conn.close()
+    fake.ledger.close()
 
 
 @pytest.fixture

@@ -135,7 +135,7 @@ def test_unknown_task_is_404_and_a_missing_id_is_400(client: TestClient) -> None
 
 
 def test_the_cli_and_the_api_tell_the_same_story(client: TestClient, seeded: Seeded) -> None:
-    conn = db.connect(seeded.path)
+    conn = db.open_ledger(seeded.path)
     try:
         direct = reports.task_report(conn, "tA", NOW)
     finally:
@@ -292,7 +292,7 @@ def test_submit_creates_a_task_and_its_start_command_and_wakes(
     task_id = response.json()["task_id"]
     assert response.headers["location"] == f"/api/task/{task_id}"
     assert coordinator.wake.is_set()
-    conn = db.connect(seeded.path)
+    conn = db.open_ledger(seeded.path)
     try:
         task = db.get_task(conn, task_id)
         commands = db.list_commands(conn, task_id=task_id)
@@ -398,7 +398,7 @@ def test_a_missing_or_wrong_token_is_401_before_anything_else(
         assert response.status_code == 401, path
         assert response.headers["www-authenticate"].startswith("Bearer")
         assert TOKEN not in response.text
-    conn = db.connect(seeded.path)
+    conn = db.open_ledger(seeded.path)
     try:
         assert db.count_tasks(conn) == 4
         assert db.get_question(conn, "tB:q1").status == "open"  # type: ignore[union-attr]
@@ -428,7 +428,7 @@ def test_answer_records_it_with_the_dashboard_as_via_and_wakes(
     assert question["answered_at"] == db.to_iso(NOW)
     assert question["answer"] == {"text": "The one at /login"}
     assert coordinator.wake.is_set()
-    conn = db.connect(seeded.path)
+    conn = db.open_ledger(seeded.path)
     try:
         resume = db.get_command(conn, db.resume_command_id("tB:q1"))
     finally:
@@ -439,7 +439,7 @@ def test_answer_records_it_with_the_dashboard_as_via_and_wakes(
 def test_an_answer_outside_the_grammar_is_422_with_the_grammar(
     client: TestClient, seeded: Seeded
 ) -> None:
-    conn = db.connect(seeded.path)
+    conn = db.open_ledger(seeded.path)
     try:
         db.ensure_question(
             conn, question_id="tB:q2", thread_id="tB", turn=2, kind="plan_decision",
@@ -607,7 +607,7 @@ def test_answer_to_resume_latency_is_a_cumulative_histogram(client: TestClient) 
 
 
 def test_metrics_follow_new_writes_without_a_restart(client: TestClient, seeded: Seeded) -> None:
-    conn = db.connect(seeded.path)
+    conn = db.open_ledger(seeded.path)
     try:
         db.create_task(conn, task_id="tE", kind="code", title="New")
     finally:

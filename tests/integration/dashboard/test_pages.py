@@ -37,7 +37,7 @@ EVIL_TITLE = "Fix <script>alert(1)</script> login"
 
 def _add_plan_task(path: Path, *, second_open: bool) -> str:
     """tP: a task with an untrusted title and two plan questions (the second open or answered)."""
-    conn = db.connect(path)
+    conn = db.open_ledger(path)
     try:
         db.create_task(conn, task_id="tP", kind="code", title=EVIL_TITLE, body="Body <b>bold</b>")
         db.record_transition(conn, thread_id="tP", to_phase="plan_review", status="waiting")
@@ -229,7 +229,7 @@ def test_unknown_task_is_a_404_page(client: TestClient) -> None:
 def test_pages_never_show_the_token_or_credential_shaped_text(
     seeded: Seeded, client: TestClient
 ) -> None:
-    conn = db.connect(seeded.path)
+    conn = db.open_ledger(seeded.path)
     try:
         db.create_task(
             conn, task_id="tS", kind="code", title=f"Leaked {TOKEN} here",
@@ -276,7 +276,7 @@ def test_an_unexpected_error_is_a_500_page_without_details(
 def test_the_task_page_and_api_show_what_the_task_did_outside(
     seeded: Seeded, client: TestClient
 ) -> None:
-    conn = db.connect(seeded.path)
+    conn = db.open_ledger(seeded.path)
     try:
         db.begin_effect(conn, effect_id="github:pr:tA", task_id="tA", kind="github_pr")
         db.finish_effect(

@@ -79,7 +79,7 @@ def make_settings(tmp_path: Path, fake: FakeGitHub, **overrides: Any) -> Setting
 class Starter:
     """`start_task` that submits through the inbox, counts calls and can be told to fail."""
 
-    conn: db.LedgerConnection
+    conn: db.Ledger
     fail_for: set[str] = field(default_factory=set)
     calls: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -104,7 +104,7 @@ def make_intake(tmp_path: Path, world: World) -> Iterator[MakeIntake]:
     def make(*, claim_grace_s: float = 60.0, **overrides: Any) -> tuple[GitHubIntake, Starter]:
         settings = make_settings(tmp_path, world.fake, **overrides)
         db.init_db(settings.db_path)
-        conn = db.connect(settings.db_path)
+        conn = db.open_ledger(settings.db_path)
         client = make_client(settings)
         opened.extend([conn, client])
         starter = Starter(conn)
@@ -116,7 +116,7 @@ def make_intake(tmp_path: Path, world: World) -> Iterator[MakeIntake]:
         thing.close()
 
 
-def github_tasks(conn: db.LedgerConnection) -> dict[str, db.Task]:
+def github_tasks(conn: db.Ledger) -> dict[str, db.Task]:
     return {task.id: task for task in db.list_tasks(conn, limit=10_000) if task.source == "github"}
 
 

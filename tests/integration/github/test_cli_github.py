@@ -54,7 +54,7 @@ def test_tick_polls_once_and_intake_status_shows_the_cursor(
     assert first.returncode == 0, first.stderr
     assert "github intake: 2 poll(s), 0 not modified, 2 task(s) created" in first.stdout
     assert "acme/missing" in first.stderr and "404" in first.stderr
-    conn = db.connect(tmp_path / "agent-team.db")
+    conn = db.open_ledger(tmp_path / "agent-team.db")
     try:
         tasks = [t for t in db.list_tasks(conn) if t.source == "github"]
     finally:

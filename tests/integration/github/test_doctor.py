@@ -29,7 +29,7 @@ def test_unreachable_repositories_and_a_failing_last_poll(tmp_path: Path, world:
     assert TOKEN not in result.detail
 
     db.init_db(settings.db_path)
-    conn = db.connect(settings.db_path)
+    conn = db.open_ledger(settings.db_path)
     client = make_client(settings)
     try:
         GitHubIntake(settings, conn, lambda **_: "", client).poll_once()

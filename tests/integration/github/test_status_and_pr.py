@@ -90,7 +90,7 @@ def test_the_comment_is_edited_across_a_restart_and_one_draft_pr_is_opened(
     first = Process(setup.settings)
     assert first.github.poll().tasks_created == 1
     first.coordinator.tick(until_idle=True, timeout_s=60)
-    task = db.get_task(first.coordinator.conn, setup.task_id)
+    task = db.get_task(first.coordinator.ledger, setup.task_id)
     assert task is not None and task.status == "waiting"
     (comment,) = fake.comments_on(APP, setup.number)
     assert "waiting on a person" in comment["body"] and marker(setup.task_id) in comment["body"]
@@ -99,11 +99,11 @@ def test_the_comment_is_edited_across_a_restart_and_one_draft_pr_is_opened(
     first.close()
 
     second = Process(setup.settings)  # a restart: new objects on the same ledger
-    (question,) = db.list_questions(second.coordinator.conn, status="open")
+    (question,) = db.list_questions(second.coordinator.ledger, status="open")
     second.coordinator.answer(question.question_id, "approve")
     second.coordinator.tick(until_idle=True, timeout_s=60)
 
-    task = db.get_task(second.coordinator.conn, setup.task_id)
+    task = db.get_task(second.coordinator.ledger, setup.task_id)
     assert task is not None and task.status == "done"
     (pull,) = fake.repos[APP].pulls
     assert pull["draft"] is True and pull["body"].startswith(f"Closes #{setup.number}")
@@ -121,7 +121,7 @@ def test_the_comment_is_edited_across_a_restart_and_one_draft_pr_is_opened(
     assert "**done**" in comment["body"] and pull["html_url"] in comment["body"]
     assert len(posts(fake, comments_path)) == 1
     assert len(fake.seen("PATCH")) == 2  # `waiting` before the restart, `done` after
-    effect = db.get_effect(second.coordinator.conn, f"github:pr:{setup.task_id}")
+    effect = db.get_effect(second.coordinator.ledger, f"github:pr:{setup.task_id}")
     assert effect is not None and effect.state == "done"
     assert effect.result_ref == str(pull["number"])
 
@@ -142,10 +142,10 @@ def test_a_pending_pr_record_after_a_crash_finds_the_pr_instead_of_opening_anoth
     process = Process(setup.settings)
     process.github.poll()
     process.coordinator.tick(until_idle=True, timeout_s=60)
-    (question,) = db.list_questions(process.coordinator.conn, status="open")
+    (question,) = db.list_questions(process.coordinator.ledger, status="open")
     process.coordinator.answer(question.question_id, "approve")
     process.coordinator.tick(until_idle=True, timeout_s=60)
-    conn = process.coordinator.conn
+    conn = process.coordinator.ledger
     state = process.coordinator.graph.get_state(
         {"configurable": {"thread_id": setup.task_id}}
     ).values
@@ -169,7 +169,7 @@ def test_a_pending_pr_record_after_a_crash_finds_the_pr_instead_of_opening_anoth
 def test_a_pending_comment_record_finds_the_posted_comment(setup: Setup) -> None:
     process = Process(setup.settings)
     process.github.poll()
-    conn = process.coordinator.conn
+    conn = process.coordinator.ledger
     # The last process posted the comment and died before recording its id.
     process.github.client.json(
         "POST", f"repos/{APP}/issues/{setup.number}/comments", ok=(201,),
@@ -199,7 +199,7 @@ def test_a_broken_github_never_fails_the_task(
     setup.fake.repos[APP].broken = 502
     caplog.set_level(logging.WARNING)
     process.coordinator.tick(until_idle=True, timeout_s=60)
-    task = db.get_task(process.coordinator.conn, setup.task_id)
+    task = db.get_task(process.coordinator.ledger, setup.task_id)
     assert task is not None and task.status == "waiting"
     assert "could not update the status comment" in caplog.text
     assert setup.fake.comments_on(APP, setup.number) == []
@@ -214,13 +214,13 @@ def test_a_failed_push_parks_clearly_without_the_token_and_retry_publishes(
     process = Process(setup.settings)
     process.github.poll()
     process.coordinator.tick(until_idle=True, timeout_s=60)
-    (question,) = db.list_questions(process.coordinator.conn, status="open")
+    (question,) = db.list_questions(process.coordinator.ledger, status="open")
     process.coordinator.answer(question.question_id, "approve")
     process.coordinator.tick(until_idle=True, timeout_s=60)
 
-    task = db.get_task(process.coordinator.conn, setup.task_id)
+    task = db.get_task(process.coordinator.ledger, setup.task_id)
     assert task is not None and (task.status, task.parked_reason) == ("parked", "publish_failed")
-    (last, *_) = reversed(db.list_transitions(process.coordinator.conn, thread_id=task.id))
+    (last, *_) = reversed(db.list_transitions(process.coordinator.ledger, thread_id=task.id))
     assert last.note is not None and "git push of agent-team/" in last.note
     assert f"agent-team retry {task.id}" in last.note
     assert TOKEN not in last.note
@@ -232,7 +232,7 @@ def test_a_failed_push_parks_clearly_without_the_token_and_retry_publishes(
     process.coordinator.retry(task.id)
     process.coordinator.tick(until_idle=True, timeout_s=60)
 
-    task = db.get_task(process.coordinator.conn, setup.task_id)
+    task = db.get_task(process.coordinator.ledger, setup.task_id)
     assert task is not None and task.status == "done"
     assert len(setup.fake.repos[APP].pulls) == 1
     (comment,) = setup.fake.comments_on(APP, setup.number)
@@ -284,7 +284,7 @@ def test_the_push_ignores_hooks_and_remotes_planted_in_the_checkout(
 def test_finding_our_comment_never_follows_a_link_to_another_server(setup: Setup) -> None:
     process = Process(setup.settings)
     process.github.poll()
-    conn = process.coordinator.conn
+    conn = process.coordinator.ledger
     for n in range(3):  # other people's comments, two a page
         process.github.client.json(
             "POST", f"repos/{APP}/issues/{setup.number}/comments", ok=(201,),

@@ -95,7 +95,7 @@ def test_an_opened_issue_becomes_one_task_and_a_redelivery_is_a_duplicate(
     assert first.status_code == 201 and first.json() == {"created": True}
     assert again.status_code == 200 and again.json() == {"duplicate": True}
     assert other_delivery.status_code == 200 and other_delivery.json() == {"created": False}
-    conn = service.coordinator.conn
+    conn = service.coordinator.ledger
     task = github_tasks(conn)[task_id_for(APP, 42)]
     assert task.title == "Webhook issue 42" and task.source_ref.endswith("/issues/42")
     assert db.event_seen(conn, source="github", event_id=headers["X-GitHub-Delivery"])
@@ -103,7 +103,7 @@ def test_an_opened_issue_becomes_one_task_and_a_redelivery_is_a_duplicate(
 
 def test_bad_signatures_and_bad_bodies_store_nothing(daemon: tuple[Daemon, FakeGitHub]) -> None:
     service, _ = daemon
-    conn = service.coordinator.conn
+    conn = service.coordinator.ledger
     body, headers = signed(issue_event(7))
     forged = dict(headers, **{"X-Hub-Signature-256": sign("guess", body)})
     missing = {k: v for k, v in headers.items() if k != "X-Hub-Signature-256"}
@@ -133,7 +133,7 @@ def test_ping_other_events_and_unknown_repositories(daemon: tuple[Daemon, FakeGi
     assert post(service, *signed(unlabelled)).status_code == 202
     closed = post(service, *signed(issue_event(5, action="closed")))
     assert closed.status_code == 202
-    assert github_tasks(service.coordinator.conn) == {}
+    assert github_tasks(service.coordinator.ledger) == {}
 
 
 def test_healthz_reports_the_last_poll(daemon: tuple[Daemon, FakeGitHub]) -> None:

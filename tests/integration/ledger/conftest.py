@@ -15,17 +15,17 @@ import pytest
 from agent_team import db
 
 
-def _sqlite(tmp_path: Path) -> db.LedgerConnection:
+def _sqlite(tmp_path: Path) -> db.Ledger:
     path = tmp_path / "contract" / "agent-team.db"
     db.init_db(path)
-    return db.connect(path)
+    return db.open_ledger(path)
 
 
-BACKENDS: dict[str, Callable[[Path], db.LedgerConnection]] = {"sqlite": _sqlite}
+BACKENDS: dict[str, Callable[[Path], db.Ledger]] = {"sqlite": _sqlite}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[db.LedgerConnection]:
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[db.Ledger]:
     """A fresh ledger connection for each backend."""
     connection = BACKENDS[request.param](tmp_path)
     yield connection

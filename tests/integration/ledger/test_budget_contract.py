@@ -16,7 +16,7 @@ from agent_team.exceptions import LedgerInputError
 DAY = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 
 
-def spend(conn: db.LedgerConnection, **overrides: object) -> bool:
+def spend(conn: db.Ledger, **overrides: object) -> bool:
     values: dict[str, object] = {
         "thread_id": "t1",
         "stage": "plan",
@@ -32,7 +32,7 @@ def spend(conn: db.LedgerConnection, **overrides: object) -> bool:
 
 
 @contextmanager
-def budget_table_missing(conn: db.LedgerConnection) -> Iterator[None]:
+def budget_table_missing(conn: db.Ledger) -> Iterator[None]:
     """Make every budget write fail for real (no such table), then put the table back."""
     conn.execute("ALTER TABLE budget_ledger RENAME TO budget_ledger_away")
     try:
@@ -41,7 +41,7 @@ def budget_table_missing(conn: db.LedgerConnection) -> Iterator[None]:
         conn.execute("ALTER TABLE budget_ledger_away RENAME TO budget_ledger")
 
 
-def test_spent_tokens_and_summary_per_day_and_mode(ledger: db.LedgerConnection) -> None:
+def test_spent_tokens_and_summary_per_day_and_mode(ledger: db.Ledger) -> None:
     assert spend(ledger)
     assert spend(ledger, stage="build", usd_cost=0.5, input_tokens=10, output_tokens=5)
     assert spend(ledger, billing_mode="subscription", model="claude-code", usd_cost=0.0)
@@ -64,7 +64,7 @@ def test_spent_tokens_and_summary_per_day_and_mode(ledger: db.LedgerConnection) 
     assert summary[0].usd_cost == pytest.approx(0.5)
 
 
-def test_day_bucket_is_the_utc_day(ledger: db.LedgerConnection) -> None:
+def test_day_bucket_is_the_utc_day(ledger: db.Ledger) -> None:
     new_york = timezone(timedelta(hours=-5))
     assert spend(ledger, recorded_at=datetime(2026, 12, 1, 21, 30, tzinfo=new_york))
     assert db.spent(ledger, day="2026-12-02") == pytest.approx(0.006)
@@ -76,7 +76,7 @@ def test_day_bucket_is_the_utc_day(ledger: db.LedgerConnection) -> None:
     [{"billing_mode": "free"}, {"input_tokens": -1}, {"usd_cost": -0.01}],
 )
 def test_bad_values_are_a_caller_bug_not_an_outbox_row(
-    ledger: db.LedgerConnection, tmp_path: Path, overrides: dict[str, object]
+    ledger: db.Ledger, tmp_path: Path, overrides: dict[str, object]
 ) -> None:
     outbox = tmp_path / "outbox.jsonl"
     with pytest.raises(LedgerInputError):
@@ -86,10 +86,10 @@ def test_bad_values_are_a_caller_bug_not_an_outbox_row(
 
 
 def test_a_failed_write_goes_to_the_outbox_and_replay_restores_it(
-    ledger: db.LedgerConnection,
+    ledger: db.Ledger,
 ) -> None:
     outbox = db.default_outbox_path(ledger)
-    assert outbox.parent == db.ledger_path(ledger).parent
+    assert outbox.parent == ledger.files_dir
     with budget_table_missing(ledger):
         assert spend(ledger) is False, "record_usage reports the outbox, it does not raise"
         assert spend(ledger, stage="build", usd_cost=0.25) is False
@@ -105,7 +105,7 @@ def test_a_failed_write_goes_to_the_outbox_and_replay_restores_it(
 
 
 def test_replay_keeps_bad_lines_untouched_and_failed_rows(
-    ledger: db.LedgerConnection, tmp_path: Path
+    ledger: db.Ledger, tmp_path: Path
 ) -> None:
     outbox = tmp_path / "custom" / "outbox.jsonl"
     with budget_table_missing(ledger):
@@ -126,9 +126,7 @@ def test_replay_keeps_bad_lines_untouched_and_failed_rows(
     assert db.spent(ledger, day="2026-12-01") == pytest.approx(0.006)
 
 
-def test_replay_after_a_crash_does_not_count_a_row_twice(
-    ledger: db.LedgerConnection, tmp_path: Path
-) -> None:
+def test_replay_after_a_crash_does_not_count_a_row_twice(ledger: db.Ledger, tmp_path: Path) -> None:
     """A replay killed after inserting but before rewriting the file must be safe to rerun."""
     outbox = tmp_path / "outbox.jsonl"
     with budget_table_missing(ledger):
@@ -141,7 +139,7 @@ def test_replay_after_a_crash_does_not_count_a_row_twice(
     assert db.usage_summary(ledger, day="2026-12-01")[0].calls == 1
 
 
-def test_replay_of_a_missing_outbox_is_empty(ledger: db.LedgerConnection, tmp_path: Path) -> None:
+def test_replay_of_a_missing_outbox_is_empty(ledger: db.Ledger, tmp_path: Path) -> None:
     report = db.replay_outbox(tmp_path / "none.jsonl", ledger)
     assert report == {"replayed": 0, "failed": 0, "remaining": 0, "bad_lines": 0}
     assert not (tmp_path / "none.jsonl").exists()

@@ -10,13 +10,13 @@ from agent_team import db
 from agent_team.exceptions import LedgerInputError
 
 
-def enqueue(conn: db.LedgerConnection, command_id: str, task_id: str = "task-1") -> bool:
+def enqueue(conn: db.Ledger, command_id: str, task_id: str = "task-1") -> bool:
     return db.enqueue_command(
         conn, command_id=command_id, kind="start", task_id=task_id, payload={"n": command_id}
     )
 
 
-def test_enqueue_is_idempotent_by_command_id(ledger: db.LedgerConnection) -> None:
+def test_enqueue_is_idempotent_by_command_id(ledger: db.Ledger) -> None:
     assert enqueue(ledger, "c1")
     assert not db.enqueue_command(
         ledger, command_id="c1", kind="cancel", task_id="other", payload={"n": "changed"}
@@ -27,7 +27,7 @@ def test_enqueue_is_idempotent_by_command_id(ledger: db.LedgerConnection) -> Non
     assert (command.state, command.attempts, command.claimed_by) == ("pending", 0, None)
 
 
-def test_enqueue_refuses_bad_kind_and_unserialisable_payload(ledger: db.LedgerConnection) -> None:
+def test_enqueue_refuses_bad_kind_and_unserialisable_payload(ledger: db.Ledger) -> None:
     with pytest.raises(LedgerInputError, match="command kind"):
         db.enqueue_command(ledger, command_id="c1", kind="explode", task_id="t", payload={})
     with pytest.raises(LedgerInputError, match="JSON"):
@@ -35,7 +35,7 @@ def test_enqueue_refuses_bad_kind_and_unserialisable_payload(ledger: db.LedgerCo
     assert db.list_commands(ledger) == []
 
 
-def test_claim_takes_oldest_first_up_to_the_limit(ledger: db.LedgerConnection) -> None:
+def test_claim_takes_oldest_first_up_to_the_limit(ledger: db.Ledger) -> None:
     for name in ("c1", "c2", "c3"):
         enqueue(ledger, name, task_id=f"task-{name}")
     first = db.claim_commands(ledger, consumer="w1", limit=2, lease_s=60)
@@ -47,7 +47,7 @@ def test_claim_takes_oldest_first_up_to_the_limit(ledger: db.LedgerConnection) -
     assert db.claim_commands(ledger, consumer="w3", limit=5, lease_s=60) == []
 
 
-def test_a_task_claimed_by_one_consumer_waits_for_it(ledger: db.LedgerConnection) -> None:
+def test_a_task_claimed_by_one_consumer_waits_for_it(ledger: db.Ledger) -> None:
     enqueue(ledger, "a1", task_id="A")
     assert [
         c.command_id for c in db.claim_commands(ledger, consumer="w1", limit=1, lease_s=60)
@@ -69,7 +69,7 @@ def test_a_task_claimed_by_one_consumer_waits_for_it(ledger: db.LedgerConnection
 
 
 def test_a_dead_holders_task_is_claimable_when_its_lease_runs_out(
-    ledger: db.LedgerConnection,
+    ledger: db.Ledger,
 ) -> None:
     enqueue(ledger, "a1", task_id="A")
     enqueue(ledger, "a2", task_id="A")
@@ -81,14 +81,14 @@ def test_a_dead_holders_task_is_claimable_when_its_lease_runs_out(
     assert [c.command_id for c in taken] == ["a1", "a2"]
 
 
-def test_claim_refuses_nonsense_limits(ledger: db.LedgerConnection) -> None:
+def test_claim_refuses_nonsense_limits(ledger: db.Ledger) -> None:
     with pytest.raises(LedgerInputError):
         db.claim_commands(ledger, consumer="w", limit=0, lease_s=1)
     with pytest.raises(LedgerInputError):
         db.claim_commands(ledger, consumer="w", limit=1, lease_s=0)
 
 
-def test_an_expired_lease_is_claimable_again(ledger: db.LedgerConnection) -> None:
+def test_an_expired_lease_is_claimable_again(ledger: db.Ledger) -> None:
     enqueue(ledger, "c1")
     assert db.claim_commands(ledger, consumer="dead", limit=1, lease_s=0.001)
     deadline = time.monotonic() + 10
@@ -102,7 +102,7 @@ def test_an_expired_lease_is_claimable_again(ledger: db.LedgerConnection) -> Non
     assert db.complete_command(ledger, command_id="c1", consumer="alive")
 
 
-def test_complete_only_a_claimed_command(ledger: db.LedgerConnection) -> None:
+def test_complete_only_a_claimed_command(ledger: db.Ledger) -> None:
     enqueue(ledger, "c1")
     assert not db.complete_command(ledger, command_id="c1"), "pending is not claimed"
     db.claim_commands(ledger, consumer="w", limit=1, lease_s=60)
@@ -116,7 +116,7 @@ def test_complete_only_a_claimed_command(ledger: db.LedgerConnection) -> None:
 
 
 def test_fail_with_retry_returns_to_pending_and_keeps_the_error(
-    ledger: db.LedgerConnection,
+    ledger: db.Ledger,
 ) -> None:
     enqueue(ledger, "c1")
     db.claim_commands(ledger, consumer="w", limit=1, lease_s=60)
@@ -136,7 +136,7 @@ def test_fail_with_retry_returns_to_pending_and_keeps_the_error(
     assert db.claim_commands(ledger, consumer="w", limit=1, lease_s=60) == []
 
 
-def test_list_commands_filters(ledger: db.LedgerConnection) -> None:
+def test_list_commands_filters(ledger: db.Ledger) -> None:
     enqueue(ledger, "c1", "t1")
     enqueue(ledger, "c2", "t2")
     db.claim_commands(ledger, consumer="w", limit=1, lease_s=60)

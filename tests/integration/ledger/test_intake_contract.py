@@ -7,7 +7,7 @@ from datetime import timedelta
 from agent_team import db, inbox
 
 
-def test_claims_are_listed_by_source_prefix_and_age(ledger: db.LedgerConnection) -> None:
+def test_claims_are_listed_by_source_prefix_and_age(ledger: db.Ledger) -> None:
     assert db.record_issue_ingested(ledger, source="github:acme/app", issue_id=1)
     assert db.record_issue_ingested(ledger, source="github:acme/app", issue_id=2)
     assert db.record_issue_ingested(ledger, source="jira:ACME", issue_id=3)
@@ -24,14 +24,14 @@ def test_claims_are_listed_by_source_prefix_and_age(ledger: db.LedgerConnection)
     assert len(db.list_issue_claims(ledger, source_prefix="github:", claimed_before=future)) == 2
 
 
-def test_task_ids_by_source(ledger: db.LedgerConnection) -> None:
+def test_task_ids_by_source(ledger: db.Ledger) -> None:
     inbox.submit_task(ledger, title="a", source="github", task_id="gh-acme-app-1")
     inbox.submit_task(ledger, title="b", source="cli", task_id="t1")
     assert db.task_ids_by_source(ledger, source="github") == {"gh-acme-app-1"}
     assert db.task_ids_by_source(ledger, source="slack") == set()
 
 
-def test_a_released_event_is_claimable_again(ledger: db.LedgerConnection) -> None:
+def test_a_released_event_is_claimable_again(ledger: db.Ledger) -> None:
     assert db.claim_event(ledger, source="github", event_id="d-1")
     assert db.claim_event(ledger, source="github", event_id="d-2")
     assert db.release_event(ledger, source="github", event_id="d-1")
@@ -41,7 +41,7 @@ def test_a_released_event_is_claimable_again(ledger: db.LedgerConnection) -> Non
     assert db.claim_event(ledger, source="github", event_id="d-1")
 
 
-def test_forget_etag_clears_only_the_etag(ledger: db.LedgerConnection) -> None:
+def test_forget_etag_clears_only_the_etag(ledger: db.Ledger) -> None:
     for source, label in (("github:a/b", "x"), ("github:a/b", "y"), ("github:c/d", "x")):
         db.record_poll(
             ledger, source=source, label=label, status=200, etag='W/"e"', tasks_created=2
@@ -55,7 +55,7 @@ def test_forget_etag_clears_only_the_etag(ledger: db.LedgerConnection) -> None:
 
 
 def test_tasks_made_outside_a_poll_count_without_counting_a_poll(
-    ledger: db.LedgerConnection,
+    ledger: db.Ledger,
 ) -> None:
     db.count_tasks_created(ledger, source="github:a/b", label="x")
     db.count_tasks_created(ledger, source="github:a/b", label="x", count=2)

@@ -13,7 +13,7 @@ from tests.integration.ledger.test_races import THREADS, race
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-def test_an_event_is_claimed_once_per_source(ledger: db.LedgerConnection) -> None:
+def test_an_event_is_claimed_once_per_source(ledger: db.Ledger) -> None:
     assert db.claim_event(ledger, source="slack", event_id="Ev1") is True
     assert db.claim_event(ledger, source="slack", event_id="Ev1") is False
     assert db.claim_event(ledger, source="github", event_id="Ev1") is True
@@ -21,18 +21,18 @@ def test_an_event_is_claimed_once_per_source(ledger: db.LedgerConnection) -> Non
     assert not db.event_seen(ledger, source="slack", event_id="Ev2")
 
 
-def test_an_event_without_an_id_is_refused(ledger: db.LedgerConnection) -> None:
+def test_an_event_without_an_id_is_refused(ledger: db.Ledger) -> None:
     with pytest.raises(LedgerInputError):
         db.claim_event(ledger, source="slack", event_id="")
     assert db.table_counts(ledger)["seen_events"] == 0
 
 
-def test_64_threads_claiming_one_event_have_one_winner(ledger: db.LedgerConnection) -> None:
+def test_64_threads_claiming_one_event_have_one_winner(ledger: db.Ledger) -> None:
     results = race(THREADS, lambda _i: db.claim_event(ledger, source="slack", event_id="Ev9"))
     assert results.count(True) == 1
 
 
-def test_pruning_forgets_only_old_events(ledger: db.LedgerConnection) -> None:
+def test_pruning_forgets_only_old_events(ledger: db.Ledger) -> None:
     db.claim_event(ledger, source="slack", event_id="old", now=T0 - timedelta(days=3))
     db.claim_event(ledger, source="slack", event_id="new", now=T0)
     assert db.prune_events(ledger, older_than=T0 - timedelta(days=1)) == 1
@@ -40,7 +40,7 @@ def test_pruning_forgets_only_old_events(ledger: db.LedgerConnection) -> None:
     assert db.event_seen(ledger, source="slack", event_id="new")
 
 
-def test_a_side_effect_begins_once_and_keeps_its_result(ledger: db.LedgerConnection) -> None:
+def test_a_side_effect_begins_once_and_keeps_its_result(ledger: db.Ledger) -> None:
     first = db.begin_effect(
         ledger, effect_id="github:pr:t1", task_id="t1", kind="github_pr", request={"head": "b"}
     )
@@ -59,7 +59,7 @@ def test_a_side_effect_begins_once_and_keeps_its_result(ledger: db.LedgerConnect
 
 
 def test_a_later_outcome_replaces_the_result_but_keeps_the_ref(
-    ledger: db.LedgerConnection,
+    ledger: db.Ledger,
 ) -> None:
     db.begin_effect(ledger, effect_id="c", task_id="t1", kind="github_comment")
     db.finish_effect(ledger, effect_id="c", result_ref="77", result={"body": "one"})
@@ -69,7 +69,7 @@ def test_a_later_outcome_replaces_the_result_but_keeps_the_ref(
     assert (effect.result_ref, effect.result) == ("77", {"body": "two"})
 
 
-def test_finishing_with_a_bad_state_changes_nothing(ledger: db.LedgerConnection) -> None:
+def test_finishing_with_a_bad_state_changes_nothing(ledger: db.Ledger) -> None:
     db.begin_effect(ledger, effect_id="e", task_id="t1", kind="k")
     with pytest.raises(LedgerInputError):
         db.finish_effect(ledger, effect_id="e", state="maybe")
@@ -78,7 +78,7 @@ def test_finishing_with_a_bad_state_changes_nothing(ledger: db.LedgerConnection)
     assert db.finish_effect(ledger, effect_id="missing") is False
 
 
-def test_64_threads_beginning_one_effect_see_one_row(ledger: db.LedgerConnection) -> None:
+def test_64_threads_beginning_one_effect_see_one_row(ledger: db.Ledger) -> None:
     rows = race(
         THREADS,
         lambda i: db.begin_effect(ledger, effect_id="e", task_id="t1", kind="k", request={"by": i}),
@@ -87,7 +87,7 @@ def test_64_threads_beginning_one_effect_see_one_row(ledger: db.LedgerConnection
     assert len(db.list_effects(ledger)) == 1
 
 
-def test_a_cursor_counts_polls_and_keeps_its_etag_on_304(ledger: db.LedgerConnection) -> None:
+def test_a_cursor_counts_polls_and_keeps_its_etag_on_304(ledger: db.Ledger) -> None:
     assert db.get_cursor(ledger, source="github:o/r", label="l") is None
     db.record_poll(
         ledger, source="github:o/r", label="l", status=200, etag='W/"a"', tasks_created=3,

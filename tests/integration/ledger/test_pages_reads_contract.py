@@ -9,9 +9,7 @@ from agent_team import db
 DAY = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 
 
-def _spend(
-    conn: db.LedgerConnection, thread_id: str, usd: float, tokens_in: int, at: datetime
-) -> None:
+def _spend(conn: db.Ledger, thread_id: str, usd: float, tokens_in: int, at: datetime) -> None:
     assert db.record_usage(
         conn, thread_id=thread_id, stage="plan", model="anthropic:claude-sonnet",
         billing_mode="api", input_tokens=tokens_in, output_tokens=10, usd_cost=usd,
@@ -19,7 +17,7 @@ def _spend(
     )  # fmt: skip
 
 
-def test_task_costs_sums_every_day_and_mode_per_task(ledger: db.LedgerConnection) -> None:
+def test_task_costs_sums_every_day_and_mode_per_task(ledger: db.Ledger) -> None:
     _spend(ledger, "t1", 0.5, 100, DAY)
     _spend(ledger, "t1", 0.25, 200, DAY - timedelta(days=3))  # an older day counts too
     _spend(ledger, "t2", 1.0, 5, DAY)
@@ -32,13 +30,13 @@ def test_task_costs_sums_every_day_and_mode_per_task(ledger: db.LedgerConnection
     }
 
 
-def test_task_costs_of_no_tasks_and_of_repeated_ids(ledger: db.LedgerConnection) -> None:
+def test_task_costs_of_no_tasks_and_of_repeated_ids(ledger: db.Ledger) -> None:
     _spend(ledger, "t1", 0.5, 100, DAY)
     assert db.task_costs(ledger, []) == {}
     assert db.task_costs(ledger, ["t1", "t1"]) == {"t1": db.TaskCost(0.5, 110)}
 
 
-def test_task_costs_of_more_ids_than_one_query_takes(ledger: db.LedgerConnection) -> None:
+def test_task_costs_of_more_ids_than_one_query_takes(ledger: db.Ledger) -> None:
     ids = [f"t{n}" for n in range(1200)]  # over SQLite's old 999-parameter limit
     _spend(ledger, "t1199", 2.0, 1, DAY)
     costs = db.task_costs(ledger, ids)

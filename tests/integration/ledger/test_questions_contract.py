@@ -13,11 +13,11 @@ from agent_team.exceptions import LedgerInputError
 from tests.integration.ledger.helpers import answer, ask
 
 
-def snapshot(conn: db.LedgerConnection) -> list[dict[str, object]]:
+def snapshot(conn: db.Ledger) -> list[dict[str, object]]:
     return [asdict(q) for q in db.list_questions(conn)]
 
 
-def test_ensure_question_is_idempotent_and_keeps_the_first_row(ledger: db.LedgerConnection) -> None:
+def test_ensure_question_is_idempotent_and_keeps_the_first_row(ledger: db.Ledger) -> None:
     deadline = datetime(2030, 1, 1, tzinfo=UTC)
     assert ask(ledger, "q1", turn=2, kind="plan_decision", deadline_at=deadline) is True
     before = snapshot(ledger)
@@ -41,7 +41,7 @@ def test_ensure_question_is_idempotent_and_keeps_the_first_row(ledger: db.Ledger
     ],
 )
 def test_ensure_question_refuses_bad_input_and_stores_nothing(
-    ledger: db.LedgerConnection, field: str, value: object, message: str
+    ledger: db.Ledger, field: str, value: object, message: str
 ) -> None:
     args: dict[str, object] = {
         "question_id": "q1",
@@ -58,13 +58,13 @@ def test_ensure_question_refuses_bad_input_and_stores_nothing(
     assert db.list_questions(ledger) == []
 
 
-def test_naive_deadline_is_refused(ledger: db.LedgerConnection) -> None:
+def test_naive_deadline_is_refused(ledger: db.Ledger) -> None:
     with pytest.raises(LedgerInputError, match="time zone"):
         ask(ledger, deadline_at=datetime(2030, 1, 1))
     assert db.list_questions(ledger) == []
 
 
-def test_record_delivery_sets_a_missing_channel_ref_once(ledger: db.LedgerConnection) -> None:
+def test_record_delivery_sets_a_missing_channel_ref_once(ledger: db.Ledger) -> None:
     ask(ledger)
     posted = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
     assert db.record_delivery(ledger, question_id="q1", channel_ref="C1:100.1", posted_at=posted)
@@ -78,7 +78,7 @@ def test_record_delivery_sets_a_missing_channel_ref_once(ledger: db.LedgerConnec
         db.record_delivery(ledger, question_id="q1", channel_ref="")
 
 
-def test_record_delivery_refuses_a_closed_question(ledger: db.LedgerConnection) -> None:
+def test_record_delivery_refuses_a_closed_question(ledger: db.Ledger) -> None:
     ask(ledger)
     assert db.expire_question(ledger, question_id="q1")
     assert not db.record_delivery(ledger, question_id="q1", channel_ref="C1:1.0")
@@ -86,7 +86,7 @@ def test_record_delivery_refuses_a_closed_question(ledger: db.LedgerConnection) 
     assert question is not None and question.channel_ref is None
 
 
-def test_two_open_questions_cannot_share_a_channel_ref(ledger: db.LedgerConnection) -> None:
+def test_two_open_questions_cannot_share_a_channel_ref(ledger: db.Ledger) -> None:
     ask(ledger, "q1")
     ask(ledger, "q2", turn=2)
     assert db.record_delivery(ledger, question_id="q1", channel_ref="C1:1.0")
@@ -97,7 +97,7 @@ def test_two_open_questions_cannot_share_a_channel_ref(ledger: db.LedgerConnecti
     assert db.find_open_question_by_channel_ref(ledger, "C1:1.0") == "q1"
 
 
-def test_answered_channel_ref_no_longer_resolves(ledger: db.LedgerConnection) -> None:
+def test_answered_channel_ref_no_longer_resolves(ledger: db.Ledger) -> None:
     ask(ledger, "q1", kind="plan_decision")
     db.record_delivery(ledger, question_id="q1", channel_ref="C1:1.0")
     assert db.find_open_question_kind_by_channel_ref(ledger, "C1:1.0") == ("q1", "plan_decision")
@@ -110,7 +110,7 @@ def test_answered_channel_ref_no_longer_resolves(ledger: db.LedgerConnection) ->
     assert db.find_open_question_by_channel_ref(ledger, "C1:1.0") == "q2"
 
 
-def test_answer_flips_the_row_and_queues_exactly_one_resume(ledger: db.LedgerConnection) -> None:
+def test_answer_flips_the_row_and_queues_exactly_one_resume(ledger: db.Ledger) -> None:
     ask(ledger, "q1", thread_id="task-7")
     when = datetime(2026, 12, 2, 10, 30, tzinfo=UTC)
     assert db.answer_question(
@@ -139,13 +139,13 @@ def test_answer_flips_the_row_and_queues_exactly_one_resume(ledger: db.LedgerCon
     assert len(db.list_commands(ledger)) == 1
 
 
-def test_answer_to_unknown_question_is_false(ledger: db.LedgerConnection) -> None:
+def test_answer_to_unknown_question_is_false(ledger: db.Ledger) -> None:
     assert not answer(ledger, "nope")
     assert db.list_commands(ledger) == []
 
 
 def test_answer_that_is_not_json_is_refused_and_nothing_changes(
-    ledger: db.LedgerConnection,
+    ledger: db.Ledger,
 ) -> None:
     ask(ledger)
     before = snapshot(ledger)
@@ -155,7 +155,7 @@ def test_answer_that_is_not_json_is_refused_and_nothing_changes(
     assert db.list_commands(ledger) == []
 
 
-def test_answer_after_the_deadline_loses(ledger: db.LedgerConnection) -> None:
+def test_answer_after_the_deadline_loses(ledger: db.Ledger) -> None:
     deadline = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
     ask(ledger, deadline_at=deadline)
     late = deadline + timedelta(microseconds=1)
@@ -171,7 +171,7 @@ def test_answer_after_the_deadline_loses(ledger: db.LedgerConnection) -> None:
     )
 
 
-def test_expire_then_reopen_then_answer(ledger: db.LedgerConnection) -> None:
+def test_expire_then_reopen_then_answer(ledger: db.Ledger) -> None:
     ask(ledger, deadline_at=datetime(2026, 1, 1, tzinfo=UTC))
     db.record_delivery(ledger, question_id="q1", channel_ref="C1:5.0")
     assert db.expire_question(ledger, question_id="q1")
@@ -192,9 +192,7 @@ def test_expire_then_reopen_then_answer(ledger: db.LedgerConnection) -> None:
 
 
 @pytest.mark.parametrize(("prior", "expected"), [("open", True), ("answered", True)])
-def test_supersede_from_open_or_answered(
-    ledger: db.LedgerConnection, prior: str, expected: bool
-) -> None:
+def test_supersede_from_open_or_answered(ledger: db.Ledger, prior: str, expected: bool) -> None:
     ask(ledger)
     if prior == "answered":
         answer(ledger)
@@ -205,7 +203,7 @@ def test_supersede_from_open_or_answered(
 
 
 def test_expired_cannot_be_answered_but_is_superseded_when_its_task_ends(
-    ledger: db.LedgerConnection,
+    ledger: db.Ledger,
 ) -> None:
     ask(ledger)
     db.expire_question(ledger, question_id="q1")
@@ -218,7 +216,7 @@ def test_expired_cannot_be_answered_but_is_superseded_when_its_task_ends(
     assert question is not None and question.status == "superseded"
 
 
-def test_list_questions_filters_and_keeps_ask_order(ledger: db.LedgerConnection) -> None:
+def test_list_questions_filters_and_keeps_ask_order(ledger: db.Ledger) -> None:
     ask(ledger, "b", thread_id="t1", turn=1)
     ask(ledger, "a", thread_id="t2", turn=1)
     ask(ledger, "c", thread_id="t1", turn=2)
@@ -231,7 +229,7 @@ def test_list_questions_filters_and_keeps_ask_order(ledger: db.LedgerConnection)
         db.list_questions(ledger, status="pending")
 
 
-def test_overdue_questions_are_open_ones_past_their_deadline(ledger: db.LedgerConnection) -> None:
+def test_overdue_questions_are_open_ones_past_their_deadline(ledger: db.Ledger) -> None:
     now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
     ask(ledger, "past", deadline_at=now - timedelta(minutes=5))
     ask(ledger, "exact", turn=2, deadline_at=now)
@@ -250,7 +248,7 @@ def test_overdue_questions_are_open_ones_past_their_deadline(ledger: db.LedgerCo
 
 
 def test_answered_without_resume_lists_only_answers_missing_their_command(
-    ledger: db.LedgerConnection,
+    ledger: db.Ledger,
 ) -> None:
     ask(ledger, "q1")
     ask(ledger, "q2", turn=2)

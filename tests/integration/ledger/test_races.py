@@ -31,7 +31,7 @@ def race(workers: int, attempt: Callable[[int], Any]) -> list[Any]:
         return list(pool.map(run, range(workers)))
 
 
-def test_64_threads_sharing_one_connection_answer_once(ledger: db.LedgerConnection) -> None:
+def test_64_threads_sharing_one_connection_answer_once(ledger: db.Ledger) -> None:
     ask(ledger, "q1", thread_id="task-1")
     results = race(
         THREADS,
@@ -50,7 +50,7 @@ def test_64_threads_sharing_one_connection_answer_once(ledger: db.LedgerConnecti
     assert commands[0].payload["answer"] == {"by": winner}
 
 
-def test_answer_racing_expiry_has_one_consistent_winner(ledger: db.LedgerConnection) -> None:
+def test_answer_racing_expiry_has_one_consistent_winner(ledger: db.Ledger) -> None:
     for n in range(20):
         ask(ledger, f"q{n}", turn=n + 1)
     for n in range(20):
@@ -75,7 +75,7 @@ def test_answer_racing_expiry_has_one_consistent_winner(ledger: db.LedgerConnect
         assert has_resume is (winners[0] == "answer")
 
 
-def test_one_delivery_wins_a_race(ledger: db.LedgerConnection) -> None:
+def test_one_delivery_wins_a_race(ledger: db.Ledger) -> None:
     ask(ledger)
     results = race(16, lambda i: db.record_delivery(ledger, question_id="q1", channel_ref=f"C:{i}"))
     assert results.count(True) == 1
@@ -83,7 +83,7 @@ def test_one_delivery_wins_a_race(ledger: db.LedgerConnection) -> None:
     assert question is not None and question.channel_ref == f"C:{results.index(True)}"
 
 
-def test_claims_never_hand_a_command_to_two_consumers(ledger: db.LedgerConnection) -> None:
+def test_claims_never_hand_a_command_to_two_consumers(ledger: db.Ledger) -> None:
     for n in range(40):
         db.enqueue_command(
             ledger, command_id=f"c{n:02}", kind="resume", task_id=f"t{n}", payload={}
@@ -94,7 +94,7 @@ def test_claims_never_hand_a_command_to_two_consumers(ledger: db.LedgerConnectio
     assert set(claimed.values()) == {1}
 
 
-def test_racing_consumers_never_split_one_tasks_commands(ledger: db.LedgerConnection) -> None:
+def test_racing_consumers_never_split_one_tasks_commands(ledger: db.Ledger) -> None:
     for n in range(40):
         db.enqueue_command(
             ledger, command_id=f"c{n:02}", kind="resume", task_id=f"t{n % 4}", payload={}
@@ -107,7 +107,7 @@ def test_racing_consumers_never_split_one_tasks_commands(ledger: db.LedgerConnec
     assert all(len(consumers) == 1 for consumers in holders.values()), holders
 
 
-def test_concurrent_transitions_keep_one_open_row(ledger: db.LedgerConnection) -> None:
+def test_concurrent_transitions_keep_one_open_row(ledger: db.Ledger) -> None:
     phases = ["clarify", "plan", "plan_review", "build"]
     race(
         16,
@@ -122,7 +122,7 @@ def test_concurrent_transitions_keep_one_open_row(ledger: db.LedgerConnection) -
 
 
 def _answer_in_process(path: str, worker: int, start: Any, results: Any) -> None:
-    conn = db.connect(path)
+    conn = db.open_ledger(path)
     start.wait()
     won = db.answer_question(
         conn, question_id="q1", answer_json=json.dumps({"proc": worker}), answered_via=f"p{worker}"
@@ -132,7 +132,7 @@ def _answer_in_process(path: str, worker: int, start: Any, results: Any) -> None
 
 
 def test_four_processes_race_one_question(ledger_file: Path) -> None:
-    conn = db.connect(ledger_file)
+    conn = db.open_ledger(ledger_file)
     ask(conn, "q1")
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Barrier(PROCESSES)

@@ -11,7 +11,7 @@ from agent_team import db
 from agent_team.exceptions import LedgerInputError
 
 
-def test_create_task_is_idempotent_and_starts_queued(ledger: db.LedgerConnection) -> None:
+def test_create_task_is_idempotent_and_starts_queued(ledger: db.Ledger) -> None:
     assert db.create_task(
         ledger,
         task_id="gh-1",
@@ -44,14 +44,14 @@ def test_create_task_is_idempotent_and_starts_queued(ledger: db.LedgerConnection
     ],
 )
 def test_create_task_refuses_bad_input(
-    ledger: db.LedgerConnection, kwargs: dict[str, str], message: str
+    ledger: db.Ledger, kwargs: dict[str, str], message: str
 ) -> None:
     with pytest.raises(LedgerInputError, match=message):
         db.create_task(ledger, **kwargs)  # type: ignore[arg-type]
     assert db.list_tasks(ledger) == []
 
 
-def test_list_tasks_newest_first_with_filters_and_paging(ledger: db.LedgerConnection) -> None:
+def test_list_tasks_newest_first_with_filters_and_paging(ledger: db.Ledger) -> None:
     for n in range(5):
         db.create_task(
             ledger, task_id=f"t{n}", kind="code" if n % 2 else "confluence", title=f"#{n}"
@@ -67,7 +67,7 @@ def test_list_tasks_newest_first_with_filters_and_paging(ledger: db.LedgerConnec
         db.list_tasks(ledger, limit=0)
 
 
-def test_set_task_status_and_parked_reason(ledger: db.LedgerConnection) -> None:
+def test_set_task_status_and_parked_reason(ledger: db.Ledger) -> None:
     db.create_task(ledger, task_id="t", kind="code", title="x")
     assert db.set_task_status(ledger, "t", "parked", parked_reason="budget_exhausted")
     task = db.get_task(ledger, "t")
@@ -85,7 +85,7 @@ def test_set_task_status_and_parked_reason(ledger: db.LedgerConnection) -> None:
     assert not db.set_task_status(ledger, "missing", "done")
 
 
-def test_transitions_chain_with_one_open_row(ledger: db.LedgerConnection) -> None:
+def test_transitions_chain_with_one_open_row(ledger: db.Ledger) -> None:
     first = db.record_transition(ledger, thread_id="t", to_phase="intake", status="running")
     db.record_transition(ledger, thread_id="t", to_phase="clarify", status="running")
     db.record_transition(ledger, thread_id="t", to_phase="clarify", status="waiting", note="asked")
@@ -102,7 +102,7 @@ def test_transitions_chain_with_one_open_row(ledger: db.LedgerConnection) -> Non
     assert db.list_transitions(ledger, "other") == []
 
 
-def test_reentering_the_same_phase_and_status_is_a_no_op(ledger: db.LedgerConnection) -> None:
+def test_reentering_the_same_phase_and_status_is_a_no_op(ledger: db.Ledger) -> None:
     """LangGraph re-runs a node on resume; that must not add a row."""
     open_id = db.record_transition(ledger, thread_id="t", to_phase="plan", status="running")
     again = db.record_transition(ledger, thread_id="t", to_phase="plan", status="running")
@@ -110,7 +110,7 @@ def test_reentering_the_same_phase_and_status_is_a_no_op(ledger: db.LedgerConnec
     assert len(db.list_transitions(ledger, "t")) == 1
 
 
-def test_close_terminal_closes_the_open_row(ledger: db.LedgerConnection) -> None:
+def test_close_terminal_closes_the_open_row(ledger: db.Ledger) -> None:
     db.record_transition(ledger, thread_id="t", to_phase="build", status="running")
     assert db.close_terminal(ledger, thread_id="t", status="failed", note="builder crashed")
     (row,) = db.list_transitions(ledger, "t")
@@ -122,7 +122,7 @@ def test_close_terminal_closes_the_open_row(ledger: db.LedgerConnection) -> None
     assert [r.exited_at is None for r in db.list_transitions(ledger, "t")] == [False, True]
 
 
-def test_transitions_refuse_unknown_phase_or_status(ledger: db.LedgerConnection) -> None:
+def test_transitions_refuse_unknown_phase_or_status(ledger: db.Ledger) -> None:
     with pytest.raises(LedgerInputError, match="phase"):
         db.record_transition(ledger, thread_id="t", to_phase="deploy", status="running")
     with pytest.raises(LedgerInputError, match="task status"):
@@ -130,7 +130,7 @@ def test_transitions_refuse_unknown_phase_or_status(ledger: db.LedgerConnection)
     assert db.list_transitions(ledger, "t") == []
 
 
-def test_intake_claim_is_taken_once_and_can_be_released(ledger: db.LedgerConnection) -> None:
+def test_intake_claim_is_taken_once_and_can_be_released(ledger: db.Ledger) -> None:
     source = "github:acme/web"
     assert not db.issue_already_ingested(ledger, source=source, issue_id=42)
     assert db.record_issue_ingested(ledger, source=source, issue_id=42)
@@ -143,25 +143,26 @@ def test_intake_claim_is_taken_once_and_can_be_released(ledger: db.LedgerConnect
 
 
 def test_connect_sets_the_promised_pragmas(ledger_file: Path) -> None:
-    conn = db.connect(ledger_file)
+    conn = db.open_ledger(ledger_file)
     try:
         assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-        assert conn.isolation_level is None and not conn.in_transaction
+        raw = conn.raw()  # the SQLite driver's own settings
+        assert raw.isolation_level is None and not raw.in_transaction
     finally:
         conn.close()
 
 
 def test_connect_creates_the_parent_folder_and_refuses_memory(tmp_path: Path) -> None:
     nested = tmp_path / "a" / "b" / "ledger.db"
-    db.connect(nested).close()
+    db.open_ledger(nested).close()
     assert nested.is_file()
     with pytest.raises(LedgerInputError, match="must be a file"):
-        db.connect(":memory:")
+        db.open_ledger(":memory:")
 
 
-def test_parked_before_filters_by_reason_and_day(ledger: db.LedgerConnection) -> None:
+def test_parked_before_filters_by_reason_and_day(ledger: db.Ledger) -> None:
     for name in ("a", "b", "c"):
         db.create_task(ledger, task_id=name, kind="code", title=name)
     db.set_task_status(ledger, "a", "parked", parked_reason="budget_exhausted")

@@ -40,7 +40,7 @@ class Clock:
 
 
 def make_caller(
-    conn: db.LedgerConnection,
+    conn: db.Ledger,
     chat: Any,
     *,
     model: str = SONNET,
@@ -63,7 +63,7 @@ def make_caller(
 
 
 def spend(
-    conn: db.LedgerConnection,
+    conn: db.Ledger,
     *,
     usd: float = 0.0,
     tokens: int = 0,
@@ -83,7 +83,7 @@ def spend(
     )
 
 
-def summary(conn: db.LedgerConnection) -> list[db.UsageSummaryRow]:
+def summary(conn: db.Ledger) -> list[db.UsageSummaryRow]:
     return db.usage_summary(conn, day="2030-01-01")
 
 
@@ -102,7 +102,7 @@ def call(caller: ModelCaller, messages: list[BaseMessage] | None = None, **kwarg
 # --- recording ---------------------------------------------------------------------------
 
 
-def test_usage_recorded_with_cost_and_day_bucket(conn: db.LedgerConnection) -> None:
+def test_usage_recorded_with_cost_and_day_bucket(conn: db.Ledger) -> None:
     caller = make_caller(conn, plan_fake(usage=(1000, 500)))
     assert call(caller) == EXPECTED
     [row] = summary(conn)
@@ -114,14 +114,14 @@ def test_usage_recorded_with_cost_and_day_bucket(conn: db.LedgerConnection) -> N
     assert caller.last_usage is not None and caller.last_usage.usd_cost == pytest.approx(0.0105)
 
 
-def test_row_lands_on_the_clock_day_not_the_wall_clock(conn: db.LedgerConnection) -> None:
+def test_row_lands_on_the_clock_day_not_the_wall_clock(conn: db.Ledger) -> None:
     clock = Clock(datetime(2030, 1, 2, 0, 0, 1, tzinfo=UTC))
     call(make_caller(conn, plan_fake(), clock=clock))
     assert db.spent(conn, day="2030-01-02") == pytest.approx(0.0105)
     assert db.spent(conn, day="2030-01-01") == 0.0
 
 
-def test_offline_model_end_to_end_records_its_own_usage(conn: db.LedgerConnection) -> None:
+def test_offline_model_end_to_end_records_its_own_usage(conn: db.Ledger) -> None:
     caller = make_caller(conn, OfflineChatModel(), model="offline")
     messages = clarify_messages("Fix login", "It is broken", [])
     decision = caller.structured(
@@ -143,7 +143,7 @@ def test_offline_model_end_to_end_records_its_own_usage(conn: db.LedgerConnectio
     )
 
 
-def test_missing_usage_metadata_is_estimated(conn: db.LedgerConnection) -> None:
+def test_missing_usage_metadata_is_estimated(conn: db.Ledger) -> None:
     call(make_caller(conn, plan_fake(usage=None)))
     [row] = summary(conn)
     assert row.input_tokens == math.ceil(len(message_text(MESSAGES)) / 4)
@@ -152,15 +152,14 @@ def test_missing_usage_metadata_is_estimated(conn: db.LedgerConnection) -> None:
 
 
 def test_write_failure_goes_to_the_given_outbox(
-    conn: db.LedgerConnection, ledger_file: Path, tmp_path: Path
+    conn: db.Ledger, ledger_file: Path, tmp_path: Path
 ) -> None:
     # Fault injection: the ledger refuses budget rows (reads still work).
-    with db.connect(ledger_file) as other:
+    with db.open_ledger(ledger_file) as other:
         other.execute(
             "CREATE TRIGGER refuse BEFORE INSERT ON budget_ledger "
             "BEGIN SELECT RAISE(ABORT, 'refused'); END"
         )
-        other.commit()
     outbox = tmp_path / "outbox.jsonl"
     assert call(make_caller(conn, plan_fake(), outbox=outbox)) == EXPECTED
     assert summary(conn) == []
@@ -170,7 +169,7 @@ def test_write_failure_goes_to_the_given_outbox(
 # --- the USD cap -------------------------------------------------------------------------
 
 
-def test_over_the_cap_raises_and_records_nothing(conn: db.LedgerConnection) -> None:
+def test_over_the_cap_raises_and_records_nothing(conn: db.Ledger) -> None:
     spend(conn, usd=19.999)
     fake = plan_fake()
     caller = make_caller(conn, fake, budget=20.0)
@@ -185,7 +184,7 @@ def test_over_the_cap_raises_and_records_nothing(conn: db.LedgerConnection) -> N
     assert [row.calls for row in summary(conn)] == [1]  # only the earlier row
 
 
-def test_estimate_counts_prompt_and_expected_output(conn: db.LedgerConnection) -> None:
+def test_estimate_counts_prompt_and_expected_output(conn: db.Ledger) -> None:
     input_tokens = math.ceil(len(message_text(MESSAGES)) / 4)
     estimate = (input_tokens * 3 + 1000 * 15) / 1_000_000
     spend(conn, usd=1.0)
@@ -198,7 +197,7 @@ def test_estimate_counts_prompt_and_expected_output(conn: db.LedgerConnection) -
         call(below, expected_output_tokens=1000)
 
 
-def test_cap_resets_on_the_next_utc_day(conn: db.LedgerConnection) -> None:
+def test_cap_resets_on_the_next_utc_day(conn: db.Ledger) -> None:
     spend(conn, usd=20.0)
     clock = Clock(DAY)
     caller = make_caller(conn, plan_fake(), budget=20.0, clock=clock)
@@ -209,17 +208,17 @@ def test_cap_resets_on_the_next_utc_day(conn: db.LedgerConnection) -> None:
     assert db.spent(conn, day="2030-01-02") == pytest.approx(0.0105)
 
 
-def test_zero_budget_blocks_priced_calls(conn: db.LedgerConnection) -> None:
+def test_zero_budget_blocks_priced_calls(conn: db.Ledger) -> None:
     with pytest.raises(BudgetExhaustedError):
         call(make_caller(conn, plan_fake(), budget=0.0))
 
 
-def test_subscription_spend_does_not_count_against_the_api_cap(conn: db.LedgerConnection) -> None:
+def test_subscription_spend_does_not_count_against_the_api_cap(conn: db.Ledger) -> None:
     spend(conn, usd=100.0, mode="subscription")
     assert call(make_caller(conn, plan_fake(), budget=1.0)) == EXPECTED
 
 
-def test_price_override_applies(conn: db.LedgerConnection) -> None:
+def test_price_override_applies(conn: db.Ledger) -> None:
     caller = make_caller(conn, plan_fake(usage=(1_000_000, 0)), prices={SONNET: (1.0, 1.0)})
     call(caller)
     assert db.spent(conn, day="2030-01-01") == pytest.approx(1.0)
@@ -228,7 +227,7 @@ def test_price_override_applies(conn: db.LedgerConnection) -> None:
 # --- the token cap -----------------------------------------------------------------------
 
 
-def test_unpriced_model_is_capped_by_tokens(conn: db.LedgerConnection) -> None:
+def test_unpriced_model_is_capped_by_tokens(conn: db.Ledger) -> None:
     spend(conn, tokens=900)
     caller = make_caller(conn, OfflineChatModel(), model="offline", budget=0.0, token_cap=1000)
     with pytest.raises(BudgetExhaustedError) as caught:
@@ -242,7 +241,7 @@ def test_unpriced_model_is_capped_by_tokens(conn: db.LedgerConnection) -> None:
     assert db.tokens_spent(conn, day="2030-01-01") > 900
 
 
-def test_offline_priced_by_override_uses_the_usd_cap(conn: db.LedgerConnection) -> None:
+def test_offline_priced_by_override_uses_the_usd_cap(conn: db.Ledger) -> None:
     caller = make_caller(
         conn, OfflineChatModel(), model="offline", budget=0.01, prices={"offline": (1000.0, 1000.0)}
     )
@@ -250,7 +249,7 @@ def test_offline_priced_by_override_uses_the_usd_cap(conn: db.LedgerConnection) 
         call(caller)
 
 
-def test_subscription_mode_caps_tokens_not_usd(conn: db.LedgerConnection) -> None:
+def test_subscription_mode_caps_tokens_not_usd(conn: db.Ledger) -> None:
     spend(conn, usd=500.0, tokens=10, mode="subscription")
     caller = make_caller(
         conn, plan_fake(usage=(1000, 500)), billing_mode="subscription", budget=0.0
@@ -271,7 +270,7 @@ def test_subscription_mode_caps_tokens_not_usd(conn: db.LedgerConnection) -> Non
 # --- in-flight calls ---------------------------------------------------------------------
 
 
-def test_calls_in_flight_count_against_the_cap(conn: db.LedgerConnection) -> None:
+def test_calls_in_flight_count_against_the_cap(conn: db.Ledger) -> None:
     entered, release = threading.Event(), threading.Event()
     slow = ToolFake(
         responses=[tool_reply("Plan", PLAN_ARGS, (10, 10))], entered=entered, release=release
@@ -295,7 +294,7 @@ def test_calls_in_flight_count_against_the_cap(conn: db.LedgerConnection) -> Non
 # --- errors ------------------------------------------------------------------------------
 
 
-def test_provider_exception_is_a_redacted_model_error(conn: db.LedgerConnection) -> None:
+def test_provider_exception_is_a_redacted_model_error(conn: db.Ledger) -> None:
     secret = "sk-ant-api03-THISISASECRETKEY12345"
     fake = ToolFake(responses=[], error=RuntimeError(f"401 from https://api: key {secret} invalid"))
     caller = make_caller(conn, fake, secrets=["hunter2-known-value"])
@@ -308,14 +307,14 @@ def test_provider_exception_is_a_redacted_model_error(conn: db.LedgerConnection)
     assert summary(conn) == []
 
 
-def test_known_secret_values_are_redacted(conn: db.LedgerConnection) -> None:
+def test_known_secret_values_are_redacted(conn: db.Ledger) -> None:
     fake = ToolFake(responses=[], error=ValueError("token hunter2-known-value leaked"))
     with pytest.raises(ModelError) as caught:
         call(make_caller(conn, fake, secrets=["hunter2-known-value", None]))
     assert "hunter2" not in str(caught.value)
 
 
-def test_parse_failure_still_records_usage(conn: db.LedgerConnection) -> None:
+def test_parse_failure_still_records_usage(conn: db.Ledger) -> None:
     fake = plan_fake(usage=(700, 300), args={"summary": "s", "steps": [], "risks": []})
     with pytest.raises(ModelError, match="does not fit Plan"):
         call(make_caller(conn, fake))
@@ -324,14 +323,14 @@ def test_parse_failure_still_records_usage(conn: db.LedgerConnection) -> None:
     assert row.usd_cost == pytest.approx((700 * 3 + 300 * 15) / 1_000_000)
 
 
-def test_parse_failure_message_is_redacted(conn: db.LedgerConnection) -> None:
+def test_parse_failure_message_is_redacted(conn: db.Ledger) -> None:
     args = {"summary": "ghp_abcdefghijklmnopqrstuvwxyz0123", "steps": "not a list"}
     with pytest.raises(ModelError) as caught:
         call(make_caller(conn, plan_fake(args=args)))
     assert "abcdefghijklmnop" not in str(caught.value)
 
 
-def test_reply_without_a_tool_call_is_a_model_error_and_recorded(conn: db.LedgerConnection) -> None:
+def test_reply_without_a_tool_call_is_a_model_error_and_recorded(conn: db.Ledger) -> None:
     reply = AIMessage(content="I think you should add a retry.")
     fake = ToolFake(responses=[reply])
     with pytest.raises(ModelError, match="no Plan answer"):
@@ -339,7 +338,7 @@ def test_reply_without_a_tool_call_is_a_model_error_and_recorded(conn: db.Ledger
     assert [row.calls for row in summary(conn)] == [1]
 
 
-def test_model_without_tool_calling_is_a_model_error(conn: db.LedgerConnection) -> None:
+def test_model_without_tool_calling_is_a_model_error(conn: db.Ledger) -> None:
     plain = FakeMessagesListChatModel(responses=[AIMessage(content="x")])
     with pytest.raises(ModelError, match="NotImplementedError"):
         call(make_caller(conn, plain))
@@ -349,17 +348,17 @@ def test_model_without_tool_calling_is_a_model_error(conn: db.LedgerConnection) 
 # --- construction ------------------------------------------------------------------------
 
 
-def test_unknown_billing_mode_is_a_config_error(conn: db.LedgerConnection) -> None:
+def test_unknown_billing_mode_is_a_config_error(conn: db.Ledger) -> None:
     with pytest.raises(ConfigError, match="AGENT_TEAM_BILLING_MODE"):
         make_caller(conn, plan_fake(), billing_mode="flat")
 
 
-def test_bad_price_override_fails_at_construction(conn: db.LedgerConnection) -> None:
+def test_bad_price_override_fails_at_construction(conn: db.Ledger) -> None:
     with pytest.raises(ConfigError, match="AGENT_TEAM_PRICES"):
         make_caller(conn, plan_fake(), prices={SONNET: (-1.0, 1.0)})
 
 
-def test_properties(conn: db.LedgerConnection) -> None:
+def test_properties(conn: db.Ledger) -> None:
     caller = make_caller(conn, plan_fake(), model=f" {SONNET} ", billing_mode="subscription")
     assert caller.model == SONNET
     assert caller.billing_mode == "subscription"

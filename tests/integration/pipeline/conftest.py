@@ -24,7 +24,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from pydantic import Field
@@ -157,7 +156,7 @@ DEADLINES = {"clarify": timedelta(hours=24), "plan_decision": timedelta(hours=72
 class GraphHarness:
     """A compiled graph over a real ledger, with helpers to start and resume a task."""
 
-    conn: db.LedgerConnection
+    conn: db.Ledger
     caller: ModelCaller
     build: CountingBuild
     clock: Clock
@@ -202,7 +201,7 @@ MakeHarness = Callable[..., GraphHarness]
 @pytest.fixture
 def make_harness(tmp_path: Path) -> Iterator[MakeHarness]:
     """Factory: `make_harness(chat=None, max_clarify_rounds=2, token_cap=...)`."""
-    opened: list[db.LedgerConnection] = []
+    opened: list[db.Ledger] = []
 
     def make(
         chat: BaseChatModel | None = None,
@@ -213,11 +212,9 @@ def make_harness(tmp_path: Path) -> Iterator[MakeHarness]:
     ) -> GraphHarness:
         path = tmp_path / "graph.db"
         db.init_db(path)
-        conn = db.connect(path)
-        saver_conn = db.connect(path)  # the checkpointer's own connection (DESIGN.md §3)
-        opened.extend([conn, saver_conn])
-        saver = SqliteSaver(saver_conn)
-        saver.setup()
+        conn = db.open_ledger(path)
+        opened.append(conn)
+        saver = conn.checkpointer()  # on a connection of its own (DESIGN.md §3)
         clock = Clock()
         caller = ModelCaller(
             conn,
@@ -230,7 +227,7 @@ def make_harness(tmp_path: Path) -> Iterator[MakeHarness]:
         )
         build = CountingBuild()
         deps = GraphDeps(
-            conn=conn,
+            ledger=conn,
             caller=caller,
             build=build,
             clock=clock,
@@ -325,17 +322,17 @@ def make_coordinator(tmp_path: Path) -> Iterator[MakeCoordinator]:
 
 
 def task_of(coordinator: Coordinator, task_id: str) -> db.Task:
-    task = db.get_task(coordinator.conn, task_id)
+    task = db.get_task(coordinator.ledger, task_id)
     assert task is not None
     return task
 
 
 def open_question(coordinator: Coordinator, task_id: str) -> db.Question:
-    (question,) = db.list_questions(coordinator.conn, status="open", thread_id=task_id)
+    (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
     return question
 
 
-def usage_calls(conn: db.LedgerConnection, task_id: str) -> dict[str, int]:
+def usage_calls(conn: db.Ledger, task_id: str) -> dict[str, int]:
     """Model calls recorded in the budget ledger for a task, by stage."""
     calls: dict[str, int] = {}
     for row in db.task_usage(conn, thread_id=task_id):

@@ -48,12 +48,13 @@ APPROVED_JOURNEY = [
 
 
 def journey(coordinator: Coordinator, task_id: str) -> list[tuple[str, str]]:
-    return [(t.to_phase, t.status) for t in db.list_transitions(coordinator.conn, task_id)]
+    return [(t.to_phase, t.status) for t in db.list_transitions(coordinator.ledger, task_id)]
 
 
 def commands(coordinator: Coordinator, task_id: str) -> list[tuple[str, str, str]]:
     return [
-        (c.command_id, c.kind, c.state) for c in db.list_commands(coordinator.conn, task_id=task_id)
+        (c.command_id, c.kind, c.state)
+        for c in db.list_commands(coordinator.ledger, task_id=task_id)
     ]
 
 
@@ -101,18 +102,18 @@ def test_the_approve_path_runs_in_process(make_coordinator: MakeCoordinator) -> 
         "answered",
         {"decision": "approve", "text": "looks right"},
     )
-    resume = db.get_command(coordinator.conn, db.resume_command_id(question.question_id))
+    resume = db.get_command(coordinator.ledger, db.resume_command_id(question.question_id))
     assert resume is not None and (resume.kind, resume.state) == ("resume", "pending")
     coordinator.tick(until_idle=True, timeout_s=60)
 
     task = task_of(coordinator, task_id)
     assert (task.status, task.phase) == ("done", "done")
     assert journey(coordinator, task_id) == APPROVED_JOURNEY
-    rows = db.list_transitions(coordinator.conn, task_id)
+    rows = db.list_transitions(coordinator.ledger, task_id)
     assert all(row.exited_at for row in rows)
     assert rows[-1].note is not None and rows[-1].note.startswith(f"branch agent-team/{task_id}")
     assert {state for _, _, state in commands(coordinator, task_id)} == {"done"}
-    assert usage_calls(coordinator.conn, task_id) == {"clarify": 1, "plan": 1}
+    assert usage_calls(coordinator.ledger, task_id) == {"clarify": 1, "plan": 1}
     assert (worktree(coordinator, task_id) / "docs" / "agent-team" / f"{task_id}.md").is_file()
     events = [event for tid, event, _ in transport.notices if tid == task_id]
     assert events == ["started", "waiting", "done"]
@@ -133,7 +134,7 @@ def test_a_resume_after_cancel_is_superseded_and_runs_nothing(
     before = journey(coordinator, task_id)
 
     db.enqueue_command(
-        coordinator.conn,
+        coordinator.ledger,
         command_id="resume:by-hand",
         kind="resume",
         task_id=task_id,
@@ -141,11 +142,11 @@ def test_a_resume_after_cancel_is_superseded_and_runs_nothing(
     )
     coordinator.tick(until_idle=True, timeout_s=60)
 
-    assert db.get_command(coordinator.conn, "resume:by-hand").state == "done"  # type: ignore[union-attr]
+    assert db.get_command(coordinator.ledger, "resume:by-hand").state == "done"  # type: ignore[union-attr]
     assert task_of(coordinator, task_id).status == "cancelled"
     snapshot = coordinator.graph.get_state(Coordinator._config(task_id))
     assert snapshot.next == ("plan_review",) and snapshot.interrupts, "the graph was not resumed"
-    question = db.get_question(coordinator.conn, question_id)
+    question = db.get_question(coordinator.ledger, question_id)
     assert question is not None and question.status == "superseded"
     assert journey(coordinator, task_id) == before
     assert ("build", "running") not in before
@@ -159,14 +160,14 @@ def test_an_answer_to_a_question_the_graph_never_waited_on_is_superseded(
     task_id, question_id = wait_on_plan(coordinator)
     stray = f"{task_id}:q5"
     db.ensure_question(
-        coordinator.conn, question_id=stray, thread_id=task_id, turn=5, kind="plan_decision",
+        coordinator.ledger, question_id=stray, thread_id=task_id, turn=5, kind="plan_decision",
         transport="local", deadline_at=None, payload_json=None,
     )  # fmt: skip
     coordinator.answer(stray, "approve")
 
     coordinator.tick(until_idle=True, timeout_s=60)
 
-    assert db.get_question(coordinator.conn, stray).status == "superseded"  # type: ignore[union-attr]
+    assert db.get_question(coordinator.ledger, stray).status == "superseded"  # type: ignore[union-attr]
     assert task_of(coordinator, task_id).status == "waiting"
     assert open_question(coordinator, task_id).question_id == question_id
     assert not worktree(coordinator, task_id).exists(), "the stray approval built nothing"
@@ -186,7 +187,7 @@ def test_an_answer_that_lands_behind_a_cancel_is_superseded(
     coordinator.tick(until_idle=True, timeout_s=60)
 
     assert task_of(coordinator, task_id).status == "cancelled"
-    question = db.get_question(coordinator.conn, question_id)
+    question = db.get_question(coordinator.ledger, question_id)
     assert question is not None and question.status == "superseded"
     assert not worktree(coordinator, task_id).exists()
     assert {state for _, _, state in commands(coordinator, task_id)} == {"done"}
@@ -198,12 +199,12 @@ def test_an_answer_recorded_while_the_task_is_terminal_is_superseded(
     coordinator = make_coordinator()
     task_id, question_id = wait_on_plan(coordinator)
     # The window inside `_finish`: status already terminal, open questions not yet superseded.
-    db.set_task_status(coordinator.conn, task_id, "cancelled")
+    db.set_task_status(coordinator.ledger, task_id, "cancelled")
     coordinator.answer(question_id, "approve")
 
     coordinator.tick(until_idle=True, timeout_s=60)
 
-    question = db.get_question(coordinator.conn, question_id)
+    question = db.get_question(coordinator.ledger, question_id)
     assert question is not None and question.status == "superseded"
     assert task_of(coordinator, task_id).status == "cancelled"
     assert ("build", "running") not in journey(coordinator, task_id)
@@ -228,8 +229,8 @@ def test_an_expired_plan_question_parks_and_is_never_approved(
 
     task = task_of(coordinator, task_id)
     assert (task.status, task.parked_reason) == ("parked", "question_expired")
-    assert db.get_question(coordinator.conn, question_id).status == "expired"  # type: ignore[union-attr]
-    last = db.list_transitions(coordinator.conn, task_id)[-1]
+    assert db.get_question(coordinator.ledger, question_id).status == "expired"  # type: ignore[union-attr]
+    last = db.list_transitions(coordinator.ledger, task_id)[-1]
     assert (last.to_phase, last.status) == ("plan_review", "parked")
     assert last.note is not None and f"agent-team reopen {question_id}" in last.note
     assert (task_id, "parked", last.note) in transport.notices
@@ -240,7 +241,7 @@ def test_an_expired_plan_question_parks_and_is_never_approved(
     assert task_of(coordinator, task_id).status == "parked"
     assert ("build", "running") not in journey(coordinator, task_id)
     assert not worktree(coordinator, task_id).exists(), "no default approval on timeout"
-    assert [c.kind for c in db.list_commands(coordinator.conn, task_id=task_id)] == ["start"]
+    assert [c.kind for c in db.list_commands(coordinator.ledger, task_id=task_id)] == ["start"]
     assert coordinator.graph.get_state(Coordinator._config(task_id)).interrupts
 
 
@@ -249,7 +250,7 @@ def test_reopen_sets_a_new_deadline_and_delivers_again(make_coordinator: MakeCoo
     transport = RecordingTransport()
     coordinator = make_coordinator(clock=clock, transport=transport)
     task_id, question_id = wait_on_plan(coordinator)
-    first = db.get_question(coordinator.conn, question_id)
+    first = db.get_question(coordinator.ledger, question_id)
     assert first is not None
     clock.advance(hours=73)
     coordinator.check_deadlines()
@@ -259,7 +260,7 @@ def test_reopen_sets_a_new_deadline_and_delivers_again(make_coordinator: MakeCoo
 
     assert reopened.status == "open"
     assert reopened.deadline_at == db.to_iso(clock.now + timedelta(hours=2))
-    latest = db.get_question(coordinator.conn, question_id)
+    latest = db.get_question(coordinator.ledger, question_id)
     assert latest is not None
     assert latest.channel_ref == f"local:{question_id}"
     assert latest.posted_at == db.to_iso(clock.now) != first.posted_at
@@ -269,7 +270,7 @@ def test_reopen_sets_a_new_deadline_and_delivers_again(make_coordinator: MakeCoo
     coordinator.answer(question_id, "approve")
     coordinator.tick(until_idle=True, timeout_s=60)
     assert task_of(coordinator, task_id).status == "done"
-    rows = db.list_transitions(coordinator.conn, task_id)
+    rows = db.list_transitions(coordinator.ledger, task_id)
     assert sum(1 for row in rows if row.exited_at is None) == 0
 
 
@@ -301,7 +302,7 @@ def test_an_expired_question_of_a_cancelled_task_does_not_reopen(
     with pytest.raises((QuestionClosedError, TaskRefusedError)):
         coordinator.reopen(question_id)
 
-    question = db.get_question(coordinator.conn, question_id)
+    question = db.get_question(coordinator.ledger, question_id)
     assert question is not None and question.status != "open"
     assert transport.delivered == [question_id], "not posted again"
 
@@ -321,9 +322,9 @@ def test_a_spent_budget_parks_records_nothing_and_unparks_after_midnight(
     task = task_of(capped, task_id)
     assert (task.status, task.parked_reason) == ("parked", "budget_exhausted")
     assert task.phase == "clarify"
-    assert usage_calls(capped.conn, task_id) == {}
+    assert usage_calls(capped.ledger, task_id) == {}
     assert capped.deps.caller.calls == 0, "a refused call is not made"
-    last = db.list_transitions(capped.conn, task_id)[-1]
+    last = db.list_transitions(capped.ledger, task_id)[-1]
     assert last.status == "parked"
     assert last.note is not None and "daily token cap reached" in last.note
     assert capped.unpark_budget() == 0, "same UTC day: stays parked"
@@ -336,7 +337,7 @@ def test_a_spent_budget_parks_records_nothing_and_unparks_after_midnight(
     assert coordinator.unpark_budget() == 1
     assert task_of(coordinator, task_id).status == "queued"
     prefix = f"unpark:{task_id}:{db.day_bucket(later.now)}:"
-    unparks = [c for c in db.list_commands(coordinator.conn) if c.command_id.startswith(prefix)]
+    unparks = [c for c in db.list_commands(coordinator.ledger) if c.command_id.startswith(prefix)]
     assert [c.state for c in unparks] == ["pending"]
     assert coordinator.unpark_budget() == 0, "queued once"
 
@@ -344,7 +345,7 @@ def test_a_spent_budget_parks_records_nothing_and_unparks_after_midnight(
 
     assert task_of(coordinator, task_id).status == "waiting"
     assert open_question(coordinator, task_id).kind == "plan_decision"
-    assert usage_calls(coordinator.conn, task_id) == {"clarify": 1, "plan": 1}
+    assert usage_calls(coordinator.ledger, task_id) == {"clarify": 1, "plan": 1}
     intake_rows = [t for t in journey(coordinator, task_id) if t[0] == "intake"]
     assert intake_rows == [("intake", "running")], "the graph continued, it did not restart"
 
@@ -357,11 +358,11 @@ def test_the_sweep_adds_a_missing_resume_command(make_coordinator: MakeCoordinat
     coordinator = make_coordinator(clock=clock)
     task_id, question_id = wait_on_plan(coordinator)
     assert db.answer_question(
-        coordinator.conn, question_id=question_id,
+        coordinator.ledger, question_id=question_id,
         answer_json=json.dumps({"decision": "approve", "text": ""}), answered_via="cli:x",
         answered_at=clock.now,
     )  # fmt: skip
-    raw = db.connect(coordinator.db_path)  # a crash between the two writes, made by hand
+    raw = db.open_ledger(coordinator.db_path)  # a crash between the two writes, made by hand
     try:
         raw.execute(
             "DELETE FROM commands WHERE command_id = ?", (db.resume_command_id(question_id),)
@@ -372,7 +373,7 @@ def test_the_sweep_adds_a_missing_resume_command(make_coordinator: MakeCoordinat
     report = coordinator.recovery_sweep()
 
     assert report.resumes_added == 1
-    command = db.get_command(coordinator.conn, db.resume_command_id(question_id))
+    command = db.get_command(coordinator.ledger, db.resume_command_id(question_id))
     assert command is not None and command.state == "pending"
     assert command.payload == {
         "question_id": question_id,
@@ -388,25 +389,25 @@ def test_the_sweep_continues_a_running_task_that_has_no_command(
 ) -> None:
     coordinator = make_coordinator()
     task_id = "t-cut-short"
-    db.create_task(coordinator.conn, task_id=task_id, kind="code", title="Cut", body=LONG_BODY)
+    db.create_task(coordinator.ledger, task_id=task_id, kind="code", title="Cut", body=LONG_BODY)
     initial: TaskState = {"task_id": task_id, "kind": "code", "title": "Cut", "body": LONG_BODY}
     # A run that stopped after intake (as if the process died there), leaving no command.
     coordinator.graph.invoke(
         initial, Coordinator._config(task_id), durability="sync", interrupt_after=["intake"]
     )
     assert task_of(coordinator, task_id).status == "running"
-    assert db.list_commands(coordinator.conn, task_id=task_id) == []
+    assert db.list_commands(coordinator.ledger, task_id=task_id) == []
 
     report = coordinator.recovery_sweep()
 
     assert report.tasks_continued == 1
-    (command,) = db.list_commands(coordinator.conn, task_id=task_id)
+    (command,) = db.list_commands(coordinator.ledger, task_id=task_id)
     assert (command.kind, command.state) == ("start", "pending")
     assert coordinator.recovery_sweep().tasks_continued == 0, "its command is pending now"
     coordinator.tick(until_idle=True, timeout_s=60)
     assert task_of(coordinator, task_id).status == "waiting"
     assert [t for t in journey(coordinator, task_id) if t[0] == "intake"] == [("intake", "running")]
-    assert usage_calls(coordinator.conn, task_id) == {"clarify": 1, "plan": 1}
+    assert usage_calls(coordinator.ledger, task_id) == {"clarify": 1, "plan": 1}
 
 
 def dead_pid() -> int:
@@ -425,14 +426,14 @@ def test_the_sweep_releases_a_dead_processes_claim_at_once(
     dead_owner = f"{host}:{dead_pid()}:abc"
     live_owner = f"{host}:{os.getppid()}:abc"
     for owner in (dead_owner, live_owner):
-        (claimed,) = db.claim_commands(coordinator.conn, consumer=owner, limit=1, lease_s=3600)
+        (claimed,) = db.claim_commands(coordinator.ledger, consumer=owner, limit=1, lease_s=3600)
         assert claimed.claimed_by == owner
 
     report = coordinator.recovery_sweep()
 
     assert report.claims_released == 1
-    dead_cmd = db.get_command(coordinator.conn, f"start:{dead_task}")
-    live_cmd = db.get_command(coordinator.conn, f"start:{live_task}")
+    dead_cmd = db.get_command(coordinator.ledger, f"start:{dead_task}")
+    live_cmd = db.get_command(coordinator.ledger, f"start:{live_task}")
     assert dead_cmd is not None and (dead_cmd.state, dead_cmd.claimed_by) == ("pending", None)
     assert live_cmd is not None and (live_cmd.state, live_cmd.claimed_by) == (
         "claimed",
@@ -457,7 +458,7 @@ def test_the_sweep_delivers_an_open_question_that_was_never_posted(
     report = coordinator.recovery_sweep()
 
     assert report.delivered == 1
-    latest = db.get_question(coordinator.conn, question.question_id)
+    latest = db.get_question(coordinator.ledger, question.question_id)
     assert latest is not None and latest.channel_ref == f"local:{question.question_id}"
     assert transport.delivered == [question.question_id]
     assert coordinator.recovery_sweep().delivered == 0, "posted once"
@@ -516,7 +517,7 @@ def test_two_workers_never_run_one_task_twice_at_once(
     def duplicate(task_id: str, tag: str) -> None:
         # A second command for the same task, claimable in the same batch as the first.
         db.enqueue_command(
-            coordinator.conn, command_id=f"{tag}:{task_id}", kind="start", task_id=task_id,
+            coordinator.ledger, command_id=f"{tag}:{task_id}", kind="start", task_id=task_id,
             payload={"repo": repos[task_id]},
         )  # fmt: skip
 
@@ -540,7 +541,7 @@ def test_two_workers_never_run_one_task_twice_at_once(
 
     for task_id in task_ids:
         assert task_of(coordinator, task_id).status == "done", db.list_transitions(
-            coordinator.conn, task_id
+            coordinator.ledger, task_id
         )[-1].note
         assert [t for t in journey(coordinator, task_id) if t[0] == "build"] == [
             ("build", "running")

@@ -61,7 +61,7 @@ def raising_caller(coordinator: Coordinator, error: Exception) -> ModelCaller:
     chat.error = error
     settings = coordinator.settings
     return ModelCaller(
-        coordinator.conn,
+        coordinator.ledger,
         chat,
         model=settings.model,
         billing_mode=settings.billing_mode,
@@ -92,7 +92,7 @@ def test_a_failed_build_still_records_what_it_cost(make_coordinator: MakeCoordin
 
     assert task_of(coordinator, task_id).status == "failed"
     build_rows = [
-        row for row in db.usage_summary(coordinator.conn, day=coordinator.clock())
+        row for row in db.usage_summary(coordinator.ledger, day=coordinator.clock())
         if row.stage == "build"
     ]  # fmt: skip
     assert [(r.model, r.calls, r.input_tokens, r.output_tokens) for r in build_rows] == [
@@ -118,7 +118,7 @@ def test_a_failing_build_command_fails_the_task_and_redacts_its_output(
 
     task = task_of(coordinator, task_id)
     assert (task.status, task.phase) == ("failed", "build")
-    last = db.list_transitions(coordinator.conn, task_id)[-1]
+    last = db.list_transitions(coordinator.ledger, task_id)[-1]
     assert (last.to_phase, last.status) == ("build", "failed") and last.exited_at
     assert last.note is not None
     assert "BuildError" in last.note and "exited with code 3" in last.note
@@ -128,14 +128,14 @@ def test_a_failing_build_command_fails_the_task_and_redacts_its_output(
     assert REDACTED in notice and GITHUB_TOKEN not in notice
     assert GITHUB_TOKEN not in caplog.text
     # What was recorded before the failure is all still there.
-    (question,) = db.list_questions(coordinator.conn, thread_id=task_id)
+    (question,) = db.list_questions(coordinator.ledger, thread_id=task_id)
     assert (question.question_id, question.status, question.answered_via) == (
         question_id,
         "answered",
         "cli:tester",
     )
-    assert usage_calls(coordinator.conn, task_id) == {"clarify": 1, "plan": 1}
-    assert {c.state for c in db.list_commands(coordinator.conn, task_id=task_id)} == {"done"}
+    assert usage_calls(coordinator.ledger, task_id) == {"clarify": 1, "plan": 1}
+    assert {c.state for c in db.list_commands(coordinator.ledger, task_id=task_id)} == {"done"}
 
 
 def test_a_missing_claude_cli_parks_the_task_with_how_to_fix_it(
@@ -157,7 +157,7 @@ def test_a_missing_claude_cli_parks_the_task_with_how_to_fix_it(
         "builder_unavailable",
         "build",
     )
-    last = db.list_transitions(coordinator.conn, task_id)[-1]
+    last = db.list_transitions(coordinator.ledger, task_id)[-1]
     assert (last.to_phase, last.status, last.exited_at) == ("build", "parked", None)
     assert last.note is not None
     assert str(missing) in last.note and "was not found" in last.note
@@ -176,8 +176,8 @@ def test_a_missing_claude_cli_parks_the_task_with_how_to_fix_it(
 
     task = task_of(fixed, task_id)
     assert (task.status, task.phase) == ("done", "done")
-    assert usage_calls(fixed.conn, task_id) == {"clarify": 1, "plan": 1}, "nothing asked twice"
-    assert [q.question_id for q in db.list_questions(fixed.conn, thread_id=task_id)] == [
+    assert usage_calls(fixed.ledger, task_id) == {"clarify": 1, "plan": 1}, "nothing asked twice"
+    assert [q.question_id for q in db.list_questions(fixed.ledger, thread_id=task_id)] == [
         question_id
     ]
     with pytest.raises(TaskRefusedError, match="only parked tasks"):
@@ -250,7 +250,7 @@ def test_a_model_error_fails_the_task_and_redacts_the_key(
 
     task = task_of(coordinator, task_id)
     assert (task.status, task.phase) == ("failed", "clarify")
-    last = db.list_transitions(coordinator.conn, task_id)[-1]
+    last = db.list_transitions(coordinator.ledger, task_id)[-1]
     assert (last.to_phase, last.status) == ("clarify", "failed")
     assert last.note is not None
     assert last.note.startswith("ModelError: model offline failed in the clarify stage")
@@ -258,8 +258,8 @@ def test_a_model_error_fails_the_task_and_redacts_the_key(
     assert ANTHROPIC_KEY not in last.note
     assert all(ANTHROPIC_KEY not in text for _, _, text in transport.notices)
     assert ANTHROPIC_KEY not in caplog.text
-    assert usage_calls(coordinator.conn, task_id) == {}, "a failed provider call records nothing"
-    assert db.list_questions(coordinator.conn, thread_id=task_id) == []
+    assert usage_calls(coordinator.ledger, task_id) == {}, "a failed provider call records nothing"
+    assert db.list_questions(coordinator.ledger, thread_id=task_id) == []
 
 
 def test_a_model_error_in_the_graph_is_redacted_and_unchained(make_harness: MakeHarness) -> None:
@@ -284,14 +284,14 @@ def test_an_invalid_answer_is_refused_and_changes_nothing(
 ) -> None:
     coordinator = make_coordinator()
     task_id, question_id = waiting_on_plan(coordinator)
-    before = db.list_commands(coordinator.conn, task_id=task_id)
+    before = db.list_commands(coordinator.ledger, task_id=task_id)
 
     with pytest.raises(InvalidAnswerError, match=r"not a plan decision.*approve \[comment\]"):
         coordinator.answer(question_id, "maybe")
 
-    question = db.get_question(coordinator.conn, question_id)
+    question = db.get_question(coordinator.ledger, question_id)
     assert question is not None and (question.status, question.answer_json) == ("open", None)
-    assert db.list_commands(coordinator.conn, task_id=task_id) == before
+    assert db.list_commands(coordinator.ledger, task_id=task_id) == before
     assert task_of(coordinator, task_id).status == "waiting"
 
 
@@ -299,14 +299,14 @@ def test_a_second_answer_names_who_answered_first(make_coordinator: MakeCoordina
     coordinator = make_coordinator()
     task_id, question_id = waiting_on_plan(coordinator)
     coordinator.answer(question_id, "approve", via="cli:alice")
-    commands_before = db.list_commands(coordinator.conn, task_id=task_id)
+    commands_before = db.list_commands(coordinator.ledger, task_id=task_id)
 
     with pytest.raises(QuestionClosedError, match="already answered by cli:alice"):
         coordinator.answer(question_id, "reject", via="cli:bob")
 
-    question = db.get_question(coordinator.conn, question_id)
+    question = db.get_question(coordinator.ledger, question_id)
     assert question is not None and question.answer == {"decision": "approve", "text": ""}
-    assert db.list_commands(coordinator.conn, task_id=task_id) == commands_before
+    assert db.list_commands(coordinator.ledger, task_id=task_id) == commands_before
 
 
 def test_answering_an_expired_question_says_to_reopen_it(
@@ -321,8 +321,8 @@ def test_answering_an_expired_question_says_to_reopen_it(
     with pytest.raises(QuestionClosedError, match=f"expired.*agent-team reopen {question_id}"):
         coordinator.answer(question_id, "approve")
 
-    assert db.get_question(coordinator.conn, question_id).status == "expired"  # type: ignore[union-attr]
-    assert [c.kind for c in db.list_commands(coordinator.conn, task_id=task_id)] == ["start"]
+    assert db.get_question(coordinator.ledger, question_id).status == "expired"  # type: ignore[union-attr]
+    assert [c.kind for c in db.list_commands(coordinator.ledger, task_id=task_id)] == ["start"]
 
 
 def test_an_edit_with_no_steps_is_refused_at_answer_time(
@@ -334,7 +334,7 @@ def test_an_edit_with_no_steps_is_refused_at_answer_time(
     try:
         with pytest.raises(InvalidAnswerError, match="no steps"):
             coordinator.answer(question_id, "edit Risks: it might break the login page")
-        question = db.get_question(coordinator.conn, question_id)
+        question = db.get_question(coordinator.ledger, question_id)
         assert question is not None and question.status == "open"
     finally:
         coordinator.tick(until_idle=True, timeout_s=60)

@@ -70,7 +70,7 @@ def test_publish_runs_once_after_the_build_and_its_link_reaches_the_done_notice(
     assert values["pull_request"] == {"url": "https://example.test/pull/1", "number": 1}
     (done_text,) = [text for tid, event, text in transport.notices if event == "done"]
     assert done_text.endswith("; pull request https://example.test/pull/1")
-    phases = [row.to_phase for row in db.list_transitions(coordinator.conn, task_id)]
+    phases = [row.to_phase for row in db.list_transitions(coordinator.ledger, task_id)]
     assert phases.count("build") == 1, "publish belongs to the build phase"
 
 
@@ -86,10 +86,10 @@ def test_old_event_ids_are_forgotten_by_a_tick(make_coordinator: MakeCoordinator
     clock = Clock()
     coordinator = make_coordinator(clock=clock)
     old = clock.now - EVENT_RETENTION - timedelta(minutes=1)
-    db.claim_event(coordinator.conn, source="slack", event_id="Ev-old", now=old)
-    db.claim_event(coordinator.conn, source="github", event_id="d-new", now=clock.now)
+    db.claim_event(coordinator.ledger, source="slack", event_id="Ev-old", now=old)
+    db.claim_event(coordinator.ledger, source="github", event_id="d-new", now=clock.now)
 
     coordinator.tick()
 
-    assert not db.event_seen(coordinator.conn, source="slack", event_id="Ev-old")
-    assert db.event_seen(coordinator.conn, source="github", event_id="d-new")
+    assert not db.event_seen(coordinator.ledger, source="slack", event_id="Ev-old")
+    assert db.event_seen(coordinator.ledger, source="github", event_id="d-new")

@@ -160,8 +160,8 @@ class SlackWorld:
     http: httpx.Client
 
     @property
-    def conn(self) -> db.LedgerConnection:
-        return self.coordinator.conn
+    def conn(self) -> db.Ledger:
+        return self.coordinator.ledger
 
     def send(
         self, payload: dict[str, Any], *, form: bool = False, headers: dict[str, str] | None = None,

@@ -124,15 +124,15 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
             wait_for(lambda: daemon.bound is not None, "the HTTP server")
             task_id = daemon.coordinator.start_task(title="Remember the email", body=LONG_BODY)
             wait_for(lambda: bool(fake.of("chat.postMessage")), "the question post")
-            (question,) = db.list_questions(daemon.coordinator.conn, thread_id=task_id)
+            (question,) = db.list_questions(daemon.coordinator.ledger, thread_id=task_id)
             wait_for(
                 lambda: (
-                    db.get_question(daemon.coordinator.conn, question.question_id).channel_ref
+                    db.get_question(daemon.coordinator.ledger, question.question_id).channel_ref
                     is not None
                 ),
                 "the delivery record",
             )
-            posted = db.get_question(daemon.coordinator.conn, question.question_id)
+            posted = db.get_question(daemon.coordinator.ledger, question.question_id)
             assert posted is not None and posted.channel_ref is not None
             ref = posted.channel_ref
             assert ref.startswith(f"{CHANNEL}:")
@@ -146,7 +146,7 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
             assert response.status_code == 200
 
             def done() -> bool:
-                task = db.get_task(daemon.coordinator.conn, task_id)
+                task = db.get_task(daemon.coordinator.ledger, task_id)
                 return task is not None and task.status == "done"
 
             wait_for(done, "the task to finish")
@@ -217,7 +217,7 @@ def test_the_daemon_checks_the_bot_token_at_start_not_on_the_first_answer(
         assert len(fake.of("auth.test")) == 1, "checked while the daemon was built"
         task_id = daemon.coordinator.start_task(title="Remember the email", body=LONG_BODY)
         daemon.coordinator.tick(until_idle=True, timeout_s=60)
-        (question,) = db.list_questions(daemon.coordinator.conn, thread_id=task_id)
+        (question,) = db.list_questions(daemon.coordinator.ledger, thread_id=task_id)
         assert question.channel_ref is not None
         fake.fail("auth.test", "fatal_error")  # would be the lazy check's answer
         body, headers = form_body(
@@ -225,7 +225,7 @@ def test_the_daemon_checks_the_bot_token_at_start_not_on_the_first_answer(
         )
         response = httpx.post(server.url, content=body, headers={**headers, **sign(body)})
         assert response.status_code == 200
-        answered = db.get_question(daemon.coordinator.conn, question.question_id)
+        answered = db.get_question(daemon.coordinator.ledger, question.question_id)
         assert answered is not None and answered.status == "answered"
         assert len(fake.of("auth.test", ok=None)) == 2, "the refused start, then one check"
     finally:

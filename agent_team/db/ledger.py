@@ -1,0 +1,138 @@
+"""The ledger seam: what every caller holds instead of a database connection.
+
+A `Ledger` owns its connections, its per-thread writers, its transactions and
+its dialect, so nothing outside `agent_team.db` knows which driver is behind
+it (DESIGN.md §6). The `db` functions take a `Ledger` (writes) or any `Reader`
+(reads: the ledger itself, or one consistent `snapshot()` of it). A backend is
+one class implementing this protocol; the contract suite registers a factory
+for each (tests/integration/ledger/conftest.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+__all__ = [
+    "Cursor",
+    "Dialect",
+    "Ledger",
+    "Params",
+    "Reader",
+    "Row",
+    "Transaction",
+    "where_equal",
+    "write_statement",
+]
+
+_T = TypeVar("_T")
+
+Params = Sequence[Any]
+
+
+class Row(Protocol):
+    """A result row, addressable by column name (and by position on SQLite)."""
+
+    def __getitem__(self, key: Any, /) -> Any: ...
+
+    def keys(self) -> list[str]: ...
+
+
+class Cursor(Protocol):
+    """What a statement returns: how many rows it touched, and its result rows."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Reader(Protocol):
+    """Reads by column name; the ledger itself or one `snapshot()` of it."""
+
+    def fetch_all(self, sql: str, params: Params = ()) -> list[Row]: ...
+
+    def fetch_one(self, sql: str, params: Params = ()) -> Row | None: ...
+
+
+class Transaction(Reader, Protocol):
+    """The handle a `Ledger.write` unit of work gets; everything on it commits together."""
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What differs between backends' SQL; the `db` modules ask it instead of assuming."""
+
+    name: str
+    # How a write transaction takes its lock up front (no upgrade, so no deadlock).
+    begin_write: str
+
+
+class Ledger(Reader, Protocol):
+    """One ledger database: reads, short write transactions, snapshots, checkpoints."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def location(self) -> str:
+        """Where the ledger is, for messages (a path; never a secret)."""
+        ...
+
+    @property
+    def files_dir(self) -> Path | None:
+        """The folder for the ledger's side files (the budget outbox); None if it has none."""
+        ...
+
+    @property
+    def readonly(self) -> bool: ...
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        """One statement on its own (autocommit): maintenance reads and tests."""
+        ...
+
+    def write(self, work: Callable[[Transaction], _T]) -> _T:
+        """Run `work` in one write transaction, re-running it from the start on a busy lock.
+
+        Raises:
+            LedgerBusyError: the lock stayed busy through every attempt.
+            LedgerIntegrityError: a constraint refused a row (nothing was stored).
+            LedgerStorageError: the database failed otherwise.
+        """
+        ...
+
+    def snapshot(self) -> AbstractContextManager[Reader]:
+        """Several reads that see one state of the ledger (a page and its cost map)."""
+        ...
+
+    def checkpointer(self) -> BaseCheckpointSaver[Any]:
+        """The LangGraph saver for this ledger, set up once and closed with it."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def write_statement(ledger: Ledger, sql: str, params: Params = ()) -> int:
+    """One statement in a write transaction of its own; how many rows it changed.
+
+    Most compare-and-sets are exactly this: the `WHERE` holds the expected
+    state, and a count of 0 means another writer got there first.
+    """
+    return ledger.write(lambda tx: tx.execute(sql, params).rowcount)
+
+
+def where_equal(filters: dict[str, object | None]) -> tuple[str, list[object]]:
+    """`WHERE a = ? AND b = ?` for the filters that are not None (column names are ours)."""
+    used = {column: value for column, value in filters.items() if value is not None}
+    if not used:
+        return "", []
+    return "WHERE " + " AND ".join(f"{column} = ?" for column in used), list(used.values())

@@ -1,0 +1,446 @@
+"""The embedded ledger: one SQLite file in WAL mode (the default backend).
+
+Why writes never use the shared connection: a `sqlite3.Connection` has one
+transaction state, so threads sharing it could interleave `BEGIN`/`COMMIT`.
+Every write transaction therefore runs on a connection owned by the calling
+thread (opened once, reused, dropped after any error), takes the write lock
+up front with `BEGIN IMMEDIATE` (no lock upgrade, so no deadlock between
+readers turning writers), and retries a bounded number of times when the lock
+stays busy past the busy timeout.
+
+Writers of one process queue on a Python lock per file before they ask
+SQLite: a writer that finds the file locked sleeps in SQLite's busy handler
+(1 ms, then 2, 5, 10 ... 100 ms), which under a burst of answers costs far
+more than the few milliseconds each write takes. Other processes still meet
+SQLite's lock and busy timeout.
+
+Driver errors stop here: callers see `LedgerError` subclasses only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from agent_team.db.ledger import Cursor, Dialect, Params, Row, Transaction
+from agent_team.exceptions import (
+    LedgerBusyError,
+    LedgerError,
+    LedgerInputError,
+    LedgerIntegrityError,
+    LedgerStorageError,
+)
+
+__all__ = ["BUSY_TIMEOUT_S", "SQLITE", "WRITE_ATTEMPTS", "SqliteLedger", "open_ledger"]
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 10.0
+WRITE_ATTEMPTS = 5
+SQLITE = Dialect(name="sqlite", begin_write="BEGIN IMMEDIATE")
+_T = TypeVar("_T")
+
+
+class _Connection(sqlite3.Connection):
+    """A sqlite3 connection that remembers which file (device, inode) it was opened on."""
+
+    file_id: tuple[int, int] | None = None
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def storage_error(exc: sqlite3.Error, where: Path) -> LedgerStorageError:
+    """The `LedgerError` a driver error becomes (the driver's text kept for the operator)."""
+    if isinstance(exc, sqlite3.IntegrityError):
+        return LedgerIntegrityError(f"the ledger {where} refused a row: {exc}")
+    return LedgerStorageError(
+        f"the ledger {where} failed: {exc}; check it with `agent-team doctor --db {where}`"
+    )
+
+
+def _fetch_all(conn: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
+    """Rows by column name, whatever row factory the connection has."""
+    cur = conn.cursor()
+    cur.row_factory = sqlite3.Row
+    try:
+        return list(cur.execute(sql, params).fetchall())
+    finally:
+        cur.close()
+
+
+def _open(file: Path, *, readonly: bool = False) -> _Connection:
+    target: str | Path = f"{file.as_uri()}?mode=ro" if readonly else file
+    conn = sqlite3.connect(
+        target,
+        uri=readonly,
+        timeout=BUSY_TIMEOUT_S,
+        isolation_level=None,
+        check_same_thread=False,
+        factory=_Connection,
+    )
+    conn.file_id = _file_id(file)
+    if not readonly:
+        # Per-connection settings: every connection needs them, not just the first.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> None:
+    """WAL is a property of the file and persists, so only opening for writes sets it.
+
+    Switching a file that is not yet in WAL mode needs the write lock after a
+    read lock, and SQLite then reports "locked" at once instead of using the
+    busy timeout; so wait for the other writer here, up to the same timeout.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
+
+
+class _Tx:
+    """A write transaction's handle: the thread's own connection, constraint errors translated."""
+
+    __slots__ = ("_conn", "_where")
+
+    def __init__(self, conn: sqlite3.Connection, where: Path) -> None:
+        self._conn = conn
+        self._where = where
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.IntegrityError as exc:
+            raise storage_error(exc, self._where) from exc
+
+    def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
+        return _fetch_all(self._conn, sql, params)
+
+    def fetch_one(self, sql: str, params: Params = ()) -> Row | None:
+        rows = _fetch_all(self._conn, sql, params)
+        return rows[0] if rows else None
+
+
+class _Snapshot:
+    """Reads inside one read transaction (a WAL snapshot) on a connection of its own."""
+
+    __slots__ = ("_conn", "_where")
+
+    def __init__(self, conn: sqlite3.Connection, where: Path) -> None:
+        self._conn = conn
+        self._where = where
+
+    def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
+        try:
+            return _fetch_all(self._conn, sql, params)
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self._where) from exc
+
+    def fetch_one(self, sql: str, params: Params = ()) -> Row | None:
+        rows = self.fetch_all(sql, params)
+        return rows[0] if rows else None
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self._where) from exc
+
+
+_WRITERS_PER_THREAD = 4
+_writers = threading.local()
+_write_locks: dict[tuple[int, Path], threading.RLock] = {}
+_write_locks_guard = threading.Lock()
+
+
+def _write_lock(path: Path) -> threading.RLock:
+    """This process's lock for writes to `path` (keyed by pid too: a lock must not cross a fork)."""
+    key = (os.getpid(), path)
+    with _write_locks_guard:
+        lock = _write_locks.get(key)
+        if lock is None:
+            lock = _write_locks[key] = threading.RLock()
+        return lock
+
+
+def _writer(path: Path) -> _Connection:
+    """This thread's write connection to `path` (a few per thread, least recently used out).
+
+    Each thread owns its connections, so no transaction state is ever shared
+    between threads; reusing them saves opening a file per compare-and-set.
+    The process id is part of the key: a connection must not cross a fork.
+    """
+    cache: OrderedDict[tuple[int, Path], _Connection] | None = getattr(_writers, "conns", None)
+    if cache is None:
+        cache = _writers.conns = OrderedDict()
+    key = (os.getpid(), path)
+    conn = cache.get(key)
+    if conn is not None and conn.file_id != _file_id(path):
+        # The file was replaced (a restore, a test's new ledger): never write to the old one.
+        del cache[key]
+        conn.close()
+        conn = None
+    if conn is None:
+        conn = cache[key] = _open(path)
+        while len(cache) > _WRITERS_PER_THREAD:
+            _key, oldest = cache.popitem(last=False)
+            oldest.close()
+    cache.move_to_end(key)
+    return conn
+
+
+def _drop_writer(path: Path) -> None:
+    cache: OrderedDict[tuple[int, Path], _Connection] | None = getattr(_writers, "conns", None)
+    conn = cache.pop((os.getpid(), path), None) if cache is not None else None
+    if conn is not None:
+        conn.close()
+
+
+class SqliteLedger:
+    """The ledger in one SQLite file; safe to share between threads.
+
+    Reads and writes each go through the calling thread's own connection
+    (threads sharing one SQLite connection queue on its mutex, and a write
+    needs a transaction state of its own: see the module docstring);
+    snapshots and the checkpointer through connections of their own.
+    """
+
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        file = Path(path)
+        if str(file) == ":memory:":
+            raise LedgerInputError(
+                "the ledger must be a file (writes use their own connections); pass a path"
+            )
+        self._readonly = readonly
+        if readonly:
+            if not file.is_file():
+                raise LedgerError(
+                    f"no ledger at {file}; create it with `agent-team migrate --db {file}`"
+                )
+            self._path = file.resolve()
+            self._conn = _open(self._path, readonly=True)
+        else:
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                self._path = file.resolve()
+                self._conn = _open(self._path)
+                _switch_to_wal(self._conn)
+            except (OSError, sqlite3.DatabaseError) as exc:
+                raise LedgerError(
+                    f"cannot open {file} as a SQLite ledger ({exc}); "
+                    "check --db / AGENT_TEAM_DB_PATH"
+                ) from None
+        self._closed = False
+        self._local = threading.local()
+        self._local.conn = self._conn
+        self._readers: list[sqlite3.Connection] = [self._conn]
+        self._readers_guard = threading.Lock()
+        self._saver: SqliteSaver | None = None
+        self._saver_conn: sqlite3.Connection | None = None
+        self._saver_guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SqliteLedger({str(self._path)!r}{', readonly=True' if self._readonly else ''})"
+
+    # -- what callers may ask -------------------------------------------------------------
+
+    @property
+    def dialect(self) -> Dialect:
+        return SQLITE
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def location(self) -> str:
+        return str(self._path)
+
+    @property
+    def files_dir(self) -> Path | None:
+        return self._path.parent
+
+    @property
+    def readonly(self) -> bool:
+        return self._readonly
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's autocommit connection for reads, opened on its first read."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise LedgerError(f"the ledger {self._path} was closed; nothing was read")
+            conn = self._local.conn = _open(self._path, readonly=self._readonly)
+            with self._readers_guard:
+                self._readers.append(conn)
+        return conn
+
+    def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
+        try:
+            return _fetch_all(self._reader(), sql, params)
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self._path) from exc
+
+    def fetch_one(self, sql: str, params: Params = ()) -> Row | None:
+        rows = self.fetch_all(sql, params)
+        return rows[0] if rows else None
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        try:
+            return self._reader().execute(sql, params)
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self._path) from exc
+
+    def write(self, work: Callable[[Transaction], _T]) -> _T:
+        """Run `work` in one `BEGIN IMMEDIATE` transaction on this thread's own connection.
+
+        `work` must be safe to re-run from the start: on a busy lock the whole
+        transaction is rolled back and tried again, at most `WRITE_ATTEMPTS` times.
+        After any error the connection is closed and a fresh one is used next.
+        """
+        if self._readonly:
+            raise LedgerError(f"the ledger {self._path} was opened read-only; nothing was written")
+        path = self._path
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                with _write_lock(path):
+                    own = _writer(path)
+                    own.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = work(_Tx(own, path))
+                        own.execute("COMMIT")
+                    except BaseException:
+                        if own.in_transaction:
+                            own.execute("ROLLBACK")
+                        raise
+                return result
+            except sqlite3.OperationalError as exc:
+                _drop_writer(path)
+                if not _is_busy(exc):
+                    raise storage_error(exc, path) from exc
+                log.warning("ledger busy (attempt %d of %d): %s", attempt, WRITE_ATTEMPTS, exc)
+                time.sleep(min(0.05 * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
+            except sqlite3.Error as exc:
+                _drop_writer(path)
+                raise storage_error(exc, path) from exc
+            except BaseException:
+                _drop_writer(path)
+                raise
+        raise LedgerBusyError(
+            f"the ledger {path} stayed locked through {WRITE_ATTEMPTS} attempts; "
+            "check for a process holding a long write transaction"
+        )
+
+    @contextmanager
+    def snapshot(self) -> Iterator[_Snapshot]:
+        """Several reads in one transaction on a connection of their own (never blocks writers).
+
+        Without it a page of tasks and its cost map could come from two
+        different moments.
+        """
+        try:
+            conn = _open(self._path, readonly=self._readonly)
+            conn.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self._path) from exc
+        try:
+            yield _Snapshot(conn, self._path)
+        finally:
+            try:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")  # nothing was written; this only ends the snapshot
+            finally:
+                conn.close()
+
+    def checkpointer(self) -> SqliteSaver:
+        """LangGraph's `SqliteSaver` on a connection of its own, in transaction mode.
+
+        Not autocommit: `SqliteSaver` writes a node's outputs with one
+        `executemany` and commits when its cursor closes. In autocommit mode
+        every row would be its own transaction, so a `kill -9` in the middle
+        could leave part of a node's writes, which LangGraph then takes as the
+        node's whole result (seen in the crash tests: a plan review that
+        "finished" without its route to `build`). Here Python opens one
+        `BEGIN IMMEDIATE` before the first write and the saver's commit ends it.
+        """
+        if self._readonly:
+            raise LedgerError(
+                f"the ledger {self._path} was opened read-only; it keeps no checkpoints"
+            )
+        with self._saver_guard:
+            if self._saver is None:
+                try:
+                    conn = _open(self._path)
+                    conn.isolation_level = "IMMEDIATE"
+                    saver = SqliteSaver(conn)
+                    saver.setup()
+                except sqlite3.Error as exc:
+                    raise storage_error(exc, self._path) from exc
+                self._saver_conn, self._saver = conn, saver
+            return self._saver
+
+    def close(self) -> None:
+        self._closed = True
+        with self._saver_guard:
+            if self._saver_conn is not None:
+                self._saver_conn.close()
+                self._saver_conn = self._saver = None
+        with self._readers_guard:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
+
+    def __enter__(self) -> SqliteLedger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- for `db/` only: migrations and backups need the driver itself -----------------------
+
+    def raw(self) -> sqlite3.Connection:
+        """This thread's connection, for the schema and backup code inside `db/`."""
+        return self._reader()
+
+
+def open_ledger(path: str | Path, *, readonly: bool = False) -> SqliteLedger:
+    """Open the ledger file: WAL, busy timeout, foreign keys, autocommit reads.
+
+    Args:
+        path: the SQLite file; its parent folder is created if missing (not
+            when `readonly`: then a missing file is an error).
+        readonly: open it so that nothing can write or create it (dashboard
+            reads, backups).
+
+    Raises:
+        LedgerError: the file cannot be opened as a SQLite ledger.
+    """
+    return SqliteLedger(path, readonly=readonly)
