@@ -37,7 +37,7 @@ from agent_team.coordinator import Coordinator
 from agent_team.dashboard.app import DashboardContext, create_app
 from agent_team.exceptions import AgentTeamError
 from agent_team.health import Health
-from agent_team.intake.github_setup import GitHubIntegration, make_publisher
+from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
 from agent_team.redact import redact
 from agent_team.systemd import Notifier
 from agent_team.transports.base import Transport
@@ -109,8 +109,8 @@ class Daemon:
         if self.settings.transport != "slack":
             return
         from agent_team.exceptions import ConfigError
-        from agent_team.transports.slack import SlackTransport
-        from agent_team.transports.slack_events import SlackListener
+        from agent_team.integrations.slack.ingress import SlackListener
+        from agent_team.integrations.slack.transport import SlackTransport
 
         transport = self.coordinator.transport
         if not isinstance(transport, SlackTransport):  # a test handed in its own transport

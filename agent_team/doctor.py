@@ -40,9 +40,9 @@ def check(fn: CheckFn) -> CheckFn:
 
 # Modules that register checks of their own when imported (one per integration).
 INTEGRATION_CHECKS = (
-    "agent_team.transports.slack_doctor",
-    "agent_team.intake.github_doctor",
-    "agent_team.confluence.doctor",
+    "agent_team.integrations.slack.doctor",
+    "agent_team.integrations.github.doctor",
+    "agent_team.integrations.confluence.doctor",
 )
 
 

@@ -41,15 +41,16 @@ from typing import Any
 
 from agent_team import db
 from agent_team.answers import PUBLISH_HELP
-from agent_team.confluence import ConfluenceLane, adf, mermaid
-from agent_team.confluence.client import (
+from agent_team.exceptions import ConfluenceRefusedError
+from agent_team.integrations.confluence import adf, mermaid
+from agent_team.integrations.confluence.client import (
     ConfluenceClient,
     Page,
     StaleVersionError,
     create_request,
     update_request,
 )
-from agent_team.exceptions import ConfluenceRefusedError
+from agent_team.integrations.confluence.lane import ConfluenceLane
 from agent_team.models.prompts import PageContext, confluence_messages
 from agent_team.models.schemas import ConfluenceDraft, Plan
 from agent_team.nodes.common import GraphDeps, ask_human, crash_point, enter

@@ -19,10 +19,15 @@ import httpx
 from agent_team import db
 from agent_team.config import Settings
 from agent_team.coordinator import Coordinator
-from agent_team.intake.github import GitHubClient, GitHubIntake, PollReport, make_client
-from agent_team.intake.github_pr import PullRequestPublisher
-from agent_team.intake.github_status import StatusCommenter
-from agent_team.intake.github_webhook import WebhookHandler
+from agent_team.integrations.github.intake import (
+    GitHubClient,
+    GitHubIntake,
+    PollReport,
+    make_client,
+)
+from agent_team.integrations.github.pr import PullRequestPublisher
+from agent_team.integrations.github.status import StatusCommenter
+from agent_team.integrations.github.webhook import WebhookHandler
 
 __all__ = ["GitHubIntegration", "make_publisher"]
 

@@ -55,9 +55,7 @@ from agent_team.exceptions import (
     QuestionClosedError,
     UnknownTaskError,
 )
-from agent_team.task_model import QuestionKind, QuestionStatus
-from agent_team.transports.slack import SlackTransport, make_web_client, split_ref
-from agent_team.transports.slack_blocks import (
+from agent_team.integrations.slack.blocks import (
     ACTION_PREFIX,
     BUTTON_ANSWERS,
     REVISE_ACTION,
@@ -67,6 +65,8 @@ from agent_team.transports.slack_blocks import (
     escape,
     revise_modal,
 )
+from agent_team.integrations.slack.transport import SlackTransport, make_web_client, split_ref
+from agent_team.task_model import QuestionKind, QuestionStatus
 
 __all__ = ["EVENTS_PATH", "AnswerFn", "SlackListener"]
 
@@ -636,7 +636,7 @@ def _build_app(
             # With the check, Bolt keeps the result and never calls auth.test per request.
             token_verification_enabled=verify,
             request_verification_enabled=not socket_mode,
-            logger=logging.getLogger("agent_team.transports.slack.bolt"),
+            logger=logging.getLogger("agent_team.integrations.slack.bolt"),
         )
     except BoltError as exc:
         # Bolt wraps auth.test's SlackApiError; name Slack's error code, never the token.

@@ -7,8 +7,8 @@ from slack_sdk.errors import SlackApiError
 from agent_team.config import Settings
 from agent_team.doctor import CheckResult, check
 from agent_team.exceptions import ConfigError
+from agent_team.integrations.slack.transport import make_web_client, require_slack_settings
 from agent_team.redact import redact
-from agent_team.transports.slack import make_web_client, require_slack_settings
 
 __all__ = ["check_slack", "check_slack_allowed_users"]
 
