@@ -40,10 +40,10 @@ from agent_team.exceptions import (
 )
 from agent_team.graph import NODE_PHASES, build_graph
 from agent_team.integrations.confluence.lane import lane_from_settings
+from agent_team.integrations.confluence.pages import result_note
 from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
-from agent_team.nodes.confluence_writer import result_note
 from agent_team.redact import redact, tail
 from agent_team.reports import build_note
 from agent_team.task_model import (

@@ -10,10 +10,10 @@ from agent_team.answers import parse_answer
 from agent_team.config import DEFAULT_MERMAID_MACROS
 from agent_team.exceptions import ConfluenceRefusedError, InvalidAnswerError
 from agent_team.integrations.confluence import adf, mermaid
+from agent_team.integrations.confluence.pages import page_id_from, version_message
 from agent_team.models.offline import OfflineChatModel
 from agent_team.models.prompts import PageContext, confluence_messages
 from agent_team.models.schemas import ConfluenceDraft
-from agent_team.nodes.confluence_writer import page_id_from, version_message
 
 
 def test_confluence_approval_grammar() -> None:
