@@ -307,7 +307,7 @@ def tick(
 ) -> None:
     """One pass of the daemon's work (GitHub intake, sweep, commands, deadlines), then exit."""
     from agent_team.coordinator import Coordinator  # the graph stack loads only when needed
-    from agent_team.intake.github_setup import GitHubIntegration, make_publisher
+    from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
     from agent_team.transports.registry import make_transport
 
     settings = _ctx(ctx).settings()

@@ -33,16 +33,16 @@ from langgraph.types import StateSnapshot
 from agent_team import db, inbox
 from agent_team.builders.registry import make_builder, run_build
 from agent_team.config import Settings
-from agent_team.confluence import lane_from_settings
 from agent_team.exceptions import (
     ParkingError,
     UnknownTaskError,
 )
 from agent_team.graph import NODE_PHASES, build_graph
+from agent_team.integrations.confluence.lane import lane_from_settings
+from agent_team.integrations.confluence.pages import result_note
 from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
-from agent_team.nodes.confluence_writer import result_note
 from agent_team.redact import redact, tail
 from agent_team.reports import build_note
 from agent_team.task_model import (

@@ -6,10 +6,10 @@ all of that stands. SIGTERM/SIGINT stop new work, let running node
 executions finish within `AGENT_TEAM_STOP_GRACE_S`, and exit 0; whatever was
 cut off resumes on the next start (the ledger and checkpoints say where).
 
-Integrations plug in here and nowhere else:
-
-    daemon.routes.append(Route("/slack/events", ...))      # an HTTP route
-    daemon.loops.append(Loop("github-poller", poll_forever)) # a supervised loop
+Integrations plug in here and nowhere else, all the same way: each enabled
+one (`integrations.registry`) adds its HTTP routes, supervised loops,
+coordinator observers and health facts, and is closed, in reverse order,
+after the last run.
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from pathlib import Path
 from types import FrameType
 
@@ -35,15 +33,18 @@ from agent_team.builders import kill_running_children
 from agent_team.config import Settings, load_systemd_env
 from agent_team.coordinator import Coordinator
 from agent_team.dashboard.app import DashboardContext, create_app
-from agent_team.exceptions import AgentTeamError
+from agent_team.exceptions import AgentTeamError, ConfigError
 from agent_team.health import Health
-from agent_team.intake.github_setup import GitHubIntegration, make_publisher
+from agent_team.integrations.base import Integration
+from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
+from agent_team.integrations.registry import build_integrations
+from agent_team.loops import Loop
 from agent_team.redact import redact
 from agent_team.systemd import Notifier
 from agent_team.transports.base import Transport
 from agent_team.transports.registry import make_transport
 
-__all__ = ["Daemon", "DaemonError", "Loop", "ensure_demo_token"]
+__all__ = ["Daemon", "DaemonError", "ensure_demo_token"]
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +54,6 @@ STABLE_AFTER_S = 30.0  # a loop that ran this long before dying restarts from th
 
 class DaemonError(AgentTeamError):
     """The daemon cannot start (port in use, server failed to come up, ...)."""
-
-
-@dataclass
-class Loop:
-    """A supervised loop: `run(stop, first)` works until `stop` is set.
-
-    `first` is False when the supervisor restarts the loop after a crash.
-    """
-
-    name: str
-    run: Callable[[threading.Event, bool], None]
 
 
 class Daemon:
@@ -96,86 +86,42 @@ class Daemon:
         self.bound: tuple[str, int] | None = None
         self._server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
-        self._slack_transport: Transport | None = None  # closed on shutdown
-        # Integrations: each is a no-op unless its settings turn it on.
-        self._install_slack()
-        self._install_github()
-        self._install_confluence()
+        self.integrations: list[Integration] = []  # installed, in install order
+        # Each is built only when its settings turn it on.
+        self._install_integrations()
 
     # -- integrations --------------------------------------------------------------------
 
-    def _install_slack(self) -> None:
-        """Slack (issue #5): the events route or Socket Mode listener, reminder timer."""
-        if self.settings.transport != "slack":
-            return
-        from agent_team.exceptions import ConfigError
-        from agent_team.transports.slack import SlackTransport
-        from agent_team.transports.slack_events import SlackListener
+    def _install_integrations(self) -> None:
+        """Build and plug in every enabled integration, one code path for all of them.
 
-        transport = self.coordinator.transport
-        if not isinstance(transport, SlackTransport):  # a test handed in its own transport
-            transport = SlackTransport(self.settings, clock=self.coordinator.clock)
-        self._slack_transport = transport
+        Raises:
+            ConfigError: one cannot start (Slack refused the bot token, ...); the
+                coordinator and those built before it are closed first.
+        """
         try:
-            # The token is checked here, before READY: Bolt's lazy check on the first
-            # request would ack that request and drop it if the call failed.
-            listener = SlackListener(
-                self.settings, transport, answer=self.coordinator.answer,
-                clock=self.coordinator.clock, verify_token=True,
-            )  # fmt: skip
+            for integration in build_integrations(
+                self.settings, self.coordinator, publisher=self._github_publisher
+            ):
+                self.routes.extend(integration.routes())
+                self.loops.extend(integration.loops(self.health))
+                self.coordinator.observers.extend(integration.observers())
+                for key, value in integration.facts().items():
+                    self.health.set_fact(key, value)
+                self.integrations.append(integration)
         except ConfigError:
             self.coordinator.close()
+            for installed in reversed(self.integrations):
+                installed.close()
             raise
-        health = self.health
-        if listener.socket_mode:
-            health.set_fact("slack", "socket mode")
-            self.loops.append(
-                Loop(
-                    "slack-socket",
-                    lambda stop, _first: listener.run_socket_mode(
-                        stop, lambda: health.beat("slack-socket")
-                    ),
-                )
-            )
-        else:
-            health.set_fact("slack", "http /slack/events")
-            self.routes.append(listener.route())
-        self.loops.append(
-            Loop(
-                "slack-reminders",
-                lambda stop, _first: listener.run_timers(
-                    stop, lambda: health.beat("slack-reminders")
-                ),
-            )
-        )
 
-    def _install_github(self) -> None:
-        """GitHub (issue #6): the poller loop, the webhook route, the status comment."""
-        self.github = GitHubIntegration.build(
-            self.settings, self.coordinator, publisher=self._github_publisher
-        )
-        github = self.github
-        if github is None:
-            return
-        self.routes.append(github.webhook.route())
-        self.loops.append(
-            Loop(
-                "github-poller",
-                partial(
-                    github.poll_forever,
-                    beat=lambda: self.health.beat("github-poller"),
-                    set_fact=self.health.set_fact,
-                ),
-            )
-        )
-
-    def _install_confluence(self) -> None:
-        """Confluence (issue #7): nothing to install here.
-
-        The lane lives in the coordinator's graph (`GraphDeps.confluence`, built from
-        the settings), and its approval questions travel through the transport like
-        every other gate, so it needs no loop or route of its own.
-        """
+    @property
+    def github(self) -> GitHubIntegration | None:
+        """The GitHub integration when it is on (its poll totals, its clients)."""
+        for integration in self.integrations:
+            if isinstance(integration, GitHubIntegration):
+                return integration
+        return None
 
     # -- loops -------------------------------------------------------------------------
 
@@ -341,22 +287,12 @@ class Daemon:
         return 0
 
     def _close_integrations(self) -> None:
-        """What the integrations opened for themselves: ledger connections, HTTP clients.
-
-        After the last run: the poller closes its GitHub clients when its loop ends, but a
-        run that finishes inside the grace period (status comment, PR) opens them again.
-        """
-        transports: list[Transport] = [self.coordinator.transport]
-        if self._slack_transport not in (None, self.coordinator.transport):
-            transports.append(self._slack_transport)
-        for transport in transports:
-            close = getattr(transport, "close", None)
-            if callable(close):
-                close()
-        if self._github_publisher is not None:
-            self._github_publisher.close_ledger()
-        if self.github is not None:
-            self.github.close()  # its client and the publisher's
+        """What the integrations opened for themselves, newest first, after the last run."""
+        close = getattr(self.coordinator.transport, "close", None)
+        if callable(close):
+            close()
+        for integration in reversed(self.integrations):
+            integration.close()
 
 
 def ensure_demo_token(settings: Settings, state_dir: Path) -> tuple[Settings, str | None]:

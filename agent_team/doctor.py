@@ -1,7 +1,8 @@
 """`agent-team doctor`: checks that say what is wrong and how to fix it.
 
-Each integration registers its own check with `@check`, so the table grows
-with the product without touching this module's callers.
+The core checks register here with `@check`; each integration lists its own
+(`Integration.doctor_checks`), collected from the integrations registry, so
+the table grows with the product without touching this module's callers.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from agent_team.config import Settings
 from agent_team.exceptions import AgentTeamError
 from agent_team.models.registry import PROVIDERS, parse_model_spec
 
-__all__ = ["CHECKS", "CheckResult", "check", "run_checks"]
+__all__ = ["CHECKS", "CheckFn", "CheckResult", "check", "run_checks"]
 
 
 @dataclass(frozen=True)
@@ -33,32 +34,22 @@ CHECKS: list[CheckFn] = []
 
 
 def check(fn: CheckFn) -> CheckFn:
-    """Register a doctor check (integrations decorate theirs with this)."""
+    """Register a core doctor check (an integration lists its own in `doctor_checks`)."""
     CHECKS.append(fn)
     return fn
 
 
-# Modules that register checks of their own when imported (one per integration).
-INTEGRATION_CHECKS = (
-    "agent_team.transports.slack_doctor",
-    "agent_team.intake.github_doctor",
-    "agent_team.confluence.doctor",
-)
+def _integration_checks() -> list[CheckFn]:
+    # Imported here: the integrations' doctor modules import this one.
+    from agent_team.integrations.registry import integration_types
 
-
-def _load_integration_checks() -> None:
-    for name in INTEGRATION_CHECKS:
-        if importlib.util.find_spec(name.rsplit(".", 1)[0]) is None:
-            continue
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name)
+    return [fn for kind in integration_types() for fn in kind.doctor_checks()]
 
 
 def run_checks(settings: Settings) -> list[CheckResult]:
     """Run every check; a check that raises is reported as failed, never as a traceback."""
-    _load_integration_checks()
     results = []
-    for fn in CHECKS:
+    for fn in [*CHECKS, *_integration_checks()]:
         try:
             results.append(fn(settings))
         except Exception as exc:

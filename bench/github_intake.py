@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent_team import db, inbox
 from agent_team.config import load_settings
-from agent_team.intake.github import GitHubIntake, make_client
+from agent_team.integrations.github.intake import GitHubIntake, make_client
 from tests.fakes.github_api import FakeGitHub
 
 REPO = "acme/app"

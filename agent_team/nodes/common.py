@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from agent_team import db
 from agent_team.answers import ANSWER_MODELS
 from agent_team.builders.base import BuildResult, BuildTask
-from agent_team.confluence import ConfluenceLane
+from agent_team.integrations.confluence.lane import ConfluenceLane
 from agent_team.models.caller import ModelCaller
 from agent_team.task_model import Phase, QuestionKind, TaskState, TaskStatus, question_id_for
 

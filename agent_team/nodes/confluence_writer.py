@@ -36,90 +36,42 @@ the coordinator parks the task with the reason; nothing is written.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from agent_team import db
 from agent_team.answers import PUBLISH_HELP
-from agent_team.confluence import ConfluenceLane, adf, mermaid
-from agent_team.confluence.client import (
-    ConfluenceClient,
-    Page,
-    StaleVersionError,
-    create_request,
-    update_request,
-)
 from agent_team.exceptions import ConfluenceRefusedError
+from agent_team.integrations.confluence import adf, mermaid
+from agent_team.integrations.confluence.client import ConfluenceClient, StaleVersionError
+from agent_team.integrations.confluence.lane import ConfluenceLane
+from agent_team.integrations.confluence.pages import (
+    check_space,
+    edit_ops,
+    names_task,
+    page_id_from,
+    page_result,
+    read_page,
+    request_for,
+)
 from agent_team.models.prompts import PageContext, confluence_messages
 from agent_team.models.schemas import ConfluenceDraft, Plan
 from agent_team.nodes.common import GraphDeps, ask_human, crash_point, enter
 from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState, question_id_for
 
 __all__ = [
-    "PAGE_LINE",
     "conf_draft",
     "conf_gate",
     "conf_write",
     "effect_id_for",
-    "page_id_from",
-    "result_note",
     "route_after_conf_gate",
-    "version_message",
 ]
 
-PAGE_LINE = re.compile(r"^\s*confluence-page:\s*(\S+)\s*$", re.IGNORECASE | re.MULTILINE)
 EFFECT_KIND = "confluence_write"
 _PREVIEW_CHARS = 3000
 
 
-def page_id_from(body: str) -> str | None:
-    """The page a task names with a `confluence-page: <id>` line, if any.
-
-    Raises:
-        ConfluenceRefusedError: the line is there but the id is not numeric.
-    """
-    match = PAGE_LINE.search(body or "")
-    if match is None:
-        return None
-    page_id = match.group(1)
-    if not page_id.isdigit():
-        raise ConfluenceRefusedError(
-            f"`confluence-page: {page_id[:40]}` is not a page id; page ids are numbers "
-            "(the digits after /pages/ in the page's URL). Fix the line and submit again"
-        )
-    return page_id
-
-
 def effect_id_for(task_id: str, turn: int) -> str:
     return f"confluence:write:{task_id}:{turn}"
-
-
-def version_message(task_id: str, title: str) -> str:
-    """The version message of an update; it names the task, which recovery looks for."""
-    return f"agent-team task {task_id}: {' '.join(title.split())[:120]}"
-
-
-def result_note(confluence: dict[str, Any] | None) -> str | None:
-    """One line about the lane's outcome for the task's final note, or None."""
-    conf = confluence or {}
-    result = conf.get("result")
-    if isinstance(result, dict):
-        if result.get("dry_run"):
-            note = (
-                f"confluence dry run: {result.get('method')} {result.get('path')} recorded as "
-                f"{result.get('effect_id')}, nothing sent"
-            )
-            if result.get("approval_was_dry_run"):
-                note += (
-                    "; the approval was for a dry run, so a real write needs a new approval: "
-                    "submit the task again"
-                )
-            return note
-        where = result.get("url") or f"page {result.get('page_id')}"
-        return f"confluence {where} at version {result.get('version')}"
-    if conf.get("decision") == "reject":
-        return "confluence page rejected; nothing written"
-    return None
 
 
 def _lane(deps: GraphDeps) -> ConfluenceLane:
@@ -135,53 +87,6 @@ def _conf(state: TaskState) -> dict[str, Any]:
 # -- conf_draft --------------------------------------------------------------------------------
 
 
-def _read_page(lane: ConfluenceLane, page_id: str) -> Page:
-    page = lane.client(f"updating page {page_id}").get_page(page_id)
-    if lane.space_id and page.space_id != lane.space_id:
-        raise ConfluenceRefusedError(
-            f"page {page_id} is in space {page.space_id}, not in AGENT_TEAM_CONFLUENCE_SPACE_ID "
-            f"({lane.space_id}); fix the page id or the space id. Nothing was written"
-        )
-    return page
-
-
-def _check_space(lane: ConfluenceLane) -> str:
-    if not lane.space_id:
-        raise ConfluenceRefusedError(
-            "a new Confluence page needs a space: set AGENT_TEAM_CONFLUENCE_SPACE_ID, or name "
-            "an existing page with a `confluence-page: <id>` line in the task"
-        )
-    if lane.has_client() and not lane.client("checking the space").space_exists(lane.space_id):
-        raise ConfluenceRefusedError(
-            f"Confluence space {lane.space_id} does not exist (or the account cannot see it); "
-            "fix AGENT_TEAM_CONFLUENCE_SPACE_ID (the space's numeric id). Nothing was written"
-        )
-    if lane.parent_id and lane.has_client():
-        _check_parent(lane, lane.parent_id, lane.space_id)
-    return lane.space_id
-
-
-def _check_parent(lane: ConfluenceLane, parent_id: str, space_id: str) -> None:
-    """The new page's parent must be a page of the space (checked before the model is paid)."""
-    fix = "fix AGENT_TEAM_CONFLUENCE_PARENT_ID (a page id of that space) or unset it"
-    if not parent_id.isdigit():
-        raise ConfluenceRefusedError(
-            f"the parent page {parent_id[:40]!r} is not a page id (page ids are numbers); "
-            f"{fix}. Nothing was written"
-        )
-    parent_space = lane.client("checking the parent page").page_space(parent_id)
-    if parent_space is None:
-        raise ConfluenceRefusedError(
-            f"the parent page {parent_id} does not exist (or the account cannot see it); "
-            f"{fix}. Nothing was written"
-        )
-    if parent_space != space_id:
-        raise ConfluenceRefusedError(
-            f"the parent page {parent_id} is in space {parent_space}, not in "
-            f"AGENT_TEAM_CONFLUENCE_SPACE_ID ({space_id}); {fix}. Nothing was written"
-        )
-
-
 def _previous(conf: dict[str, Any]) -> str | None:
     draft = conf.get("draft") or {}
     if not draft:
@@ -189,30 +94,13 @@ def _previous(conf: dict[str, Any]) -> str | None:
     return f"Title: {draft.get('title', '')}\n\n{draft.get('summary', '')}"
 
 
-def _edit_ops(page: Page, draft: ConfluenceDraft, keys: tuple[str, ...]) -> list[dict[str, Any]]:
-    diagrams = mermaid.find_diagrams(page.doc, keys)
-    editable = [d for d in diagrams if d.fmt != "external"]
-    if editable:
-        first = editable[0]
-        return [{"op": "replace", "index": first.index, "source": draft.mermaid,
-                 "expect": first.source}]  # fmt: skip
-    headings = [h for _, n in adf.iter_nodes(page.doc) if (h := adf.heading_text(n))]
-    heading = draft.heading if draft.heading in headings else (headings[0] if headings else None)
-    if heading is None:
-        raise ConfluenceRefusedError(
-            f"page {page.id} has no Mermaid diagram to update and no heading to put a new one "
-            "after; add a heading (or a diagram) to the page and submit the task again"
-        )
-    return [{"op": "insert_after_heading", "heading": heading, "source": draft.mermaid}]
-
-
 def conf_draft(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     lane = _lane(deps)
     enter(deps, state, Phase.CONF_DRAFT)
     conf = _conf(state)
     page_id = page_id_from(state.get("body", ""))
-    page = _read_page(lane, page_id) if page_id else None
-    space_id = page.space_id if page is not None else _check_space(lane)
+    page = read_page(lane, page_id) if page_id else None
+    space_id = page.space_id if page is not None else check_space(lane)
     plan = state.get("plan")
     build = state.get("build") or {}
     context = None
@@ -237,7 +125,7 @@ def conf_draft(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         ),
     )
     if page is not None:
-        ops = _edit_ops(page, draft, lane.macro_keys)
+        ops = edit_ops(page, draft, lane.macro_keys)
         edit = mermaid.safe_edit(page.doc, ops, lane.macro_keys)
         drafted: dict[str, Any] = {
             "mode": "update",
@@ -280,33 +168,10 @@ def conf_draft(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
 # -- conf_gate ---------------------------------------------------------------------------------
 
 
-def _request_for(task_id: str, draft: dict[str, Any], version: int | None = None) -> dict[str, Any]:
-    """The exact request a write sends: method, path and JSON body."""
-    if draft["mode"] == "update":
-        number = version if version is not None else int(draft["base_version"]) + 1
-        return {
-            "method": "PUT",
-            "path": f"/api/v2/pages/{draft['page_id']}",
-            "json": update_request(
-                page_id=str(draft["page_id"]), title=str(draft["title"]),
-                doc_text=str(draft["doc"]), version=number,
-                message=version_message(task_id, str(draft["title"])),
-            ),
-        }  # fmt: skip
-    return {
-        "method": "POST",
-        "path": "/api/v2/pages",
-        "json": create_request(
-            space_id=str(draft["space_id"]), parent_id=draft.get("parent_id"),
-            title=str(draft["title"]), doc_text=str(draft["doc"]),
-        ),
-    }  # fmt: skip
-
-
 def _gate_text(state: TaskState, draft: dict[str, Any], dry_run: bool) -> str:
     # The preview holds no ``` of its own (adf.to_preview indents code), so these fences
     # read the same in Slack, the CLI and the dashboard.
-    request = _request_for(state["task_id"], draft)
+    request = request_for(state["task_id"], draft)
     where = (
         f"update page {draft['page_id']} ({draft['title']!r}) from version "
         f"{draft['base_version']} to {int(draft['base_version']) + 1}"
@@ -398,15 +263,6 @@ def route_after_conf_gate(state: TaskState) -> str:
 # -- conf_write --------------------------------------------------------------------------------
 
 
-def _names_task(page: Page, task_id: str) -> bool:
-    return page.version_message.startswith(f"agent-team task {task_id}:")
-
-
-def _result(page: Page, *, recovered: bool = False) -> dict[str, Any]:
-    return {"dry_run": False, "page_id": page.id, "version": page.version, "title": page.title,
-            "url": page.url, "recovered": recovered}  # fmt: skip
-
-
 def _write_update(
     deps: GraphDeps, client: ConfluenceClient, state: TaskState, draft: dict[str, Any],
     effect_id: str, effect: db.SideEffect,
@@ -416,11 +272,11 @@ def _write_update(
     page = client.get_page(str(draft["page_id"]))
     recorded = effect.request if isinstance(effect.request, dict) else {}
     intended = ((recorded.get("json") or {}).get("version") or {}).get("number")
-    if page.version == intended and _names_task(page, task_id):
-        return _result(page, recovered=True)  # it landed before a crash: never send twice
+    if page.version == intended and names_task(page, task_id):
+        return page_result(page, recovered=True)  # it landed before a crash: never send twice
     for attempt in range(2):
         edit = mermaid.safe_edit(page.doc, draft["ops"], lane.macro_keys)
-        request = _request_for(task_id, {**draft, "doc": adf.dumps(edit.doc)}, page.version + 1)
+        request = request_for(task_id, {**draft, "doc": adf.dumps(edit.doc)}, page.version + 1)
         # Recorded (pending, with the intended version) before anything is sent.
         db.finish_effect(deps.ledger, effect_id=effect_id, state="pending", request=request)
         crash_point(deps, Phase.CONF_WRITE, "sending")
@@ -433,12 +289,12 @@ def _write_update(
                     "nothing was written. Revise the task once the page is quiet"
                 ) from None
             page = client.get_page(str(draft["page_id"]))  # re-read; the edit is re-applied
-            if page.version == request["json"]["version"]["number"] and _names_task(page, task_id):
+            if page.version == request["json"]["version"]["number"] and names_task(page, task_id):
                 # Our own write landed (its answer was lost and a retry met 409): record it.
-                return _result(page, recovered=True)
+                return page_result(page, recovered=True)
             continue
         crash_point(deps, Phase.CONF_WRITE, "sent")
-        return _result(written)
+        return page_result(written)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -446,12 +302,12 @@ def _write_create(
     deps: GraphDeps, client: ConfluenceClient, state: TaskState, draft: dict[str, Any],
     effect_id: str,
 ) -> dict[str, Any]:  # fmt: skip
-    request = _request_for(state["task_id"], draft)
+    request = request_for(state["task_id"], draft)
     # A create may have landed before a crash; a space holds one page per title.
     found = client.find_page(str(draft["space_id"]), str(draft["title"]))
     if found is not None:
         if adf.dumps(found.doc) == str(draft["doc"]):
-            return _result(found, recovered=True)
+            return page_result(found, recovered=True)
         raise ConfluenceRefusedError(
             f"a page titled {draft['title']!r} already exists in space {draft['space_id']} "
             "with other content; rename or remove it, then revise the task. Nothing was written"
@@ -460,7 +316,7 @@ def _write_create(
     crash_point(deps, Phase.CONF_WRITE, "sending")
     written = client.create_page(request["json"])
     crash_point(deps, Phase.CONF_WRITE, "sent")
-    return _result(written)
+    return page_result(written)
 
 
 def conf_write(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
@@ -470,7 +326,7 @@ def conf_write(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     draft = conf["draft"]
     task_id = state["task_id"]
     effect_id = effect_id_for(task_id, state.get("turn", 0))
-    first_request = _request_for(task_id, draft)
+    first_request = request_for(task_id, draft)
     effect = db.begin_effect(
         deps.ledger, effect_id=effect_id, task_id=task_id, kind=EFFECT_KIND, request=first_request
     )

@@ -18,7 +18,7 @@ def make_transport(settings: Settings) -> Transport:
     """
     if settings.transport == "slack":
         # Imported here so the local transport never loads slack-bolt.
-        from agent_team.transports.slack import SlackTransport
+        from agent_team.integrations.slack.transport import SlackTransport
 
         return SlackTransport(settings)
     return LocalTransport()

@@ -13,8 +13,9 @@ import pytest
 from pydantic import SecretStr
 
 from agent_team.config import load_settings
-from agent_team.confluence import adf
-from agent_team.confluence.client import (
+from agent_team.exceptions import ConfigError, ConfluenceError, ConfluenceRefusedError
+from agent_team.integrations.confluence import adf
+from agent_team.integrations.confluence.client import (
     BasicAuth,
     ConfluenceClient,
     OAuthClientCredentials,
@@ -22,7 +23,6 @@ from agent_team.confluence.client import (
     create_request,
     update_request,
 )
-from agent_team.exceptions import ConfigError, ConfluenceError, ConfluenceRefusedError
 from tests.fakes import confluence_api as fc
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "adf"

@@ -17,11 +17,12 @@ from starlette.testclient import TestClient
 
 from agent_team import db
 from agent_team.config import DEFAULT_MERMAID_MACROS
-from agent_team.confluence import ConfluenceLane, adf, mermaid
 from agent_team.coordinator import Coordinator
 from agent_team.dashboard import DashboardContext, create_app
 from agent_team.exceptions import TaskRefusedError
 from agent_team.graph import build_graph
+from agent_team.integrations.confluence import adf, mermaid
+from agent_team.integrations.confluence.lane import ConfluenceLane
 from agent_team.models.caller import ModelCaller
 from agent_team.models.schemas import ConfluenceDraft
 from agent_team.nodes.common import GraphDeps

@@ -14,7 +14,7 @@ import pytest
 
 from agent_team import db, inbox
 from agent_team.config import Settings, load_settings
-from agent_team.intake.github import GitHubIntake, make_client
+from agent_team.integrations.github.intake import GitHubIntake, make_client
 from tests.fakes.github_api import FakeGitHub
 
 TOKEN = "ghp_" + "T0kenForTests" * 3  # token-shaped, so the pattern redaction applies too

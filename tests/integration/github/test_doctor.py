@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent_team import db
-from agent_team.intake.github import GitHubIntake, make_client
-from agent_team.intake.github_doctor import check_github_intake, check_github_last_poll
+from agent_team.integrations.github.doctor import check_github_intake, check_github_last_poll
+from agent_team.integrations.github.intake import GitHubIntake, make_client
 from tests.integration.github.conftest import APP, TOKEN, World, make_settings
 
 

@@ -14,9 +14,9 @@ import pytest
 from agent_team import db
 from agent_team.config import Settings
 from agent_team.coordinator import Coordinator
-from agent_team.intake.github import task_id_for
-from agent_team.intake.github_setup import GitHubIntegration, make_publisher
-from agent_team.intake.github_status import marker
+from agent_team.integrations.github.intake import task_id_for
+from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
+from agent_team.integrations.github.status import marker
 from tests.fakes.github_api import FakeGitHub
 from tests.integration.github.conftest import (
     APP,

@@ -15,8 +15,8 @@ import pytest
 
 from agent_team import db
 from agent_team.daemon import Daemon
-from agent_team.intake.github import issue_source, task_id_for
-from agent_team.intake.github_webhook import WebhookHandler, sign
+from agent_team.integrations.github.intake import issue_source, task_id_for
+from agent_team.integrations.github.webhook import WebhookHandler, sign
 from tests.fakes.github_api import FakeGitHub
 from tests.integration.github.conftest import (
     APP,

@@ -31,8 +31,8 @@ from starlette.applications import Starlette
 from agent_team import db
 from agent_team.config import ENV_PREFIX, Settings, load_settings
 from agent_team.coordinator import Coordinator
-from agent_team.transports.slack import SlackTransport
-from agent_team.transports.slack_events import EVENTS_PATH, SlackListener
+from agent_team.integrations.slack.ingress import EVENTS_PATH, SlackListener
+from agent_team.integrations.slack.transport import SlackTransport
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.integration.pipeline.conftest import LONG_BODY, Clock
 

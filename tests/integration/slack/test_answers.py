@@ -356,7 +356,7 @@ def test_a_delivery_that_failed_midway_is_processed_when_slack_retries(
 ) -> None:
     question = world.waiting_question()
     ref = question.channel_ref or ""
-    real = world.listener._answer_fn
+    real = world.listener.answers._answer_fn
     calls: list[str] = []
 
     def busy_once(question_id: str, text: str, *, via: str) -> db.Question:
@@ -365,7 +365,7 @@ def test_a_delivery_that_failed_midway_is_processed_when_slack_retries(
             raise LedgerBusyError("the ledger stayed locked")
         return real(question_id, text, via=via)
 
-    world.listener._answer_fn = busy_once
+    world.listener.answers._answer_fn = busy_once
     payload = message_event(ref, ALICE, "approve", event_id="Ev0BUSYONCE")
     assert world.send(payload).status_code == 500, "not handled: Slack must retry"
     assert world.question(question.question_id).status == "open"

@@ -8,7 +8,7 @@ import threading
 import time
 
 from agent_team import db
-from agent_team.transports.slack_events import EVENTS_PATH, MAX_BODY
+from agent_team.integrations.slack.ingress import EVENTS_PATH, MAX_BODY
 from tests.integration.slack.conftest import (
     ALICE,
     SlackWorld,

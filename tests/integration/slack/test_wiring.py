@@ -17,9 +17,9 @@ from agent_team import db
 from agent_team.daemon import Daemon
 from agent_team.doctor import run_checks
 from agent_team.exceptions import ConfigError
+from agent_team.integrations.slack.ingress import SlackListener
+from agent_team.integrations.slack.transport import SlackTransport
 from agent_team.transports.registry import make_transport
-from agent_team.transports.slack import SlackTransport
-from agent_team.transports.slack_events import SlackListener
 from tests.fakes.slack_api import FakeSlack
 from tests.integration.pipeline.conftest import LONG_BODY
 from tests.integration.slack.conftest import (

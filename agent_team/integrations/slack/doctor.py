@@ -1,19 +1,18 @@
-"""`agent-team doctor` checks for the Slack transport (registered on import)."""
+"""`agent-team doctor` checks for the Slack transport."""
 
 from __future__ import annotations
 
 from slack_sdk.errors import SlackApiError
 
 from agent_team.config import Settings
-from agent_team.doctor import CheckResult, check
+from agent_team.doctor import CheckResult
 from agent_team.exceptions import ConfigError
+from agent_team.integrations.slack.transport import make_web_client, require_slack_settings
 from agent_team.redact import redact
-from agent_team.transports.slack import make_web_client, require_slack_settings
 
 __all__ = ["check_slack", "check_slack_allowed_users"]
 
 
-@check
 def check_slack(settings: Settings) -> CheckResult:
     """The settings are complete and the bot token works (`auth.test`)."""
     if settings.transport != "slack":
@@ -40,7 +39,6 @@ def check_slack(settings: Settings) -> CheckResult:
     return CheckResult("slack", True, f"bot {who} posts to {settings.slack_channel}; {mode}")
 
 
-@check
 def check_slack_allowed_users(settings: Settings) -> CheckResult:
     """Fail closed is safe but useless: say so when nobody may answer."""
     if settings.transport != "slack":

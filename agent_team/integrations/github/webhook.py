@@ -26,7 +26,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_team import db
-from agent_team.intake.github import GitHubIntake, GitHubIssue, PollReport, issue_source
+from agent_team.integrations.github.intake import (
+    GitHubIntake,
+    GitHubIssue,
+    PollReport,
+    issue_source,
+)
 
 __all__ = ["MAX_BODY_BYTES", "WebhookHandler", "WebhookReply", "sign", "verify_signature"]
 

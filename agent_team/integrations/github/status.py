@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from agent_team import db
-from agent_team.intake.github import SOURCE, GitHubClient, GitHubError, parse_issue_url
+from agent_team.integrations.github.intake import SOURCE, GitHubClient, GitHubError, parse_issue_url
 
 __all__ = ["StatusCommenter", "comment_body", "marker"]
 

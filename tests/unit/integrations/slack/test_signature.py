@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agent_team.config import load_settings
-from agent_team.transports.slack import SlackTransport
-from agent_team.transports.slack_events import SlackListener
+from agent_team.integrations.slack.ingress import SlackListener
+from agent_team.integrations.slack.transport import SlackTransport
 
 SECRET = "unit-test-signing-secret"
 

@@ -1,4 +1,4 @@
-"""Intake: outside work becoming tasks (GitHub issues by label, by poll or by webhook).
+"""GitHub: issues by label become tasks (by poll or by webhook); status comments, draft PRs.
 
 Intake stays thin (DESIGN.md §7): parse, validate, claim the issue in the
 ledger, then start the task through the coordinator. Everything it must not

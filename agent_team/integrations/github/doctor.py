@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from agent_team import db
 from agent_team.config import Settings
-from agent_team.doctor import CheckResult, check
-from agent_team.intake.github import GitHubError, issue_source, make_client
+from agent_team.doctor import CheckResult
+from agent_team.integrations.github.intake import GitHubError, issue_source, make_client
 
 __all__ = ["check_github_intake", "check_github_last_poll"]
 
 
-@check
 def check_github_intake(settings: Settings) -> CheckResult:
     repos = settings.github_repos
     if not repos:
@@ -45,7 +44,6 @@ def check_github_intake(settings: Settings) -> CheckResult:
     )  # fmt: skip
 
 
-@check
 def check_github_last_poll(settings: Settings) -> CheckResult:
     if not settings.github_repos or not settings.db_path.exists():
         return CheckResult("github last poll", True, "no polls yet")

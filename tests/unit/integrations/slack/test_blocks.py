@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 
 from agent_team.db import Question, Task
-from agent_team.transports.slack_blocks import (
+from agent_team.integrations.slack.blocks import (
     closed_blocks,
     dashboard_link,
     escape,

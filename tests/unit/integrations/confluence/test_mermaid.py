@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_team.config import DEFAULT_MERMAID_MACROS
-from agent_team.confluence import adf, mermaid
-from agent_team.confluence.mermaid import MermaidGuardError
 from agent_team.exceptions import ConfluenceRefusedError, ParkingError
+from agent_team.integrations.confluence import adf, mermaid
+from agent_team.integrations.confluence.mermaid import MermaidGuardError
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "adf"
+FIXTURES = Path(__file__).parents[3] / "fixtures" / "adf"
 KEYS = DEFAULT_MERMAID_MACROS
 
 

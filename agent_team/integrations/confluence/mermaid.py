@@ -49,8 +49,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_team.confluence import adf
 from agent_team.exceptions import ConfluenceRefusedError
+from agent_team.integrations.confluence import adf
 
 __all__ = [
     "SOURCE_KEYS",

@@ -46,7 +46,7 @@ import httpx
 from agent_team import db
 from agent_team.builders._proc import Completed, ProcessTimeout, inherited_env, run_process
 from agent_team.exceptions import PublishFailedError
-from agent_team.intake.github import SOURCE, GitHubClient, GitHubError, parse_issue_url
+from agent_team.integrations.github.intake import SOURCE, GitHubClient, GitHubError, parse_issue_url
 from agent_team.task_model import TaskState
 
 __all__ = ["PUSH_TIMEOUT_S", "PullRequestPublisher", "auth_env", "git_host_url"]

@@ -7,16 +7,15 @@ is safe to run against production at any time.
 from __future__ import annotations
 
 from agent_team.config import Settings
-from agent_team.confluence.client import ConfluenceClient
-from agent_team.doctor import CheckResult, check
+from agent_team.doctor import CheckResult
 from agent_team.exceptions import AgentTeamError
+from agent_team.integrations.confluence.client import ConfluenceClient
 
 __all__ = ["check_confluence"]
 
 NAME = "confluence"
 
 
-@check
 def check_confluence(settings: Settings) -> CheckResult:
     if not settings.confluence_enabled:
         return CheckResult(NAME, True, "off (AGENT_TEAM_CONFLUENCE_ENABLED=false)")

@@ -10,7 +10,7 @@ failed or was cut off before its result was saved is tried again; Slack
 gives no idempotency key, so that one case is at-least-once.
 
 The answers coming back (thread replies, buttons, the modal) are handled by
-`slack_events.SlackListener`; this module is the outbound half.
+`ingress.SlackListener`; this module is the outbound half.
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 from agent_team import db
 from agent_team.config import Settings
 from agent_team.exceptions import ConfigError
-from agent_team.redact import redact, tail
-from agent_team.task_model import EffectState, QuestionStatus
-from agent_team.transports.slack_blocks import (
+from agent_team.integrations.slack.blocks import (
     closed_blocks,
     escape,
     mention,
@@ -43,6 +41,8 @@ from agent_team.transports.slack_blocks import (
     question_blocks,
     question_fallback,
 )
+from agent_team.redact import redact, tail
+from agent_team.task_model import EffectState, QuestionStatus
 
 __all__ = [
     "POST_KIND",

@@ -1,4 +1,4 @@
-"""Wiring the GitHub intake into a process (the daemon or `agent-team tick`).
+"""GitHub wired into a process (the daemon or `agent-team tick`): poller, webhook, comments.
 
 Everything here is a no-op unless `AGENT_TEAM_GITHUB_REPOS` names at least one
 repository. The publisher is built apart from the rest because the graph is
@@ -10,21 +10,36 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
+from typing import TYPE_CHECKING, ClassVar
 
 import httpx
+from pydantic import SecretStr
 
 from agent_team import db
 from agent_team.config import Settings
-from agent_team.coordinator import Coordinator
-from agent_team.intake.github import GitHubClient, GitHubIntake, PollReport, make_client
-from agent_team.intake.github_pr import PullRequestPublisher
-from agent_team.intake.github_status import StatusCommenter
-from agent_team.intake.github_webhook import WebhookHandler
+from agent_team.integrations.github.intake import (
+    GitHubClient,
+    GitHubIntake,
+    PollReport,
+    make_client,
+)
+from agent_team.integrations.github.pr import PullRequestPublisher
+from agent_team.integrations.github.status import StatusCommenter
+from agent_team.integrations.github.webhook import WebhookHandler
+from agent_team.loops import Loop
 
-__all__ = ["GitHubIntegration", "make_publisher"]
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from agent_team.coordinator import Coordinator, TaskObserver
+    from agent_team.doctor import CheckFn
+    from agent_team.health import Health
+
+__all__ = ["GitHubIntegration", "GitHubSettings", "make_publisher"]
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +61,44 @@ def make_publisher(
     )
 
 
+@dataclass(frozen=True)
+class GitHubSettings:
+    """The `AGENT_TEAM_GITHUB_*` settings."""
+
+    repos: tuple[str, ...]
+    label: str
+    docs_label: str
+    token: SecretStr | None
+    api_url: str
+    poll_s: float
+    webhook_secret: SecretStr | None
+    comment: bool
+    open_pr: bool
+    checkouts: tuple[str, ...]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GitHubSettings:
+        return cls(
+            repos=tuple(settings.github_repos),
+            label=settings.github_label,
+            docs_label=settings.github_docs_label,
+            token=settings.github_token,
+            api_url=settings.github_api_url,
+            poll_s=settings.github_poll_s,
+            webhook_secret=settings.github_webhook_secret,
+            comment=settings.github_comment,
+            open_pr=settings.github_open_pr,
+            checkouts=tuple(settings.github_checkouts),
+        )
+
+
 @dataclass
 class GitHubIntegration:
     """The poller, the webhook handler and (optionally) the status commenter of one process."""
 
-    settings: Settings
+    name: ClassVar[str] = "github"
+
+    settings: GitHubSettings
     client: GitHubClient
     intake: GitHubIntake
     webhook: WebhookHandler
@@ -60,21 +108,32 @@ class GitHubIntegration:
     _totals_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def build(
+    def enabled(cls, settings: Settings) -> bool:
+        return bool(settings.github_repos)
+
+    @classmethod
+    def doctor_checks(cls) -> Sequence[CheckFn]:
+        from agent_team.integrations.github.doctor import (
+            check_github_intake,
+            check_github_last_poll,
+        )
+
+        return (check_github_intake, check_github_last_poll)
+
+    @classmethod
+    def create(
         cls,
         settings: Settings,
         coordinator: Coordinator,
         *,
         transport: httpx.BaseTransport | None = None,
         publisher: PullRequestPublisher | None = None,
-    ) -> GitHubIntegration | None:
-        """Build and attach (the status comment observer) to `coordinator`; None when off.
+    ) -> GitHubIntegration:
+        """Build the parts against `coordinator`; the status commenter is in `observers()`.
 
         Args:
-            publisher: the one given to the coordinator, so `close()` closes its client too.
+            publisher: the one given to the coordinator, so `close()` closes it too.
         """
-        if not settings.github_repos:
-            return None
         client = make_client(settings, transport=transport)
         intake = GitHubIntake(
             settings, coordinator.ledger, coordinator.start_task, client, clock=coordinator.clock
@@ -87,8 +146,43 @@ class GitHubIntegration:
                 client, coordinator.ledger, repos=settings.github_repos,
                 dashboard_url=settings.dashboard_url,
             )  # fmt: skip
-            coordinator.observers.append(commenter)
-        return cls(settings, client, intake, webhook, commenter, publisher)
+        return cls(GitHubSettings.from_settings(settings), client, intake, webhook, commenter,
+                   publisher)  # fmt: skip
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        coordinator: Coordinator,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        publisher: PullRequestPublisher | None = None,
+    ) -> GitHubIntegration | None:
+        """`create`, then attach its observers to `coordinator` (`agent-team tick`); None if off.
+
+        Args:
+            publisher: the one given to the coordinator, so `close()` closes its client too.
+        """
+        if not cls.enabled(settings):
+            return None
+        made = cls.create(settings, coordinator, transport=transport, publisher=publisher)
+        coordinator.observers.extend(made.observers())
+        return made
+
+    def routes(self) -> Sequence[BaseRoute]:
+        return [self.webhook.route()]
+
+    def loops(self, health: Health) -> Sequence[Loop]:
+        poller = partial(
+            self.poll_forever, beat=lambda: health.beat("github-poller"), set_fact=health.set_fact
+        )
+        return [Loop("github-poller", poller)]
+
+    def observers(self) -> Sequence[TaskObserver]:
+        return [self.commenter] if self.commenter is not None else []
+
+    def facts(self) -> dict[str, object]:
+        return {}  # the poller reports its own, pass by pass
 
     def poll(self) -> PollReport:
         """One intake pass; adds to this process's totals."""
@@ -119,7 +213,7 @@ class GitHubIntegration:
         try:
             self._poll_until(stop, beat=beat, set_fact=set_fact)
         finally:
-            self.close()  # no pooled sockets left open when the daemon stops
+            self._close_clients()  # no pooled sockets left open when the daemon stops
 
     def _poll_until(
         self,
@@ -147,9 +241,19 @@ class GitHubIntegration:
                 },
             )
             beat()
-            stop.wait(self.settings.github_poll_s)
+            stop.wait(self.settings.poll_s)
 
     def close(self) -> None:
+        """Its clients and the publisher's ledger connection and client.
+
+        After the last run: the poller closes the clients when its loop ends, but a
+        run that finishes inside the grace period (status comment, PR) opens them again.
+        """
+        if self.publisher is not None:
+            self.publisher.close_ledger()
+        self._close_clients()
+
+    def _close_clients(self) -> None:
         self.client.close()
         if self.publisher is not None:
             self.publisher.client.close()

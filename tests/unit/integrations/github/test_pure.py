@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from agent_team.db.records import Task
-from agent_team.intake.github import (
+from agent_team.integrations.github.intake import (
     BODY_LIMIT,
     GitHubIssue,
     issue_source,
@@ -17,9 +17,9 @@ from agent_team.intake.github import (
     parse_issue_url,
     task_id_for,
 )
-from agent_team.intake.github_pr import auth_env, git_host_url
-from agent_team.intake.github_status import comment_body, marker
-from agent_team.intake.github_webhook import sign, verify_signature
+from agent_team.integrations.github.pr import auth_env, git_host_url
+from agent_team.integrations.github.status import comment_body, marker
+from agent_team.integrations.github.webhook import sign, verify_signature
 
 # https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
 VECTOR_SECRET = "It's a Secret to Everybody"

@@ -41,8 +41,8 @@ import httpx
 from pydantic import SecretStr
 
 from agent_team.config import Settings
-from agent_team.confluence import adf
 from agent_team.exceptions import ConfigError, ConfluenceError, ConfluenceRefusedError
+from agent_team.integrations.confluence import adf
 from agent_team.redact import redact
 
 __all__ = [

@@ -8,12 +8,12 @@ import pytest
 
 from agent_team.answers import parse_answer
 from agent_team.config import DEFAULT_MERMAID_MACROS
-from agent_team.confluence import adf, mermaid
 from agent_team.exceptions import ConfluenceRefusedError, InvalidAnswerError
+from agent_team.integrations.confluence import adf, mermaid
+from agent_team.integrations.confluence.pages import page_id_from, version_message
 from agent_team.models.offline import OfflineChatModel
 from agent_team.models.prompts import PageContext, confluence_messages
 from agent_team.models.schemas import ConfluenceDraft
-from agent_team.nodes.confluence_writer import page_id_from, version_message
 
 
 def test_confluence_approval_grammar() -> None:
@@ -83,7 +83,7 @@ def test_draft_schema_refuses_blank_fields() -> None:
 
 
 def test_preview_is_readable_text_without_fences() -> None:
-    raw = (Path(__file__).parents[1] / "fixtures" / "adf" / "mixed_macros.json").read_text()
+    raw = (Path(__file__).parents[3] / "fixtures" / "adf" / "mixed_macros.json").read_text()
     preview = adf.to_preview(adf.parse(raw))
     lines = preview.splitlines()
     assert lines[0] == "# Architecture"

@@ -1,4 +1,4 @@
-"""Confluence documentation lane: the REST v2 client, ADF helpers and the Mermaid editor.
+"""The Confluence lane's settings and client, as the graph's nodes see them.
 
 `ConfluenceLane` is what the graph's nodes get (through `GraphDeps.confluence`)
 when `AGENT_TEAM_CONFLUENCE_ENABLED` is on; with the flag off it is None and
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent_team.config import Settings
-from agent_team.confluence.client import ConfluenceClient
 from agent_team.exceptions import ConfigError, ConfluenceRefusedError
+from agent_team.integrations.confluence.client import ConfluenceClient
 
 __all__ = ["ConfluenceLane", "lane_from_settings"]
 

@@ -1,0 +1,61 @@
+"""Which integrations exist, in the order the daemon installs them and the doctor lists them.
+
+The modules are imported here, on demand, so a process that never calls
+these (and a daemon with the local transport, for Slack's Bolt app) does not
+load what it does not use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent_team.config import Settings
+    from agent_team.coordinator import Coordinator
+    from agent_team.integrations.base import Integration
+    from agent_team.integrations.github.pr import PullRequestPublisher
+
+__all__ = ["build_integrations", "integration_types"]
+
+
+def integration_types() -> tuple[type[Integration], ...]:
+    """Every integration class, in install order: Slack, GitHub, Confluence."""
+    from agent_team.integrations.confluence.integration import ConfluenceIntegration
+    from agent_team.integrations.github.integration import GitHubIntegration
+    from agent_team.integrations.slack.integration import SlackIntegration
+
+    return (SlackIntegration, GitHubIntegration, ConfluenceIntegration)
+
+
+def build_integrations(
+    settings: Settings,
+    coordinator: Coordinator,
+    *,
+    publisher: PullRequestPublisher | None = None,
+) -> Iterator[Integration]:
+    """Build each enabled integration against `coordinator`, one at a time.
+
+    A generator, so the caller installs each before the next is built and
+    knows what to close when a later one refuses to start.
+
+    Args:
+        publisher: the draft-PR publisher already given to the coordinator (the
+            graph is compiled in `Coordinator()`, before any integration exists);
+            the GitHub integration closes it.
+
+    Raises:
+        ConfigError: an integration cannot start with these settings (Slack
+            refused the bot token, ...).
+    """
+    from agent_team.integrations.confluence.integration import ConfluenceIntegration
+    from agent_team.integrations.github.integration import GitHubIntegration
+    from agent_team.integrations.slack.integration import SlackIntegration
+
+    # The order of `integration_types()`; each constructor takes what it needs.
+    if SlackIntegration.enabled(settings):
+        yield SlackIntegration(settings, coordinator)
+    if GitHubIntegration.enabled(settings):
+        yield GitHubIntegration.create(settings, coordinator, publisher=publisher)
+    if ConfluenceIntegration.enabled(settings):
+        yield ConfluenceIntegration(settings)

@@ -1,0 +1,140 @@
+"""What the Slack listener says back after the ack: redraws, thread acks, notices, reminders.
+
+Everything that talks back to Slack (`chat.update`, thread acks, ephemerals,
+`views.open`) runs here, on a small thread pool after the request has been
+acked, so a slow or rate-limited Web API never delays the ack past Slack's
+3 s. Late answers' private notes get a single thread of their own. The timer
+loop (reminders, late and superseded redraws) lives here too: it is the same
+kind of talking back, only on a clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from agent_team import db
+from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP
+from agent_team.integrations.slack.blocks import escape, revise_modal
+from agent_team.integrations.slack.transport import SlackTransport, split_ref
+from agent_team.task_model import QuestionKind
+
+__all__ = ["TIMERS_S", "FollowUps"]
+
+log = logging.getLogger(__name__)
+
+TIMERS_S = 30.0  # how often the timer loop looks for due reminders and missed redraws
+_HELP = {
+    QuestionKind.CLARIFY.value: "reply in this thread with the missing details",
+    QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
+    QuestionKind.CONFLUENCE_APPROVAL.value: PUBLISH_HELP,
+}
+
+
+class FollowUps:
+    """The follow-up pools and the messages they send; `drain()` waits for what is queued."""
+
+    def __init__(self, transport: SlackTransport, *, workers: int = 4) -> None:
+        self.transport = transport
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-team-slack")
+        self._notes_pool = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="agent-team-slack-n"
+        )
+        self._pending: set[Future[None]] = set()
+        self._pending_lock = threading.Lock()
+
+    def run_timers(
+        self, stop: threading.Event, beat: Callable[[], None], every_s: float = TIMERS_S
+    ) -> None:
+        """Reminders, late and superseded redraws, every `every_s` until `stop`."""
+        while not stop.is_set():
+            self.transport.remind_due()
+            self.transport.reconcile_answered()
+            self.transport.redraw_superseded()
+            beat()
+            stop.wait(every_s)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=False)
+        self._notes_pool.shutdown(wait=True, cancel_futures=False)
+
+    def later(
+        self, fn: Callable[..., None], *args: Any, pool: ThreadPoolExecutor | None = None
+    ) -> None:
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:  # a follow-up message must never take the listener down
+                log.exception("slack follow-up %s failed", getattr(fn, "__name__", fn))
+
+        try:
+            future = (pool or self._pool).submit(run)
+        except RuntimeError:  # shutting down: the answer is stored, only the message is lost
+            log.warning("slack follow-up %s dropped: shutting down", getattr(fn, "__name__", fn))
+            return
+        with self._pending_lock:
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+
+    def note_later(self, channel: str, user: str, thread_ts: str, text: str) -> None:
+        """A private note to someone who answered too late: one at a time, off the hot path.
+
+        A stampede of clicks produces one note per click; sending them on
+        their own single thread keeps them from competing for the CPU with
+        the acks and with the winning answer's resume.
+        """
+        self.later(self.ephemeral, channel, user, thread_ts, text, pool=self._notes_pool)
+
+    def _forget(self, future: Future[None]) -> None:
+        with self._pending_lock:
+            self._pending.discard(future)
+
+    def drain(self, timeout_s: float = 10.0) -> bool:
+        """Wait for the follow-up calls queued so far (tests and shutdown)."""
+        with self._pending_lock:
+            pending = list(self._pending)
+        _done, not_done = wait(pending, timeout=timeout_s)
+        return not not_done
+
+    def ephemeral(self, channel: str, user: str, thread_ts: str, text: str) -> None:
+        self.transport.call(
+            "chat.postEphemeral", channel=channel, user=user, thread_ts=thread_ts, text=text
+        )
+
+    def not_allowed(self, channel: str, user: str, thread_ts: str) -> None:
+        self.ephemeral(
+            channel, user, thread_ts,
+            "You are not allowed to answer this; the question stays open. "
+            "Ask an operator to add you to AGENT_TEAM_SLACK_ALLOWED_USERS.",
+        )  # fmt: skip
+
+    def bad_answer(
+        self, question_id: str, user: str, channel: str, thread_ts: str, problem: str
+    ) -> None:
+        question = db.get_question(self.transport.conn, question_id)
+        accepted = _HELP.get(question.kind, "") if question is not None else ""
+        text = f"<@{user}> {escape(problem)}. The question stays open"
+        text += f"; {escape(accepted)}." if accepted and accepted not in problem else "."
+        self.transport.post(channel, text, thread_ts=thread_ts)
+
+    def open_modal(self, trigger_id: str, question: db.Question, ref: str, user: str) -> None:
+        channel, ts = split_ref(ref)
+        try:
+            self.transport.call(
+                "views.open",
+                trigger_id=trigger_id,
+                view=revise_modal(question.question_id, ref, question.kind),
+            )
+        except Exception:
+            # The trigger lives 3 s; if the modal cannot open, ask in the thread instead.
+            self.transport.post(
+                channel,
+                f"<@{user}> reply in this thread with `revise <what to change>`.",
+                thread_ts=ts,
+            )
+
+    def show_outcome(self, question: db.Question, user: str) -> None:
+        self.transport.show_outcome(question)

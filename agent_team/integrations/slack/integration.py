@@ -1,0 +1,137 @@
+"""Slack wired into the daemon: the events route or Socket Mode loop, and the reminder loop."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import SecretStr
+
+from agent_team.config import Settings
+from agent_team.loops import Loop
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from agent_team.coordinator import Coordinator, TaskObserver
+    from agent_team.doctor import CheckFn
+    from agent_team.health import Health
+    from agent_team.integrations.slack.ingress import SlackListener
+    from agent_team.integrations.slack.transport import SlackTransport
+
+__all__ = ["SlackIntegration", "SlackSettings"]
+
+
+@dataclass(frozen=True)
+class SlackSettings:
+    """The `AGENT_TEAM_SLACK_*` settings (and the transport switch that turns Slack on)."""
+
+    transport: str
+    bot_token: SecretStr | None
+    signing_secret: SecretStr | None
+    app_token: SecretStr | None
+    channel: str | None
+    allowed_users: tuple[str, ...]
+    escalate_to: tuple[str, ...]
+    api_url: str
+    reminders: tuple[str, ...]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SlackSettings:
+        return cls(
+            transport=settings.transport,
+            bot_token=settings.slack_bot_token,
+            signing_secret=settings.slack_signing_secret,
+            app_token=settings.slack_app_token,
+            channel=settings.slack_channel,
+            allowed_users=tuple(settings.slack_allowed_users),
+            escalate_to=tuple(settings.slack_escalate_to),
+            api_url=settings.slack_api_url,
+            reminders=tuple(settings.slack_reminders),
+        )
+
+    @property
+    def socket_mode(self) -> bool:
+        """An app-level token means Socket Mode instead of `POST /slack/events`."""
+        return self.app_token is not None
+
+
+class SlackIntegration:
+    """The listener (HTTP route or Socket Mode loop) and the reminder loop of one daemon."""
+
+    name: ClassVar[str] = "slack"
+
+    def __init__(self, settings: Settings, coordinator: Coordinator) -> None:
+        """Build the listener; the bot token is checked here, before READY.
+
+        Bolt's lazy check on the first request would ack that request and drop
+        it if the call failed.
+
+        Raises:
+            ConfigError: Slack refused the bot token or could not be reached.
+        """
+        # Imported here so the local transport never loads slack-bolt.
+        from agent_team.integrations.slack.ingress import SlackListener
+        from agent_team.integrations.slack.transport import SlackTransport
+
+        self._settings = SlackSettings.from_settings(settings)
+        transport = coordinator.transport
+        self._owns_transport = not isinstance(transport, SlackTransport)
+        if not isinstance(transport, SlackTransport):  # a test handed in its own transport
+            transport = SlackTransport(settings, clock=coordinator.clock)
+        self.transport: SlackTransport = transport
+        self.listener: SlackListener = SlackListener(
+            settings, transport, answer=coordinator.answer,
+            clock=coordinator.clock, verify_token=True,
+        )  # fmt: skip
+
+    @classmethod
+    def enabled(cls, settings: Settings) -> bool:
+        return settings.transport == "slack"
+
+    @classmethod
+    def doctor_checks(cls) -> Sequence[CheckFn]:
+        from agent_team.integrations.slack.doctor import check_slack, check_slack_allowed_users
+
+        return (check_slack, check_slack_allowed_users)
+
+    @property
+    def settings(self) -> SlackSettings:
+        return self._settings
+
+    def routes(self) -> Sequence[BaseRoute]:
+        return [] if self.listener.socket_mode else [self.listener.route()]
+
+    def loops(self, health: Health) -> Sequence[Loop]:
+        listener = self.listener
+        loops: list[Loop] = []
+        if listener.socket_mode:
+            loops.append(
+                Loop(
+                    "slack-socket",
+                    lambda stop, _first: listener.run_socket_mode(
+                        stop, lambda: health.beat("slack-socket")
+                    ),
+                )
+            )
+        loops.append(
+            Loop(
+                "slack-reminders",
+                lambda stop, _first: listener.run_timers(
+                    stop, lambda: health.beat("slack-reminders")
+                ),
+            )
+        )
+        return loops
+
+    def observers(self) -> Sequence[TaskObserver]:
+        return []  # task events reach Slack as the coordinator's transport
+
+    def facts(self) -> dict[str, object]:
+        return {"slack": "socket mode" if self.listener.socket_mode else "http /slack/events"}
+
+    def close(self) -> None:
+        """The transport it made for itself; the coordinator's own is the daemon's to close."""
+        if self._owns_transport:
+            self.transport.close()
