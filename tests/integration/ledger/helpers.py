@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +10,7 @@ from agent_team import db
 
 
 def ask(
-    conn: sqlite3.Connection,
+    conn: db.Ledger,
     question_id: str = "q1",
     *,
     thread_id: str = "task-1",
@@ -33,7 +32,7 @@ def ask(
     )
 
 
-def answer(conn: sqlite3.Connection, question_id: str = "q1", text: str = "yes") -> bool:
+def answer(conn: db.Ledger, question_id: str = "q1", text: str = "yes") -> bool:
     return db.answer_question(
         conn, question_id=question_id, answer_json=json.dumps({"text": text}), answered_via="cli"
     )
