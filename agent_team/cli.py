@@ -306,15 +306,13 @@ def tick(
     ] = 300.0,
 ) -> None:
     """One pass of the daemon's work (GitHub intake, sweep, commands, deadlines), then exit."""
-    from agent_team.coordinator import Coordinator  # the graph stack loads only when needed
-    from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
-    from agent_team.transports.registry import make_transport
+    from agent_team.integrations.github.integration import GitHubIntegration
+    from agent_team.wiring import build_runtime  # the graph stack loads only when needed
 
     settings = _ctx(ctx).settings()
-    publisher = make_publisher(settings)
-    coordinator = Coordinator(settings, transport=make_transport(settings), publish=publisher)
-    github = GitHubIntegration.build(settings, coordinator, publisher=publisher)
-    try:
+    with build_runtime(settings, only={GitHubIntegration.name}) as runtime:
+        coordinator = runtime.coordinator
+        github = next((i for i in runtime.integrations if isinstance(i, GitHubIntegration)), None)
         if github is not None:  # cron mode: one intake pass, then run what it started
             intake = github.poll()
             out.print(
@@ -325,10 +323,6 @@ def tick(
             for problem in intake.errors[:10]:
                 err.print(f"github intake: {problem}", soft_wrap=True)
         report = coordinator.tick(until_idle=until_idle, timeout_s=timeout)
-    finally:
-        if github is not None:
-            github.close()
-        coordinator.close()
     sweep = report.sweep
     out.print(
         f"ran {report.commands} command(s), expired {report.expired}, unparked {report.unparked}; "

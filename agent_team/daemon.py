@@ -1,15 +1,16 @@
 """The agent-team process: the coordinator's worker loop, the HTTP server, systemd, signals.
 
-Start-up is `init_db` + `assert_ready` (inside the Coordinator), the recovery
-sweep, the HTTP server, then the loops; READY=1 goes to systemd only when
-all of that stands. SIGTERM/SIGINT stop new work, let running node
-executions finish within `AGENT_TEAM_STOP_GRACE_S`, and exit 0; whatever was
-cut off resumes on the next start (the ledger and checkpoints say where).
+Start-up is `wiring.build_runtime` (the ledger migrated and checked, the
+coordinator, the integrations), the recovery sweep, the HTTP server, then
+the loops; READY=1 goes to systemd only when all of that stands.
+SIGTERM/SIGINT stop new work, let running node executions finish within
+`AGENT_TEAM_STOP_GRACE_S`, and exit 0; whatever was cut off resumes on the
+next start (the ledger and checkpoints say where).
 
 Integrations plug in here and nowhere else, all the same way: each enabled
-one (`integrations.registry`) adds its HTTP routes, supervised loops,
-coordinator observers and health facts, and is closed, in reverse order,
-after the last run.
+one (`integrations.registry`, built by the wiring) adds its HTTP routes,
+supervised loops and health facts; the runtime closes everything, in reverse
+order, after the last run.
 """
 
 from __future__ import annotations
@@ -33,16 +34,15 @@ from agent_team.builders import kill_running_children
 from agent_team.config import Settings, load_systemd_env
 from agent_team.coordinator import Coordinator
 from agent_team.dashboard.app import DashboardContext, create_app
-from agent_team.exceptions import AgentTeamError, ConfigError
+from agent_team.exceptions import AgentTeamError
 from agent_team.health import Health
 from agent_team.integrations.base import Integration
-from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
-from agent_team.integrations.registry import build_integrations
+from agent_team.integrations.github.integration import GitHubIntegration
 from agent_team.loops import Loop
 from agent_team.redact import redact
 from agent_team.systemd import Notifier
 from agent_team.transports.base import Transport
-from agent_team.transports.registry import make_transport
+from agent_team.wiring import build_runtime
 
 __all__ = ["Daemon", "DaemonError", "ensure_demo_token"]
 
@@ -71,12 +71,10 @@ class Daemon:
         self.notifier = Notifier(load_systemd_env())
         self.health = Health()
         self.stop = threading.Event()
-        self._github_publisher = make_publisher(settings)  # the graph is compiled next
-        self.coordinator = Coordinator(
-            settings,
-            transport=transport or make_transport(settings),
-            publish=self._github_publisher,
-        )
+        # Everything the process holds, built in dependency order (ConfigError: nothing left open).
+        self.runtime = build_runtime(settings, transport=transport)
+        self.coordinator: Coordinator = self.runtime.coordinator
+        self.integrations: list[Integration] = self.runtime.integrations
         self.ctx = DashboardContext(
             settings, health=self.health, coordinator=self.coordinator, clock=settings.now
         )
@@ -86,34 +84,17 @@ class Daemon:
         self.bound: tuple[str, int] | None = None
         self._server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
-        self.integrations: list[Integration] = []  # installed, in install order
-        # Each is built only when its settings turn it on.
         self._install_integrations()
 
     # -- integrations --------------------------------------------------------------------
 
     def _install_integrations(self) -> None:
-        """Build and plug in every enabled integration, one code path for all of them.
-
-        Raises:
-            ConfigError: one cannot start (Slack refused the bot token, ...); the
-                coordinator and those built before it are closed first.
-        """
-        try:
-            for integration in build_integrations(
-                self.settings, self.coordinator, publisher=self._github_publisher
-            ):
-                self.routes.extend(integration.routes())
-                self.loops.extend(integration.loops(self.health))
-                self.coordinator.observers.extend(integration.observers())
-                for key, value in integration.facts().items():
-                    self.health.set_fact(key, value)
-                self.integrations.append(integration)
-        except ConfigError:
-            self.coordinator.close()
-            for installed in reversed(self.integrations):
-                installed.close()
-            raise
+        """Plug in every enabled integration the wiring built, one code path for all of them."""
+        for integration in self.integrations:
+            self.routes.extend(integration.routes())
+            self.loops.extend(integration.loops(self.health))
+            for key, value in integration.facts().items():
+                self.health.set_fact(key, value)
 
     @property
     def github(self) -> GitHubIntegration | None:
@@ -273,8 +254,7 @@ class Daemon:
         for thread in self._threads:
             thread.join(timeout=10)
         if self.coordinator.wait_idle(self.settings.stop_grace_s):
-            self.coordinator.close()
-            self._close_integrations()
+            self.runtime.close()  # integrations, coordinator, transport, then the ledger
         else:
             self.cut_short = True
             killed = kill_running_children()
@@ -285,14 +265,6 @@ class Daemon:
                 killed,
             )
         return 0
-
-    def _close_integrations(self) -> None:
-        """What the integrations opened for themselves, newest first, after the last run."""
-        close = getattr(self.coordinator.transport, "close", None)
-        if callable(close):
-            close()
-        for integration in reversed(self.integrations):
-            integration.close()
 
 
 def ensure_demo_token(settings: Settings, state_dir: Path) -> tuple[Settings, str | None]:

@@ -8,15 +8,26 @@ format its result differently. Everything returned is plain JSON.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 from agent_team import db
 from agent_team.exceptions import UnknownTaskError
+from agent_team.integrations.confluence.pages import result_note
 from agent_team.task_model import TERMINAL_STATUSES, TaskStatus
 
-__all__ = ["build_from_note", "build_note", "question_view", "task_report"]
+__all__ = [
+    "build_from_note",
+    "build_note",
+    "completion_notice",
+    "expired_notice",
+    "lane_off_notice",
+    "parked_notice",
+    "question_view",
+    "task_report",
+]
 
 # The coordinator closes a finished task's journey with `build_note(...)`. It is the
 # only durable record of the build outside the LangGraph checkpoint, which is pruned;
@@ -27,6 +38,47 @@ _BUILD_NOTE = re.compile(r"branch (?P<branch>\S+) at (?P<commit>[0-9a-f]{7,64})"
 def build_note(branch: str, commit: str) -> str:
     """The done transition's note for a build, as `build_from_note` reads it back."""
     return f"branch {branch} at {commit}"
+
+
+def completion_notice(values: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """`(transition note, notice text)` for a task that reached `done`.
+
+    The transition note keeps the build note alone (the dashboard and `show`
+    parse it back with `build_from_note`), or the docs lane's line when there
+    was no build; the notice joins the build, the pull request and the docs.
+    """
+    build = values.get("build") or {}
+    note = build_note(build["branch"], build["commit"]) if build else None
+    pull = values.get("pull_request") or {}
+    docs = result_note(values.get("confluence"))
+    told = [note, f"pull request {pull['url']}" if pull.get("url") else None, docs]
+    text = "; ".join(part for part in told if part) or None
+    return note or docs, text
+
+
+def parked_notice(task_id: str, reason: str, why: str) -> str:
+    """What a person reads when a run parks: why, and how to continue it.
+
+    A task parked on today's budget continues by itself tomorrow, so it gets
+    no command to type.
+    """
+    if reason == "budget_exhausted":
+        return why
+    return f"{why}; then continue it: agent-team retry {task_id}"
+
+
+def lane_off_notice(task_id: str) -> str:
+    return (
+        "the Confluence lane is off; set AGENT_TEAM_CONFLUENCE_ENABLED=true, then "
+        f"agent-team retry {task_id}"
+    )
+
+
+def expired_notice(question: db.Question) -> str:
+    return (
+        f"question {question.question_id} expired at {question.deadline_at}; "
+        f"reopen it with `agent-team reopen {question.question_id}`"
+    )
 
 
 def build_from_note(note: str | None) -> dict[str, str] | None:

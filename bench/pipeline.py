@@ -238,7 +238,7 @@ def run_agent_team(
 ) -> dict[str, Any]:
     from agent_team import db
     from agent_team.config import load_settings
-    from agent_team.coordinator import Coordinator
+    from agent_team.wiring import build_coordinator
 
     db_file = tmp / "agent-team.db"
     state_dir = tmp / "state"
@@ -250,19 +250,19 @@ def run_agent_team(
         builder="offline",
         billing_mode="api",
     )
-    coordinator = Coordinator(settings)
+    coordinator = build_coordinator(settings)
     conn = coordinator.ledger
     if profiles is not None:
         # cProfile sees only the thread that enabled it, and graph runs happen on the
         # coordinator's pool threads: give every command its own profiler.
-        handle = coordinator._handle
+        handle = coordinator.worker.handle
 
         def profiled(command: Any) -> None:
             profiler = cProfile.Profile()
             profiles.append(profiler)
             profiler.runcall(handle, command)
 
-        coordinator._handle = profiled  # type: ignore[method-assign]
+        coordinator.worker.handle = profiled  # type: ignore[method-assign]
 
     def status(task_id: str) -> str:
         task = db.get_task(conn, task_id)

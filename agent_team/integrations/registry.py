@@ -7,7 +7,7 @@ load what it does not use.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ def build_integrations(
     coordinator: Coordinator,
     *,
     publisher: PullRequestPublisher | None = None,
+    only: Container[str] | None = None,
 ) -> Iterator[Integration]:
     """Build each enabled integration against `coordinator`, one at a time.
 
@@ -40,9 +41,10 @@ def build_integrations(
     knows what to close when a later one refuses to start.
 
     Args:
-        publisher: the draft-PR publisher already given to the coordinator (the
-            graph is compiled in `Coordinator()`, before any integration exists);
-            the GitHub integration closes it.
+        publisher: the draft-PR publisher already in the coordinator's graph (the
+            graph is compiled before any integration exists); the GitHub
+            integration closes it.
+        only: the names to build (`agent-team tick` wants GitHub alone); None: all.
 
     Raises:
         ConfigError: an integration cannot start with these settings (Slack
@@ -53,9 +55,12 @@ def build_integrations(
     from agent_team.integrations.slack.integration import SlackIntegration
 
     # The order of `integration_types()`; each constructor takes what it needs.
-    if SlackIntegration.enabled(settings):
+    def wanted(kind: type[Integration]) -> bool:
+        return kind.enabled(settings) and (only is None or kind.name in only)
+
+    if wanted(SlackIntegration):
         yield SlackIntegration(settings, coordinator)
-    if GitHubIntegration.enabled(settings):
+    if wanted(GitHubIntegration):
         yield GitHubIntegration.create(settings, coordinator, publisher=publisher)
-    if ConfluenceIntegration.enabled(settings):
+    if wanted(ConfluenceIntegration):
         yield ConfluenceIntegration(settings)

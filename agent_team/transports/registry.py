@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent_team import db
 from agent_team.config import Settings
 from agent_team.transports.base import Transport
 from agent_team.transports.local import LocalTransport
@@ -9,8 +10,8 @@ from agent_team.transports.local import LocalTransport
 __all__ = ["make_transport"]
 
 
-def make_transport(settings: Settings) -> Transport:
-    """The configured transport.
+def make_transport(settings: Settings, *, ledger: db.Ledger | None = None) -> Transport:
+    """The configured transport, on the process's ledger (None: it opens its own when needed).
 
     Raises:
         ConfigError: `transport=slack` without the settings it needs (the message
@@ -20,5 +21,5 @@ def make_transport(settings: Settings) -> Transport:
         # Imported here so the local transport never loads slack-bolt.
         from agent_team.integrations.slack.transport import SlackTransport
 
-        return SlackTransport(settings)
+        return SlackTransport(settings, ledger=ledger)
     return LocalTransport()

@@ -26,6 +26,7 @@ from agent_team import db
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
 from agent_team.dashboard import DashboardContext, create_app
+from agent_team.wiring import build_coordinator
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -76,7 +77,7 @@ def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Live]:
     settings = load_settings(
         db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state", dashboard_token=TOKEN
     )
-    coordinator = Coordinator(settings)
+    coordinator = build_coordinator(settings)
     stop = threading.Event()
     worker = threading.Thread(
         target=coordinator.serve, args=(stop,), kwargs={"poll_s": 0.2}, daemon=True

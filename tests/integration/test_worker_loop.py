@@ -14,6 +14,7 @@ import pytest
 from agent_team import db
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
+from agent_team.wiring import build_coordinator
 
 BODY = (
     "Remember the email address on the login page between visits.\n"
@@ -33,7 +34,7 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
 def running(tmp_path: Path) -> Iterator[tuple[Coordinator, float]]:
     """A coordinator serving in a thread with a very long poll, so only `wake` is fast."""
     settings = load_settings(db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state")
-    coordinator = Coordinator(settings)
+    coordinator = build_coordinator(settings)
     stop = threading.Event()
     poll_s = 120.0
     thread = threading.Thread(
@@ -76,7 +77,7 @@ def test_in_process_submit_and_answer_wake_the_loop(running: tuple[Coordinator, 
 
 def test_an_answer_from_another_process_is_found_by_polling(tmp_path: Path) -> None:
     settings = load_settings(db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state")
-    coordinator = Coordinator(settings)
+    coordinator = build_coordinator(settings)
     stop = threading.Event()
     thread = threading.Thread(
         target=coordinator.serve, args=(stop,), kwargs={"poll_s": 0.1}, daemon=True

@@ -385,7 +385,7 @@ class GitHubIntake:
 
     Args:
         settings: the `github_*` settings (and `confluence_enabled`).
-        conn: a ledger connection (shared with the coordinator is fine).
+        ledger: the process's ledger (the coordinator's).
         start_task: `Coordinator.start_task`; takes keyword arguments.
         client: the GitHub client.
         clock: aware-UTC now.
@@ -396,7 +396,7 @@ class GitHubIntake:
     def __init__(
         self,
         settings: Settings,
-        conn: db.Ledger,
+        ledger: db.Ledger,
         start_task: StartTask,
         client: GitHubClient,
         *,
@@ -404,7 +404,7 @@ class GitHubIntake:
         claim_grace_s: float = 60.0,
     ) -> None:
         self.settings = settings
-        self.conn = conn
+        self.ledger = ledger
         self.start_task = start_task
         self.client = client
         self.clock = clock or settings.now
@@ -470,21 +470,21 @@ class GitHubIntake:
             Exception: whatever starting the task raised, after the claim was released.
         """
         source = issue_source(repo)
-        if not db.record_issue_ingested(self.conn, source=source, issue_id=issue.number):
+        if not db.record_issue_ingested(self.ledger, source=source, issue_id=issue.number):
             return None
         try:
             task_id = self.start_task(**self._request(repo, issue, kind))
         except BaseException:
-            db.delete_issue_ingested(self.conn, source=source, issue_id=issue.number)
+            db.delete_issue_ingested(self.ledger, source=source, issue_id=issue.number)
             # A poll that ran meanwhile saw the claim and may have stored an ETag whose
             # 304 would hide this issue from now on: the next poll must read it all.
-            db.forget_etag(self.conn, source=source)
+            db.forget_etag(self.ledger, source=source)
             raise
         log.info("github intake: %s#%d became task %s", repo, issue.number, task_id)
         return task_id
 
     def _has_task(self, repo: str, number: int) -> bool:
-        return any(db.get_task(self.conn, i) is not None for i in task_ids_for(repo, number))
+        return any(db.get_task(self.ledger, i) is not None for i in task_ids_for(repo, number))
 
     def ingest_item(self, repo: str, item: Any, kind: str, report: PollReport) -> None:
         """Validate one list item and ingest it; a bad item is logged and skipped."""
@@ -543,7 +543,7 @@ class GitHubIntake:
     def _poll(self, repo: str, label: str, kind: str, report: PollReport) -> None:
         source = issue_source(repo)
         now = self.clock()
-        cursor = db.get_cursor(self.conn, source=source, label=label)
+        cursor = db.get_cursor(self.ledger, source=source, label=label)
         waits = [self._paused_until]
         if cursor is not None and cursor.next_poll_at:
             waits.append(db.from_iso(cursor.next_poll_at))
@@ -580,7 +580,7 @@ class GitHubIntake:
         if first.status == 304:
             report.not_modified += 1
             db.record_poll(
-                self.conn, source=source, label=label, status=304, keep_etag=True,
+                self.ledger, source=source, label=label, status=304, keep_etag=True,
                 not_modified=True, rate_remaining=remaining, rate_reset_at=reset_at,
                 next_poll_at=self._after_rate(remaining, reset_at), now=now,
             )  # fmt: skip
@@ -595,7 +595,7 @@ class GitHubIntake:
         # hide the issue. So must an issue another thread claimed but has not started
         # yet (its start may still fail). Otherwise keep page 1's ETag for a cheap 304.
         db.record_poll(
-            self.conn, source=source, label=label, status=200,
+            self.ledger, source=source, label=label, status=200,
             etag=None if failed or unsettled else first.etag, tasks_created=created,
             rate_remaining=remaining, rate_reset_at=reset_at,
             next_poll_at=self._after_rate(remaining, reset_at),
@@ -653,7 +653,7 @@ class GitHubIntake:
         report.errors.append(f"{source} [{label}]: {message}")
         log.warning("github intake: %s [%s]: %s; next try in %.0f s", source, label, message, wait)
         db.record_poll(
-            self.conn, source=source, label=label, status=exc.status, keep_etag=True,
+            self.ledger, source=source, label=label, status=exc.status, keep_etag=True,
             rate_remaining=remaining, rate_reset_at=reset_at, next_poll_at=next_poll,
             error=message, now=now,
         )  # fmt: skip
@@ -673,13 +673,15 @@ class GitHubIntake:
         if self.paused():
             return 0
         before = db.to_iso(self.clock() - timedelta(seconds=self.claim_grace_s))
-        claims = db.list_issue_claims(self.conn, source_prefix=f"{SOURCE}:", claimed_before=before)
+        claims = db.list_issue_claims(
+            self.ledger, source_prefix=f"{SOURCE}:", claimed_before=before
+        )
         held = {(c.source.removeprefix(f"{SOURCE}:"), c.issue_id) for c in claims}
         for key in [k for k in self._claim_backoff if (k[0], str(k[1])) not in held]:
             del self._claim_backoff[key]  # settled elsewhere (the poller, the webhook)
         if not claims:
             return 0
-        existing = db.task_ids_by_source(self.conn, source=SOURCE)
+        existing = db.task_ids_by_source(self.ledger, source=SOURCE)
         started = 0
         for claim in claims:
             repo_key = claim.source.removeprefix(f"{SOURCE}:")
@@ -732,7 +734,7 @@ class GitHubIntake:
         except GitHubError as exc:
             if exc.status in (404, 410):
                 log.warning("github intake: %s#%d is gone; releasing its claim", repo, number)
-                db.delete_issue_ingested(self.conn, source=source, issue_id=number)
+                db.delete_issue_ingested(self.ledger, source=source, issue_id=number)
                 return False
             log.warning("github intake: cannot re-fetch %s#%d: %s", repo, number, exc)
             self._pause_for_rate_limit(exc)
@@ -746,7 +748,7 @@ class GitHubIntake:
                 "github intake: %s#%d is no longer an open labelled issue; releasing its claim",
                 repo, number,
             )  # fmt: skip
-            db.delete_issue_ingested(self.conn, source=source, issue_id=number)
+            db.delete_issue_ingested(self.ledger, source=source, issue_id=number)
             return False
         try:
             self.start_task(**self._request(repo, issue, kind))

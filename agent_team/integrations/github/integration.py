@@ -45,15 +45,23 @@ log = logging.getLogger(__name__)
 
 
 def make_publisher(
-    settings: Settings, *, transport: httpx.BaseTransport | None = None
+    settings: Settings,
+    *,
+    ledger: db.Ledger | None = None,
+    transport: httpx.BaseTransport | None = None,
 ) -> PullRequestPublisher | None:
-    """The draft-PR publisher for `Coordinator(publish=...)`, or None when it is off."""
+    """The draft-PR publisher for the graph's `publish` node, or None when it is off.
+
+    Args:
+        ledger: the process's ledger, shared (None: it opens its own on first use).
+    """
     if not settings.github_open_pr or not settings.github_repos:
         return None
     token = settings.github_token.get_secret_value() if settings.github_token else None
     return PullRequestPublisher(
         make_client(settings, transport=transport),
-        lambda: db.open_ledger(settings.db_path),
+        ledger=ledger,
+        connect=None if ledger is not None else (lambda: db.open_ledger(settings.db_path)),
         token=token,
         repos=settings.github_repos,
         default_repo_path=settings.repo_path,
@@ -244,7 +252,7 @@ class GitHubIntegration:
             stop.wait(self.settings.poll_s)
 
     def close(self) -> None:
-        """Its clients and the publisher's ledger connection and client.
+        """Its clients, and the publisher's client and (if it opened one) ledger.
 
         After the last run: the poller closes the clients when its loop ends, but a
         run that finishes inside the grace period (status comment, PR) opens them again.

@@ -115,8 +115,8 @@ class PullRequestPublisher:
 
     Args:
         client: the GitHub client.
-        connect: opens a ledger connection (lazily: the ledger is created by the
-            coordinator, which is built after this object).
+        ledger: the process's ledger, shared (the composition root's).
+        connect: or, standing alone, how to open a ledger of its own on first use.
         token: the token git pushes with.
         repos: the configured `owner/repo` names; other tasks are not published.
         default_repo_path: `AGENT_TEAM_REPO_PATH`, used when the task names no repository.
@@ -127,16 +127,19 @@ class PullRequestPublisher:
     def __init__(
         self,
         client: GitHubClient,
-        connect: Callable[[], db.Ledger],
         *,
+        ledger: db.Ledger | None = None,
+        connect: Callable[[], db.Ledger] | None = None,
         token: str | None,
         repos: list[str],
         default_repo_path: Path | None,
         api_url: str = "https://api.github.com",
     ) -> None:
         self.client = client
-        self._connect = connect
-        self._conn: db.Ledger | None = None
+        if (ledger is None) == (connect is None):
+            raise ValueError("give the publisher a shared `ledger` or a `connect` to open one")
+        self._ledger = ledger
+        self._connect = connect  # when set, the ledger it opens is its own to close
         self._guard = threading.Lock()
         self._token = token
         self.repos = {repo.lower() for repo in repos}
@@ -144,18 +147,19 @@ class PullRequestPublisher:
         self.host_url = git_host_url(api_url)
 
     @property
-    def conn(self) -> db.Ledger:
+    def ledger(self) -> db.Ledger:
         with self._guard:
-            if self._conn is None:
-                self._conn = self._connect()
-            return self._conn
+            if self._ledger is None:
+                assert self._connect is not None
+                self._ledger = self._connect()
+            return self._ledger
 
     def close_ledger(self) -> None:
-        """Close the ledger it opened (a later use opens it again)."""
+        """Close the ledger it opened itself (a later use opens it again); a shared one stays."""
         with self._guard:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            if self._connect is not None and self._ledger is not None:
+                self._ledger.close()
+                self._ledger = None
 
     def __call__(self, state: TaskState) -> dict[str, Any] | None:
         try:
@@ -167,7 +171,7 @@ class PullRequestPublisher:
             ) from exc
 
     def _publish(self, state: TaskState) -> dict[str, Any] | None:
-        task = db.get_task(self.conn, state["task_id"])
+        task = db.get_task(self.ledger, state["task_id"])
         build = state.get("build") or {}
         if task is None or task.source != SOURCE or not build:
             return None
@@ -198,7 +202,7 @@ class PullRequestPublisher:
         url = self.push_url(repo)
         request = {"branch": branch, "commit": commit, "url": url}
         effect = db.begin_effect(
-            self.conn, effect_id=effect_id, task_id=task_id, kind="git_push", request=request
+            self.ledger, effect_id=effect_id, task_id=task_id, kind="git_push", request=request
         )
         if effect.state == "done" and effect.result_ref == commit:
             return  # pushing again would change nothing
@@ -230,7 +234,7 @@ class PullRequestPublisher:
                 f"{output}; check the repository, the build commit and the token's "
                 "contents:write permission"
             )
-        db.finish_effect(self.conn, effect_id=effect_id, result_ref=commit, request=request)
+        db.finish_effect(self.ledger, effect_id=effect_id, result_ref=commit, request=request)
 
     def _common_dir(self, git: str, checkout: Path) -> Path:
         # Run without the token: the checkout's config may be hostile.
@@ -259,7 +263,7 @@ class PullRequestPublisher:
     def open_pr(self, task: db.Task, repo: str, number: int, branch: str) -> dict[str, Any]:
         effect_id = f"github:pr:{task.id}"
         effect = db.begin_effect(
-            self.conn, effect_id=effect_id, task_id=task.id, kind="github_pr",
+            self.ledger, effect_id=effect_id, task_id=task.id, kind="github_pr",
             request={"repo": repo, "issue": number, "head": branch},
         )  # fmt: skip
         if effect.state == "done" and isinstance(effect.result, dict):
@@ -268,13 +272,13 @@ class PullRequestPublisher:
         found = self._find(repo, branch) if request.get("posting") else None
         if found is None:
             db.finish_effect(
-                self.conn, effect_id=effect_id, state="pending",
+                self.ledger, effect_id=effect_id, state="pending",
                 request={"repo": repo, "issue": number, "head": branch, "posting": True},
             )  # fmt: skip
             found = self._create(task, repo, number, branch)
         result = {"url": found["html_url"], "number": found["number"]}
         db.finish_effect(
-            self.conn, effect_id=effect_id, result_ref=str(found["number"]), result=result
+            self.ledger, effect_id=effect_id, result_ref=str(found["number"]), result=result
         )
         log.info("github: task %s has draft pull request %s", task.id, result["url"])
         return result

@@ -54,13 +54,13 @@ class StatusCommenter:
     def __init__(
         self,
         client: GitHubClient,
-        conn: db.Ledger,
+        ledger: db.Ledger,
         *,
         repos: list[str],
         dashboard_url: str | None = None,
     ) -> None:
         self.client = client
-        self.conn = conn  # the coordinator's: observers run after it exists
+        self.ledger = ledger  # the coordinator's: observers run after it exists
         self.repos = {repo.lower() for repo in repos}
         self.dashboard_url = dashboard_url
         self._locks: dict[str, threading.Lock] = {}
@@ -91,7 +91,7 @@ class StatusCommenter:
         """Create or edit the task's comment; returns the comment id."""
         effect_id = f"github:comment:{task.id}"
         effect = db.begin_effect(
-            self.conn, effect_id=effect_id, task_id=task.id, kind="github_comment",
+            self.ledger, effect_id=effect_id, task_id=task.id, kind="github_comment",
             request={"repo": repo, "issue": number},
         )  # fmt: skip
         comment_id = effect.result_ref
@@ -109,7 +109,7 @@ class StatusCommenter:
                 comment_id = None  # someone deleted it: post a new one
         if comment_id is None:
             db.finish_effect(
-                self.conn, effect_id=effect_id, state="pending",
+                self.ledger, effect_id=effect_id, state="pending",
                 request={"repo": repo, "issue": number, "posting": True},
             )  # fmt: skip
             created: Any = self.client.json(
@@ -120,7 +120,7 @@ class StatusCommenter:
                 raise GitHubError("GitHub's new comment has no id")
             comment_id = str(created["id"])
         db.finish_effect(
-            self.conn, effect_id=effect_id, result_ref=comment_id,
+            self.ledger, effect_id=effect_id, result_ref=comment_id,
             result={"comment_id": comment_id, "repo": repo, "issue": number},
         )  # fmt: skip
         return comment_id

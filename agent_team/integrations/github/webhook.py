@@ -112,7 +112,7 @@ class WebhookHandler:
                 "github webhook: delivery %s is malformed (bad %s); ignored", delivery, fields
             )
             return WebhookReply(400, {"error": f"malformed issues event: bad {fields}"})
-        if not db.claim_event(self.intake.conn, source=DELIVERY_SOURCE, event_id=delivery):
+        if not db.claim_event(self.intake.ledger, source=DELIVERY_SOURCE, event_id=delivery):
             return WebhookReply(200, {"duplicate": True})
         try:
             reply = self._issues(parsed, delivery)
@@ -127,7 +127,7 @@ class WebhookHandler:
         # `intake status` counts every task intake made, not only the poller's.
         try:
             db.count_tasks_created(
-                self.intake.conn, source=issue_source(repo), label=self.intake.label_for(kind),
+                self.intake.ledger, source=issue_source(repo), label=self.intake.label_for(kind),
                 count=created,
             )  # fmt: skip
         except Exception as exc:  # a counter never fails a task that was made
@@ -135,7 +135,7 @@ class WebhookHandler:
 
     def _release(self, delivery: str) -> None:
         try:
-            db.release_event(self.intake.conn, source=DELIVERY_SOURCE, event_id=delivery)
+            db.release_event(self.intake.ledger, source=DELIVERY_SOURCE, event_id=delivery)
         except Exception as exc:  # the reply is an error already; the poller still retries
             log.warning("github webhook: could not release delivery %s: %s", delivery, exc)
 

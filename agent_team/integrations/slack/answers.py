@@ -110,7 +110,7 @@ class AnswerHandler:
             return
         ref = f"{channel}:{thread_ts}"
         text = _as_written(_LEADING_MENTION.sub("", str(event.get("text") or "")).strip())
-        found = db.find_open_question_kind_by_channel_ref(self.transport.conn, ref)
+        found = db.find_open_question_kind_by_channel_ref(self.transport.ledger, ref)
         if found is None:
             self._reply_to_closed(ref, user, text, channel, thread_ts, _event_id(body))
             return
@@ -134,7 +134,7 @@ class AnswerHandler:
         *reads* as an answer, from someone allowed to answer, gets the
         "already answered by ..." note; the rest is conversation and ignored.
         """
-        question = db.find_question_by_channel_ref(self.transport.conn, ref)
+        question = db.find_question_by_channel_ref(self.transport.ledger, ref)
         if question is None or user not in self.allowed:
             log.info("slack reply ignored: %s is not an open question", ref)
             return
@@ -163,7 +163,7 @@ class AnswerHandler:
         if user not in self.allowed:
             self.followups.later(self.followups.not_allowed, channel, user, message_ts)
             return
-        question = db.get_question(self.transport.conn, question_id)
+        question = db.get_question(self.transport.ledger, question_id)
         ref = f"{channel}:{message_ts}"
         if question is None:
             self.followups.later(
@@ -216,7 +216,7 @@ class AnswerHandler:
         except ValueError:
             ack(response_action="errors", errors={REVISE_BLOCK: "This form is out of date."})
             return
-        question = db.get_question(self.transport.conn, question_id)
+        question = db.get_question(self.transport.ledger, question_id)
         if question is not None and question.channel_ref != ref:
             # Like a button: only the question's recorded post takes answers.
             ack(
@@ -235,7 +235,7 @@ class AnswerHandler:
 
     def _answer_in_ledger(self, question_id: str, text: str, *, via: str) -> db.Question:
         return inbox.submit_answer(
-            self.transport.conn, question_id, text, via=via, now=self.clock()
+            self.transport.ledger, question_id, text, via=via, now=self.clock()
         )
 
     def _answer(
@@ -282,7 +282,7 @@ class AnswerHandler:
             return True
         with self._write_lock:
             first = db.claim_event(
-                self.transport.conn, source="slack", event_id=event_id, now=self.clock()
+                self.transport.ledger, source="slack", event_id=event_id, now=self.clock()
             )
         if not first:
             log.info("slack event %s already handled; acking the redelivery", event_id)
@@ -296,7 +296,9 @@ class AnswerHandler:
         finds the question answered and gets the "already answered" path.
         """
         try:
-            db.claim_event(self.transport.conn, source="slack", event_id=event_id, now=self.clock())
+            db.claim_event(
+                self.transport.ledger, source="slack", event_id=event_id, now=self.clock()
+            )
         except Exception:
             log.exception(
                 "slack event %s: the answer to %s is stored but its event id was not recorded",
@@ -317,7 +319,7 @@ class AnswerHandler:
             self._recent[event_id] = None
             if len(self._recent) > RECENT_EVENTS:
                 self._recent.popitem(last=False)
-        return db.event_seen(self.transport.conn, source="slack", event_id=event_id)
+        return db.event_seen(self.transport.ledger, source="slack", event_id=event_id)
 
 
 def _as_written(text: str) -> str:

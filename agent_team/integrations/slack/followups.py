@@ -114,7 +114,7 @@ class FollowUps:
     def bad_answer(
         self, question_id: str, user: str, channel: str, thread_ts: str, problem: str
     ) -> None:
-        question = db.get_question(self.transport.conn, question_id)
+        question = db.get_question(self.transport.ledger, question_id)
         accepted = _HELP.get(question.kind, "") if question is not None else ""
         text = f"<@{user}> {escape(problem)}. The question stays open"
         text += f"; {escape(accepted)}." if accepted and accepted not in problem else "."

@@ -79,7 +79,7 @@ class SlackIntegration:
         transport = coordinator.transport
         self._owns_transport = not isinstance(transport, SlackTransport)
         if not isinstance(transport, SlackTransport):  # a test handed in its own transport
-            transport = SlackTransport(settings, clock=coordinator.clock)
+            transport = SlackTransport(settings, clock=coordinator.clock, ledger=coordinator.ledger)
         self.transport: SlackTransport = transport
         self.listener: SlackListener = SlackListener(
             settings, transport, answer=coordinator.answer,

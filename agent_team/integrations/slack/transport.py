@@ -123,6 +123,7 @@ class SlackTransport:
         *,
         client: WebClient | None = None,
         clock: Callable[[], datetime] | None = None,
+        ledger: db.Ledger | None = None,
     ) -> None:
         require_slack_settings(settings)
         self.settings = settings
@@ -138,14 +139,15 @@ class SlackTransport:
             )
             if s is not None
         ]
-        self._ledger: db.Ledger | None = None
+        self._ledger: db.Ledger | None = ledger
+        self._owns_ledger = ledger is None  # standing alone, it opens one on first use
         self._ledger_lock = threading.Lock()
 
     # -- plumbing ------------------------------------------------------------------------
 
     @property
-    def conn(self) -> db.Ledger:
-        """The ledger, opened on first use (the coordinator creates it after the transport)."""
+    def ledger(self) -> db.Ledger:
+        """The process's ledger, or one of its own opened on first use."""
         with self._ledger_lock:
             if self._ledger is None:
                 self._ledger = db.open_ledger(self.settings.db_path)
@@ -153,7 +155,7 @@ class SlackTransport:
 
     def close(self) -> None:
         with self._ledger_lock:
-            if self._ledger is not None:
+            if self._owns_ledger and self._ledger is not None:
                 self._ledger.close()
                 self._ledger = None
 
@@ -183,7 +185,7 @@ class SlackTransport:
     ) -> db.SideEffect:
         """Run `do` unless the effect is done; record `(result_ref, result)` or the error."""
         effect = db.begin_effect(
-            self.conn, effect_id=effect_id, task_id=task_id, kind=kind, request=request
+            self.ledger, effect_id=effect_id, task_id=task_id, kind=kind, request=request
         )
         if effect.state == EffectState.DONE:
             return effect
@@ -191,12 +193,12 @@ class SlackTransport:
             ref, result = do()
         except Exception as exc:
             db.finish_effect(
-                self.conn, effect_id=effect_id, state=EffectState.FAILED.value,
+                self.ledger, effect_id=effect_id, state=EffectState.FAILED.value,
                 error=tail(redact(f"{type(exc).__name__}: {exc}", self._secrets), 500),
             )  # fmt: skip
             raise
-        db.finish_effect(self.conn, effect_id=effect_id, result_ref=ref, result=result)
-        found = db.get_effect(self.conn, effect_id)
+        db.finish_effect(self.ledger, effect_id=effect_id, result_ref=ref, result=result)
+        found = db.get_effect(self.ledger, effect_id)
         assert found is not None
         return found
 
@@ -214,7 +216,7 @@ class SlackTransport:
     def _posts(self, question_id: str, task_id: str) -> list[db.SideEffect]:
         posts = [
             effect
-            for effect in db.list_effects(self.conn, task_id=task_id, kind=POST_KIND)
+            for effect in db.list_effects(self.ledger, task_id=task_id, kind=POST_KIND)
             if isinstance(effect.request, dict) and effect.request.get("question_id") == question_id
         ]
         return sorted(posts, key=lambda effect: int(effect.request.get("n", 0)))
@@ -266,8 +268,8 @@ class SlackTransport:
         redrawn = 0
         since = self.clock() - OUTCOME_WINDOW
         questions = [
-            *db.list_questions(self.conn, status=QuestionStatus.OPEN.value),
-            *db.answered_since(self.conn, since),
+            *db.list_questions(self.ledger, status=QuestionStatus.OPEN.value),
+            *db.answered_since(self.ledger, since),
         ]
         for question in questions:
             if question.transport != self.name or not question.channel_ref:
@@ -279,10 +281,10 @@ class SlackTransport:
             ]
             for old in stale:
                 effect_id = f"slack:superseded:{question.question_id}:{old.request.get('n')}"
-                effect = db.get_effect(self.conn, effect_id)  # a read: most passes write nothing
+                effect = db.get_effect(self.ledger, effect_id)  # a read: most passes write nothing
                 if effect is not None and effect.state == EffectState.DONE:
                     continue
-                task = db.get_task(self.conn, question.thread_id)
+                task = db.get_task(self.ledger, question.thread_id)
                 if task is None:
                     break
                 assert old.result_ref is not None
@@ -297,7 +299,9 @@ class SlackTransport:
         """The `<channel>:<ts>` of the task's newest question post, where its notices go."""
         posts = [
             effect
-            for effect in db.list_effects(self.conn, task_id=task_id, kind=POST_KIND, state="done")
+            for effect in db.list_effects(
+                self.ledger, task_id=task_id, kind=POST_KIND, state="done"
+            )
             if effect.result_ref
         ]
         return posts[-1].result_ref if posts else None
@@ -328,13 +332,13 @@ class SlackTransport:
         A retried task that parks (or fails) again with the same text is a new
         occurrence and is posted again; the same occurrence notified twice is not.
         """
-        transitions = db.list_transitions(self.conn, task.id)
+        transitions = db.list_transitions(self.ledger, task.id)
         newest = max((t.transition_id for t in transitions), default=0)
         return _digest(f"{newest}|{task.updated_at}")
 
     def _close_leftovers(self, task: db.Task, event: str) -> None:
         """Questions the task ended without: their buttons go, so nobody answers into a void."""
-        for question in db.list_questions(self.conn, status="superseded", thread_id=task.id):
+        for question in db.list_questions(self.ledger, status="superseded", thread_id=task.id):
             if question.channel_ref:
                 self._redraw_closed(
                     f"slack:closed:{question.question_id}", question, question.channel_ref,
@@ -392,7 +396,7 @@ class SlackTransport:
 
     def _show_expired(self, task: db.Task) -> None:
         """Take the buttons off an expired question's message (it cannot be answered there)."""
-        for question in db.list_questions(self.conn, status="expired", thread_id=task.id):
+        for question in db.list_questions(self.ledger, status="expired", thread_id=task.id):
             if question.channel_ref:
                 self._redraw_closed(
                     f"slack:expired:{question.question_id}:{question.deadline_at}", question,
@@ -412,7 +416,7 @@ class SlackTransport:
         """
         if not question.channel_ref or question.status != QuestionStatus.ANSWERED:
             return False
-        task = db.get_task(self.conn, question.thread_id)
+        task = db.get_task(self.ledger, question.thread_id)
         if task is None:
             return False
         channel, ts = split_ref(question.channel_ref)
@@ -447,10 +451,10 @@ class SlackTransport:
         """
         now = now or self.clock()
         redrawn = 0
-        for question in db.answered_since(self.conn, now - OUTCOME_WINDOW):
+        for question in db.answered_since(self.ledger, now - OUTCOME_WINDOW):
             if question.transport != self.name or not question.channel_ref:
                 continue
-            effect = db.get_effect(self.conn, f"slack:outcome:{question.question_id}")
+            effect = db.get_effect(self.ledger, f"slack:outcome:{question.question_id}")
             if effect is not None and effect.state == EffectState.DONE:
                 continue
             answered = db.from_iso(question.answered_at) if question.answered_at else now
@@ -475,7 +479,7 @@ class SlackTransport:
         now = now or self.clock()
         posted_count = 0
         fractions = self.settings.reminder_fractions()
-        for question in db.list_questions(self.conn, status=QuestionStatus.OPEN.value):
+        for question in db.list_questions(self.ledger, status=QuestionStatus.OPEN.value):
             if question.transport != self.name or not question.channel_ref:
                 continue
             if not question.posted_at or not question.deadline_at:
@@ -498,7 +502,7 @@ class SlackTransport:
         posted = 0
         for fraction in due:
             effect_id = f"slack:remind:{question.question_id}:{question.posted_at}:{fraction:g}"
-            effect = db.get_effect(self.conn, effect_id)  # a read: most passes write nothing
+            effect = db.get_effect(self.ledger, effect_id)  # a read: most passes write nothing
             if effect is not None and effect.state == EffectState.DONE:
                 continue
             if fraction != due[-1]:

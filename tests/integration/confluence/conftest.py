@@ -10,6 +10,7 @@ import pytest
 
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
+from agent_team.wiring import build_coordinator
 from tests.fakes import confluence_api as fc
 from tests.integration.pipeline.conftest import Clock, RecordingTransport
 
@@ -53,7 +54,7 @@ def make_lane(tmp_path: Path, fake: fc.FakeConfluence) -> Iterator[MakeLaneCoord
             state_dir=tmp_path / "state",
             **lane_settings(fake, **overrides),
         )
-        coordinator = Coordinator(settings, transport=transport, clock=Clock())
+        coordinator = build_coordinator(settings, transport=transport, clock=Clock())
         made.append(coordinator)
         return coordinator
 

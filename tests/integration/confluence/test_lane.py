@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from agent_team import db
 from agent_team.config import DEFAULT_MERMAID_MACROS
-from agent_team.coordinator import Coordinator
+from agent_team.coordinator import Coordinator, thread_config
 from agent_team.dashboard import DashboardContext, create_app
 from agent_team.exceptions import TaskRefusedError
 from agent_team.graph import build_graph
@@ -197,7 +197,7 @@ def test_direct_flow_real_write_creates_one_page(
         "dry_run": False, "page_id": page.id, "version": 1, "title": "Design: Login",
         "url": f"{fake.base_url}/spaces/S1001/pages/{page.id}", "recovered": False,
     }  # fmt: skip
-    values = coordinator.graph.get_state(coordinator._config(task_id)).values
+    values = coordinator.graph.get_state(thread_config(task_id)).values
     assert values["confluence"]["result"]["page_id"] == page.id
     note = db.list_transitions(coordinator.ledger, task_id)[-1].note
     assert note == f"confluence {effect.result['url']} at version 1"
@@ -259,7 +259,7 @@ def test_revise_drafts_again_with_the_feedback_then_reject_cancels(
     answer(coordinator, task_id, "reject not needed after all")
     assert task(coordinator, task_id).status == "cancelled"
     assert fake.writes() == [] and effects(coordinator, task_id) == []
-    values = coordinator.graph.get_state(coordinator._config(task_id)).values
+    values = coordinator.graph.get_state(thread_config(task_id)).values
     assert values["confluence"]["reject_reason"] == "not needed after all"
     calls = [row.stage for row in db.task_usage(coordinator.ledger, thread_id=task_id)]
     assert calls == ["conf_draft"]  # one stage, two calls

@@ -36,7 +36,7 @@ def test_first_poll_creates_exactly_the_labelled_open_issues_across_pages(
     intake, starter = make_intake()
     report = intake.poll_once()
 
-    tasks = github_tasks(intake.conn)
+    tasks = github_tasks(intake.ledger)
     assert set(tasks) == expected_ids(world)
     assert report.tasks_created == len(world.app_labelled) + len(world.lib_labelled) == 253
     assert report.errors == []
@@ -51,7 +51,7 @@ def test_first_poll_creates_exactly_the_labelled_open_issues_across_pages(
     assert all(r.headers["x-github-api-version"] == "2022-11-28" for r in pages)
     assert all(r.headers["user-agent"].startswith("agent-team/") for r in pages)
     assert all(r.headers["authorization"] == f"Bearer {TOKEN}" for r in pages)
-    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.etag and cursor.tasks_created == 250
     assert cursor.rate_remaining is not None and cursor.rate_remaining < 5000
     # The docs label is not polled while the Confluence lane is off.
@@ -64,7 +64,7 @@ def test_second_poll_sends_if_none_match_and_gets_304(
 ) -> None:
     intake, _ = make_intake()
     intake.poll_once()
-    first_etag = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    first_etag = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     before = len(world.fake.requests)
 
     report = intake.poll_once()
@@ -74,7 +74,7 @@ def test_second_poll_sends_if_none_match_and_gets_304(
     assert first_etag is not None
     assert second[0].headers["if-none-match"] == first_etag.etag
     assert report.not_modified == 2 and report.tasks_created == 0
-    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.polls == 2 and cursor.not_modified == 1
     assert cursor.etag == first_etag.etag
 
@@ -94,7 +94,7 @@ def test_a_restart_creates_nothing_new_and_still_gets_304(
     third, starter = make_intake()
     report = third.poll_once()
     assert report.not_modified == 1 and report.tasks_created == 0 and starter.calls == []
-    assert set(github_tasks(third.conn)) == expected_ids(world)
+    assert set(github_tasks(third.ledger)) == expected_ids(world)
 
 
 def test_a_newly_labelled_old_issue_is_found_although_it_sits_on_a_later_page(
@@ -109,7 +109,7 @@ def test_a_newly_labelled_old_issue_is_found_although_it_sits_on_a_later_page(
     report = intake.poll_once()
 
     assert report.tasks_created == 1
-    assert task_id_for(APP, old) in github_tasks(intake.conn)
+    assert task_id_for(APP, old) in github_tasks(intake.ledger)
 
 
 def test_a_failed_start_is_retried_on_the_next_poll(make_intake: MakeIntake, world: World) -> None:
@@ -118,17 +118,17 @@ def test_a_failed_start_is_retried_on_the_next_poll(make_intake: MakeIntake, wor
     starter.fail_for.add(unlucky)
 
     report = intake.poll_once()
-    assert unlucky not in github_tasks(intake.conn)
+    assert unlucky not in github_tasks(intake.ledger)
     assert len(report.errors) == 1 and "retried next poll" not in report.errors[0]
     assert not db.issue_already_ingested(
-        intake.conn, source=issue_source(APP), issue_id=world.app_labelled[7]
+        intake.ledger, source=issue_source(APP), issue_id=world.app_labelled[7]
     )
-    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.etag is None  # so the next poll reads everything
 
     report = intake.poll_once()
     assert report.tasks_created == 1 and report.errors == []
-    assert set(github_tasks(intake.conn)) == expected_ids(world)
+    assert set(github_tasks(intake.ledger)) == expected_ids(world)
     assert starter.calls.count(unlucky) == 2
 
 
@@ -139,19 +139,19 @@ def test_a_claim_without_a_task_is_started_by_the_sweep(
     intake.poll_once()
     fresh = world.fake.add_issue(APP, labels=("agent-team",))
     # A process claimed it and died before starting the task.
-    assert db.record_issue_ingested(intake.conn, source=issue_source(APP), issue_id=fresh)
+    assert db.record_issue_ingested(intake.ledger, source=issue_source(APP), issue_id=fresh)
     gone = 9999
-    assert db.record_issue_ingested(intake.conn, source=issue_source(APP), issue_id=gone)
+    assert db.record_issue_ingested(intake.ledger, source=issue_source(APP), issue_id=gone)
     restarted, starter = make_intake(claim_grace_s=0)
 
     report = restarted.poll_once()
 
     assert report.recovered == 1
     assert starter.calls == [task_id_for(APP, fresh)]
-    assert task_id_for(APP, fresh) in github_tasks(restarted.conn)
+    assert task_id_for(APP, fresh) in github_tasks(restarted.ledger)
     assert world.fake.seen("GET", f"/repos/{APP}/issues/{fresh}")
     # The issue that no longer exists has its claim released.
-    assert not db.issue_already_ingested(restarted.conn, source=issue_source(APP), issue_id=gone)
+    assert not db.issue_already_ingested(restarted.ledger, source=issue_source(APP), issue_id=gone)
 
 
 def test_a_429_with_retry_after_defers_polling_without_stopping(
@@ -165,7 +165,7 @@ def test_a_429_with_retry_after_defers_polling_without_stopping(
 
     assert len(report.errors) == 1 and "429" in report.errors[0]
     assert report.deferred == 1  # the other repository waits too: the limit is the token's
-    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.next_poll_at is not None and cursor.failures == 1
     wait = db.from_iso(cursor.next_poll_at) - now
     assert timedelta(seconds=29) <= wait <= timedelta(seconds=40)
@@ -188,7 +188,7 @@ def test_403_without_retry_after_backs_off_at_least_a_minute_exponentially(
         world.fake.force(f"/repos/{APP}/issues", 403)
         intake.clock = lambda attempt=attempt: now + timedelta(hours=2 * attempt)
         intake.poll_once()
-        cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+        cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
         assert cursor is not None and cursor.next_poll_at is not None
         waits.append(db.from_iso(cursor.next_poll_at) - intake.clock())
     assert waits == [timedelta(seconds=60), timedelta(seconds=120)]
@@ -198,7 +198,7 @@ def test_a_spent_rate_limit_waits_for_the_reset(make_intake: MakeIntake, world: 
     intake, _ = make_intake(github_repos=APP)
     world.fake.rate_remaining = 3  # 250 + 12 items: three pages spend the last requests
     intake.poll_once()
-    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.rate_remaining == 0
     assert cursor.next_poll_at == cursor.rate_reset_at
     before = len(world.fake.requests)
@@ -215,10 +215,10 @@ def test_a_failing_repository_does_not_stop_the_others(
 
     report = intake.poll_once()
 
-    assert set(github_tasks(intake.conn)) == {task_id_for(LIB, n) for n in world.lib_labelled}
+    assert set(github_tasks(intake.ledger)) == {task_id_for(LIB, n) for n in world.lib_labelled}
     assert len(report.errors) == 2
     assert any("404" in e and "acme/unknown" in e for e in report.errors)
-    broken = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    broken = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert broken is not None and broken.failures == 1 and broken.last_status == 500
     assert broken.next_poll_at is not None
     assert db.from_iso(broken.next_poll_at) - db.from_iso(broken.last_poll_at or "") == timedelta(
@@ -238,7 +238,7 @@ def test_bad_credentials_never_show_the_token(
 
     assert len(report.errors) == 1 and "401" in report.errors[0]
     assert "AGENT_TEAM_GITHUB_TOKEN" in report.errors[0]
-    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.last_error is not None
     for text in (caplog.text, cursor.last_error, *report.errors):
         assert TOKEN not in text
@@ -263,7 +263,7 @@ def test_bad_items_are_skipped_and_huge_bodies_capped(
 
     assert report.skipped_items == 2
     assert "skipped a malformed issue" in caplog.text
-    tasks = github_tasks(intake.conn)
+    tasks = github_tasks(intake.ledger)
     assert task_id_for(LIB, no_title) not in tasks
     big = tasks[task_id_for(LIB, huge)]
     assert len(big.body) < BODY_LIMIT + 300
@@ -276,7 +276,7 @@ def test_the_docs_label_makes_confluence_tasks_when_the_lane_is_on(
 ) -> None:
     intake, _ = make_intake(github_repos=LIB, confluence_enabled=True)
     intake.poll_once()
-    task = github_tasks(intake.conn)[task_id_for(LIB, world.lib_docs[0])]
+    task = github_tasks(intake.ledger)[task_id_for(LIB, world.lib_docs[0])]
     assert task.kind == "confluence"
 
 
@@ -290,7 +290,7 @@ def test_a_next_link_to_another_server_is_not_followed(
 
     assert len(report.errors) == 1 and "another server" in report.errors[0]
     assert starter.calls == []  # nothing half-ingested from page 1 alone
-    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.etag is None and cursor.failures == 1
 
 
@@ -300,15 +300,15 @@ def test_claims_of_tasks_made_under_the_old_id_scheme_are_left_alone(
     intake, starter = make_intake(github_repos=APP, claim_grace_s=0)
     number = world.app_labelled[0]
     # An older agent-team made this task, with the id of its time, and holds the claim.
-    inbox.submit_task(intake.conn, title="old", source="github", task_id=f"gh-acme-app-{number}")
-    assert db.record_issue_ingested(intake.conn, source=issue_source(APP), issue_id=number)
+    inbox.submit_task(intake.ledger, title="old", source="github", task_id=f"gh-acme-app-{number}")
+    assert db.record_issue_ingested(intake.ledger, source=issue_source(APP), issue_id=number)
 
     assert intake.sweep_claims() == 0
     report = intake.poll_once()
 
     assert report.recovered == 0 and task_id_for(APP, number) not in starter.calls
     assert not world.fake.seen("GET", f"/repos/{APP}/issues/{number}")
-    assert task_id_for(APP, number) not in github_tasks(intake.conn)
+    assert task_id_for(APP, number) not in github_tasks(intake.ledger)
     # It counts as settled: the poll keeps its ETag and the next one is a 304.
     assert intake.poll_once().not_modified == 1
 
@@ -316,7 +316,7 @@ def test_claims_of_tasks_made_under_the_old_id_scheme_are_left_alone(
 def crashed_claim(intake: GitHubIntake, world: World) -> int:
     """A labelled issue whose claim a process took before dying (no task)."""
     number = world.fake.add_issue(APP, labels=("agent-team",))
-    assert db.record_issue_ingested(intake.conn, source=issue_source(APP), issue_id=number)
+    assert db.record_issue_ingested(intake.ledger, source=issue_source(APP), issue_id=number)
     return number
 
 

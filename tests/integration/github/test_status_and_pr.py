@@ -13,10 +13,10 @@ import pytest
 
 from agent_team import db
 from agent_team.config import Settings
-from agent_team.coordinator import Coordinator
 from agent_team.integrations.github.intake import task_id_for
 from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
 from agent_team.integrations.github.status import marker
+from agent_team.wiring import build_coordinator
 from tests.fakes.github_api import FakeGitHub
 from tests.integration.github.conftest import (
     APP,
@@ -68,7 +68,7 @@ class Process:
 
     def __init__(self, settings: Settings) -> None:
         publisher = make_publisher(settings)
-        self.coordinator = Coordinator(settings, publish=publisher)
+        self.coordinator = build_coordinator(settings, publish=publisher)
         github = GitHubIntegration.build(settings, self.coordinator, publisher=publisher)
         assert github is not None
         self.github = github

@@ -158,7 +158,7 @@ def test_no_secret_configured_means_503_before_anything(
     body, headers = signed(issue_event(1))
     reply = WebhookHandler(intake, None).handle({k.lower(): v for k, v in headers.items()}, body)
     assert reply.status == 503
-    assert not db.event_seen(intake.conn, source="github", event_id=headers["X-GitHub-Delivery"])
+    assert not db.event_seen(intake.ledger, source="github", event_id=headers["X-GitHub-Delivery"])
     assert starter.calls == []
 
 
@@ -216,7 +216,7 @@ def test_the_webhook_racing_the_poller_makes_one_task_per_issue(
     calls = poller_starter.calls + hook_starter.calls
     assert len(calls) == len(set(calls))  # no issue was started twice
     assert poller_starter.calls and hook_starter.calls  # both sides won some
-    tasks = github_tasks(poller.conn)
+    tasks = github_tasks(poller.ledger)
     assert {task_id_for(APP, n) for n in numbers} <= set(tasks)
     assert len(tasks) == len(world.app_labelled)
 
@@ -236,11 +236,11 @@ def test_a_failed_start_lets_githubs_redelivery_through(
     delivery = str(uuid.uuid4())
 
     assert hook(handler, issue_event(number), delivery).status == 500
-    assert not db.event_seen(intake.conn, source="github", event_id=delivery)
+    assert not db.event_seen(intake.ledger, source="github", event_id=delivery)
     again = hook(handler, issue_event(number), delivery)  # GitHub's redelivery, same id
 
     assert again.status == 201 and again.body == {"created": True}
-    assert task_id_for(APP, number) in github_tasks(intake.conn)
+    assert task_id_for(APP, number) in github_tasks(intake.ledger)
     assert hook(handler, issue_event(number), delivery).body == {"duplicate": True}
 
 
@@ -258,14 +258,14 @@ def test_a_poll_during_a_failing_webhook_start_does_not_hide_the_issue(
     hooked.start_task = start_then_fail
     reply = hook(WebhookHandler(hooked, SECRET), issue_event(number), str(uuid.uuid4()))
     assert reply.status == 500
-    assert task_id_for(APP, number) not in github_tasks(poller.conn)
-    cursor = db.get_cursor(poller.conn, source=issue_source(APP), label="agent-team")
+    assert task_id_for(APP, number) not in github_tasks(poller.ledger)
+    cursor = db.get_cursor(poller.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.etag is None
 
     report = poller.poll_once()  # a full read, not a 304 that hides the issue forever
 
     assert report.not_modified == 0 and report.tasks_created == 1
-    assert task_id_for(APP, number) in github_tasks(poller.conn)
+    assert task_id_for(APP, number) in github_tasks(poller.ledger)
 
 
 def test_a_webhook_start_failing_while_the_poller_is_mid_pass_does_not_hide_the_issue(
@@ -306,7 +306,7 @@ def test_a_webhook_start_failing_while_the_poller_is_mid_pass_does_not_hide_the_
     report = poller.poll_once()
 
     assert report.not_modified == 0 and report.tasks_created == 1
-    assert task_id_for(APP, newer) in github_tasks(poller.conn)
+    assert task_id_for(APP, newer) in github_tasks(poller.ledger)
 
 
 def test_tasks_the_webhook_creates_count_in_intake_status(
@@ -319,10 +319,10 @@ def test_tasks_the_webhook_creates_count_in_intake_status(
     assert hook(handler, issue_event(number), str(uuid.uuid4())).status == 201
     assert hook(handler, issue_event(number, action="labeled"), str(uuid.uuid4())).status == 200
 
-    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.tasks_created == 1
     assert cursor.polls == 0 and cursor.last_poll_at is None  # a webhook is not a poll
     intake.poll_once()  # the poller counts only the tasks it made
-    cursor = db.get_cursor(intake.conn, source=issue_source(APP), label="agent-team")
+    cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.tasks_created == len(world.app_labelled)
     assert cursor.polls == 1

@@ -38,6 +38,7 @@ from agent_team.models.offline import OfflineChatModel
 from agent_team.models.schemas import ClarifyDecision, Plan
 from agent_team.nodes.common import GraphDeps
 from agent_team.task_model import TaskState
+from agent_team.wiring import build_coordinator
 from tests.fakes.chat import ToolBindingFake
 
 # 12+ words with bullets: clear for the offline model, which then plans the bullets.
@@ -312,7 +313,7 @@ def make_coordinator(tmp_path: Path) -> Iterator[MakeCoordinator]:
         settings = load_settings(
             db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state", **overrides
         )
-        coordinator = Coordinator(settings, transport=transport, clock=clock or Clock())
+        coordinator = build_coordinator(settings, transport=transport, clock=clock or Clock())
         made.append(coordinator)
         return coordinator
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from agent_team import db
-from agent_team.coordinator import Coordinator
+from agent_team.coordinator import Coordinator, thread_config
 from agent_team.exceptions import QuestionClosedError, TaskRefusedError
 from agent_team.task_model import TaskState
 from tests.integration.pipeline.conftest import (
@@ -144,7 +144,7 @@ def test_a_resume_after_cancel_is_superseded_and_runs_nothing(
 
     assert db.get_command(coordinator.ledger, "resume:by-hand").state == "done"  # type: ignore[union-attr]
     assert task_of(coordinator, task_id).status == "cancelled"
-    snapshot = coordinator.graph.get_state(Coordinator._config(task_id))
+    snapshot = coordinator.graph.get_state(thread_config(task_id))
     assert snapshot.next == ("plan_review",) and snapshot.interrupts, "the graph was not resumed"
     question = db.get_question(coordinator.ledger, question_id)
     assert question is not None and question.status == "superseded"
@@ -242,7 +242,7 @@ def test_an_expired_plan_question_parks_and_is_never_approved(
     assert ("build", "running") not in journey(coordinator, task_id)
     assert not worktree(coordinator, task_id).exists(), "no default approval on timeout"
     assert [c.kind for c in db.list_commands(coordinator.ledger, task_id=task_id)] == ["start"]
-    assert coordinator.graph.get_state(Coordinator._config(task_id)).interrupts
+    assert coordinator.graph.get_state(thread_config(task_id)).interrupts
 
 
 def test_reopen_sets_a_new_deadline_and_delivers_again(make_coordinator: MakeCoordinator) -> None:
@@ -362,7 +362,9 @@ def test_the_sweep_adds_a_missing_resume_command(make_coordinator: MakeCoordinat
         answer_json=json.dumps({"decision": "approve", "text": ""}), answered_via="cli:x",
         answered_at=clock.now,
     )  # fmt: skip
-    raw = db.open_ledger(coordinator.db_path)  # a crash between the two writes, made by hand
+    raw = db.open_ledger(
+        coordinator.settings.db_path
+    )  # a crash between the two writes, made by hand
     try:
         raw.execute(
             "DELETE FROM commands WHERE command_id = ?", (db.resume_command_id(question_id),)
@@ -393,7 +395,7 @@ def test_the_sweep_continues_a_running_task_that_has_no_command(
     initial: TaskState = {"task_id": task_id, "kind": "code", "title": "Cut", "body": LONG_BODY}
     # A run that stopped after intake (as if the process died there), leaving no command.
     coordinator.graph.invoke(
-        initial, Coordinator._config(task_id), durability="sync", interrupt_after=["intake"]
+        initial, thread_config(task_id), durability="sync", interrupt_after=["intake"]
     )
     assert task_of(coordinator, task_id).status == "running"
     assert db.list_commands(coordinator.ledger, task_id=task_id) == []
@@ -503,7 +505,7 @@ def test_two_workers_never_run_one_task_twice_at_once(
 ) -> None:
     coordinator = make_coordinator(workers=2)
     recorder = RunRecorder(coordinator.graph)
-    coordinator.graph = recorder  # type: ignore[assignment]
+    coordinator.runner.graph = recorder  # type: ignore[assignment]
     repos: dict[str, str] = {}
 
     def start(name: str) -> str:

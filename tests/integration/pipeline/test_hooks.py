@@ -61,7 +61,7 @@ def test_publish_runs_once_after_the_build_and_its_link_reaches_the_done_notice(
         return {"url": f"https://example.test/pull/{len(published)}", "number": len(published)}
 
     coordinator.deps.publish = publish
-    coordinator.graph = build_graph(coordinator.deps, coordinator.checkpointer)
+    coordinator.runner.graph = build_graph(coordinator.deps, coordinator.ledger.checkpointer())
 
     task_id = run_to_done(coordinator)
 

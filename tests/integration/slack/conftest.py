@@ -33,6 +33,7 @@ from agent_team.config import ENV_PREFIX, Settings, load_settings
 from agent_team.coordinator import Coordinator
 from agent_team.integrations.slack.ingress import EVENTS_PATH, SlackListener
 from agent_team.integrations.slack.transport import SlackTransport
+from agent_team.wiring import build_coordinator
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.integration.pipeline.conftest import LONG_BODY, Clock
 
@@ -229,7 +230,7 @@ def make_world(tmp_path: Path, fake: FakeSlack) -> Iterator[Any]:
         settings = slack_settings(tmp_path, fake, **overrides)
         clock = Clock()
         transport = SlackTransport(settings, clock=clock)
-        coordinator = Coordinator(settings, transport=transport, clock=clock)
+        coordinator = build_coordinator(settings, transport=transport, clock=clock)
         listener = SlackListener(settings, transport, answer=coordinator.answer, clock=clock)
         server = Server(Starlette(routes=[listener.route()]))
         world = SlackWorld(

@@ -1,0 +1,239 @@
+"""The coordinator: the one object requests go to, over the runner, the worker and the sweeper.
+
+Requests (CLI, dashboard, transports, intake) go through the ledger first,
+as `inbox` writes them, then wake the worker: a task row and a `start`
+command on submit, an answer and its `resume` command in one transaction,
+a `cancel` command. The parts are built by `agent_team.wiring` from the
+settings; the coordinator only holds them together and closes what it was
+handed to close (DESIGN.md §3, §4).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+
+from agent_team import db, inbox
+from agent_team.config import Settings
+from agent_team.coordinator.runner import GraphRunner, TaskObserver
+from agent_team.coordinator.sweeper import Sweeper, SweepReport
+from agent_team.coordinator.worker import Worker
+from agent_team.exceptions import UnknownTaskError
+from agent_team.nodes.common import GraphDeps
+from agent_team.task_model import QuestionKind
+from agent_team.transports.base import Transport
+
+__all__ = ["PRUNE_EVERY_S", "Coordinator", "TickReport", "default_deadlines"]
+
+log = logging.getLogger(__name__)
+
+PRUNE_EVERY_S = 3600.0
+
+
+@dataclass
+class TickReport:
+    commands: int = 0
+    expired: int = 0
+    unparked: int = 0
+    sweep: SweepReport = field(default_factory=SweepReport)
+    idle: bool = False
+
+
+def default_deadlines(settings: Settings) -> dict[str, timedelta]:
+    """How long each kind of question stays open before it expires."""
+    return {
+        QuestionKind.CLARIFY.value: timedelta(hours=settings.clarify_deadline_h),
+        QuestionKind.PLAN_DECISION.value: timedelta(hours=settings.plan_deadline_h),
+        QuestionKind.CONFLUENCE_APPROVAL.value: timedelta(hours=settings.confluence_deadline_h),
+    }
+
+
+class Coordinator:
+    """One per process: submit, answer, reopen, retry, cancel; the worker loop; the timers."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        ledger: db.Ledger,
+        graph: CompiledStateGraph[Any, Any, Any, Any],
+        deps: GraphDeps,
+        transport: Transport,
+        clock: Callable[[], datetime],
+        resources: ExitStack | None = None,
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.transport = transport
+        self.clock = clock
+        self.runner = GraphRunner(
+            ledger=ledger,
+            graph=graph,
+            checkpointer=ledger.checkpointer(),
+            deps=deps,
+            transport=transport,
+            clock=clock,
+        )
+        self.worker = Worker(
+            ledger,
+            self.runner,
+            workers=settings.workers,
+            lease_s=max(settings.build_timeout_s + 300.0, 600.0),
+        )
+        self.sweeper = Sweeper(ledger, self.runner, consumer=self.worker.consumer, clock=clock)
+        self._resources = resources or ExitStack()
+
+    # -- the parts, as the rest of the process reads them ---------------------------------
+
+    @property
+    def graph(self) -> CompiledStateGraph[Any, Any, Any, Any]:
+        return self.runner.graph
+
+    @property
+    def deps(self) -> GraphDeps:
+        return self.runner.deps
+
+    @property
+    def observers(self) -> list[TaskObserver]:
+        return self.runner.observers
+
+    @property
+    def wake(self) -> threading.Event:
+        return self.worker.wake
+
+    def close(self) -> None:
+        """Finish the runs in the pool, then close what the wiring handed over (reverse order)."""
+        self.worker.close()
+        self._resources.close()
+
+    # -- requests (CLI, dashboard, transports, intake) ----------------------------------
+
+    def start_task(self, **request: Any) -> str:
+        """Submit a task (see `inbox.submit_task`) and wake the worker."""
+        request.setdefault("confluence_enabled", self.settings.confluence_enabled)
+        task_id = inbox.submit_task(self.ledger, **request)
+        log.info("task %s submitted: %s", task_id, request.get("title"))
+        self.wake.set()
+        return task_id
+
+    def answer(self, question_id: str, text: str, *, via: str = "cli") -> db.Question:
+        """Record an answer (see `inbox.submit_answer`) and wake the worker at once."""
+        answered = inbox.submit_answer(self.ledger, question_id, text, via=via, now=self.clock())
+        self.wake.set()
+        return answered
+
+    def reopen(self, question_id: str, *, deadline: timedelta | None = None) -> db.Question:
+        """Reopen an expired question (see `inbox.reopen`) and deliver it again."""
+        question = db.get_question(self.ledger, question_id)
+        if question is None:
+            raise UnknownTaskError(f"no question {question_id!r}")
+        window = {question.kind: deadline} if deadline else default_deadlines(self.settings)
+        reopened = inbox.reopen(
+            self.ledger,
+            question_id,
+            deadline_at=inbox.deadline_for(question.kind, window, self.clock()),
+        )
+        self.deliver_open(reopened.thread_id)
+        return reopened
+
+    def retry(self, task_id: str) -> None:
+        """Continue a parked task (see `inbox.retry_task`) and wake the worker."""
+        inbox.retry_task(self.ledger, task_id)
+        self.wake.set()
+
+    def cancel(self, task_id: str) -> None:
+        """Queue a cancel (see `inbox.cancel_task`) and wake the worker."""
+        inbox.cancel_task(self.ledger, task_id)
+        self.wake.set()
+
+    def counts(self) -> dict[str, int]:
+        """Tasks per status, for systemd's STATUS= line and the health page."""
+        return db.count_tasks_by_status(self.ledger)
+
+    # -- running ------------------------------------------------------------------------
+
+    def run_pending(self) -> int:
+        """Claim up to `workers` runnable commands, run them, wait; returns how many ran."""
+        return self.worker.run_pending()
+
+    def deliver_open(self, task_id: str | None = None) -> int:
+        """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2)."""
+        return self.runner.deliver_open(task_id)
+
+    def recovery_sweep(self) -> SweepReport:
+        return self.sweeper.recovery_sweep()
+
+    def check_deadlines(self) -> int:
+        return self.sweeper.check_deadlines()
+
+    def unpark_budget(self) -> int:
+        return self.sweeper.unpark_budget()
+
+    def prune_events(self) -> int:
+        return self.sweeper.prune_events()
+
+    def serve(
+        self,
+        stop: threading.Event,
+        *,
+        poll_s: float = 1.0,
+        timers_s: float = 5.0,
+        sweep: bool = True,
+        beat: Callable[[], None] | None = None,
+    ) -> None:
+        """The worker loop a daemon runs until `stop` is set.
+
+        In-process answers and finished runs set `wake`, so they are acted on
+        at once; commands written by other processes (the CLI) are found by
+        polling the inbox every `poll_s` seconds. Deadlines, budget unparking
+        and delivery retries run every `timers_s` seconds. Once `stop` is set
+        no new command is claimed; runs in flight go on (`wait_idle` waits).
+        """
+        if sweep:
+            self.recovery_sweep()
+        next_timers = 0.0
+        next_prune = 0.0
+        while not stop.is_set():
+            self.wake.clear()
+            self.worker.fill()
+            if time.monotonic() >= next_timers:
+                self.check_deadlines()
+                self.unpark_budget()
+                self.deliver_open()
+                next_timers = time.monotonic() + timers_s
+            if time.monotonic() >= next_prune:
+                self.prune_events()
+                next_prune = time.monotonic() + PRUNE_EVERY_S
+            if beat is not None:
+                beat()
+            self.wake.wait(poll_s)
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait for the runs `serve` started; False if some are still going after `timeout_s`."""
+        return self.worker.wait_idle(timeout_s)
+
+    def tick(self, *, until_idle: bool = False, timeout_s: float = 300.0) -> TickReport:
+        """One pass (sweep, commands, deadlines, budget); with `until_idle`, repeat until quiet."""
+        report = TickReport(sweep=self.recovery_sweep())
+        self.prune_events()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ran = self.run_pending()
+            report.commands += ran
+            expired = self.check_deadlines()
+            unparked = self.unpark_budget()
+            report.expired += expired
+            report.unparked += unparked
+            if not until_idle or (ran == 0 and unparked == 0):
+                report.idle = ran == 0 and unparked == 0
+                return report
+            if time.monotonic() > deadline:
+                return report

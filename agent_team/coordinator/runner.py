@@ -1,0 +1,279 @@
+"""The graph runner: runs one task's checkpointed graph a step further and records what it did.
+
+A run starts a task, resumes it with an answer, or continues it from its
+last checkpoint after a crash. After each run the runner reads the
+checkpoint: stopped on an interrupt -> `waiting` and the question is
+delivered; finished -> a terminal status. Everything that must survive a
+crash is in the ledger first (DESIGN.md §3, §4); the runner never claims
+commands itself (that is the worker's job) and is safe to call from the
+worker's threads, one run per task at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import is_invalid_resume
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command as GraphCommand
+from langgraph.types import StateSnapshot
+
+from agent_team import db, reports
+from agent_team.exceptions import ParkingError
+from agent_team.graph import NODE_PHASES
+from agent_team.nodes.common import GraphDeps
+from agent_team.redact import redact, tail
+from agent_team.task_model import (
+    TERMINAL_STATUSES,
+    Phase,
+    QuestionStatus,
+    TaskState,
+    TaskStatus,
+)
+from agent_team.transports.base import Transport
+
+__all__ = ["GraphRunner", "TaskObserver", "thread_config"]
+
+log = logging.getLogger(__name__)
+
+# Told of every task event after the transport: `started`, `waiting`, `parked`, `done`,
+# `failed`, `cancelled`. Observers (the GitHub status comment, ...) must be idempotent:
+# a crash can repeat an event, and they must never raise into the task.
+TaskObserver = Callable[[db.Task, str, str], None]
+
+
+def thread_config(task_id: str) -> RunnableConfig:
+    """The LangGraph config of a task's thread (thread id = task id)."""
+    return {"configurable": {"thread_id": task_id}}
+
+
+class GraphRunner:
+    """Starts, resumes and continues task graphs; parks and finishes tasks."""
+
+    def __init__(
+        self,
+        *,
+        ledger: db.Ledger,
+        graph: CompiledStateGraph[Any, Any, Any, Any],
+        checkpointer: BaseCheckpointSaver[Any],
+        deps: GraphDeps,
+        transport: Transport,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.ledger = ledger
+        self.graph = graph
+        self.checkpointer = checkpointer
+        self.deps = deps
+        self.transport = transport
+        self.clock = clock
+        self.observers: list[TaskObserver] = []
+
+    # -- what a command asks for ----------------------------------------------------------
+
+    def start(self, command: db.Command) -> None:
+        task = db.get_task(self.ledger, command.task_id)
+        if task is None or task.status in TERMINAL_STATUSES:
+            return
+        snapshot = self.graph.get_state(thread_config(task.id))
+        if not snapshot.values:
+            initial: TaskState = {
+                "task_id": task.id,
+                "kind": task.kind,
+                "title": task.title,
+                "body": task.body,
+                "repo": command.payload.get("repo") or self._submitted_repo(task.id),
+            }
+            self.notify(task.id, "started", f"agent-team started on {task.title!r}")
+            self._run(task.id, initial)
+        else:
+            self._continue(task.id, snapshot)
+
+    def resume(self, command: db.Command) -> None:
+        question_id = str(command.payload.get("question_id"))
+        task = db.get_task(self.ledger, command.task_id)
+        if task is None or task.status in TERMINAL_STATUSES:
+            db.supersede_question(self.ledger, question_id=question_id)
+            return
+        snapshot = self.graph.get_state(thread_config(task.id))
+        if self._lane_off(task.id, snapshot):
+            return  # the answer stays stored; `agent-team retry` resumes with it
+        waiting = [
+            pending
+            for pending in snapshot.interrupts
+            if isinstance(pending.value, dict) and pending.value.get("question_id") == question_id
+        ]
+        if not waiting:
+            question = db.get_question(self.ledger, question_id)
+            applied = question is not None and snapshot.values.get("turn", 0) >= question.turn
+            if not applied:
+                # The graph moved on without it: LangGraph would silently ignore the value.
+                log.info("task %s no longer waits on %s; superseding it", task.id, question_id)
+                db.supersede_question(self.ledger, question_id=question_id)
+            self._continue(task.id, snapshot)
+            return
+        answer = command.payload.get("answer")
+        self._run(task.id, GraphCommand(resume={waiting[0].id: answer}))
+
+    def cancel(self, task_id: str) -> None:
+        task = db.get_task(self.ledger, task_id)
+        if task is None or task.status in TERMINAL_STATUSES:
+            return
+        self._finish(task_id, TaskStatus.CANCELLED, "cancelled by an operator")
+
+    # -- running ------------------------------------------------------------------------
+
+    def _submitted_repo(self, task_id: str) -> str | None:
+        """The repository named at submit (recovery and unpark commands carry no payload)."""
+        original = db.get_command(self.ledger, f"start:{task_id}")
+        repo = original.payload.get("repo") if original is not None else None
+        return str(repo) if repo else None
+
+    def _lane_off(self, task_id: str, snapshot: StateSnapshot) -> bool:
+        """Park a task whose next node is in the Confluence lane while the lane is off."""
+        if self.deps.confluence is not None or snapshot.next or snapshot.interrupts:
+            return False  # the graph knows what comes next: not stuck in a missing lane
+        # A graph built without the lane cannot name its next node (`get_state().next` is
+        # empty), so read the checkpoint's pending trigger channels (`branch:to:<node>`).
+        saved = self.checkpointer.get_tuple(thread_config(task_id))
+        channels = saved.checkpoint.get("channel_values", {}) if saved is not None else {}
+        if not any(channel.startswith("branch:to:conf_") for channel in channels):
+            return False
+        # Running it now would end short of `done` and park it as a lost checkpoint.
+        self.park(task_id, "confluence_disabled", reports.lane_off_notice(task_id))
+        return True
+
+    def _continue(self, task_id: str, snapshot: StateSnapshot) -> None:
+        """Pick a graph up where its last checkpoint left it."""
+        if self._lane_off(task_id, snapshot):
+            return
+        if snapshot.interrupts or snapshot.values.get("outcome") is not None:
+            self._after_run(task_id)  # already waiting or finished: make sure it shows
+        else:
+            # A run cut short (crash). `next` can be empty here: when the step's only task
+            # finished and saved its writes before the kill, LangGraph lists no next task
+            # until those writes are applied, which invoke(None) does.
+            self._run(task_id, None)
+
+    def _run(self, task_id: str, payload: TaskState | GraphCommand[Any] | None) -> None:
+        # Every node marks the task running as it enters (nodes/common.enter).
+        try:
+            self.graph.invoke(payload, thread_config(task_id), durability="sync")
+        except ParkingError as exc:
+            self.park(
+                task_id,
+                exc.parked_reason,
+                reports.parked_notice(task_id, exc.parked_reason, str(exc)),
+            )
+            return
+        except Exception as exc:
+            if is_invalid_resume(exc):
+                # Refused before LangGraph saved it: the task still waits on its question.
+                # Cannot happen for answers that came through inbox.submit_answer (same model).
+                log.error("task %s refused a resume value: %s", task_id, redact(str(exc)))
+                raise
+
+            message = tail(redact(f"{type(exc).__name__}: {exc}"), 2000)
+            log.warning("task %s failed: %s", task_id, message)
+            self._finish(task_id, TaskStatus.FAILED, message)
+            return
+        self._after_run(task_id)
+
+    def _after_run(self, task_id: str) -> None:
+        snapshot = self.graph.get_state(thread_config(task_id))
+        if snapshot.interrupts:
+            for pending in snapshot.interrupts:
+                value = pending.value if isinstance(pending.value, dict) else {}
+                asked = db.get_question(self.ledger, str(value.get("question_id")))
+                if asked is not None and asked.status == QuestionStatus.ANSWERED:
+                    # Answered before a crash cost the graph its checkpoint: the graph never
+                    # consumed the answer, so give it now (once: the next stop is a new turn).
+                    self._run(task_id, GraphCommand(resume={pending.id: asked.answer}))
+                    return
+            phase = NODE_PHASES.get(snapshot.next[0], Phase.INTAKE) if snapshot.next else None
+            if phase is not None:
+                db.enter_phase(self.ledger, task_id=task_id, phase=phase, status=TaskStatus.WAITING)
+            else:
+                db.set_task_status(self.ledger, task_id, TaskStatus.WAITING)
+            self.deliver_open(task_id)
+            kinds = sorted(
+                {str(p.value.get("kind")) for p in snapshot.interrupts if isinstance(p.value, dict)}
+            )
+            self.notify(task_id, "waiting", f"waiting on a person: {', '.join(kinds)}")
+        elif not snapshot.next:
+            outcome = snapshot.values.get("outcome")
+            if outcome is None:
+                # The graph says it ended but its `done` node never ran: a checkpoint was
+                # lost (seen after kill -9). Never report that as success.
+                self.park(
+                    task_id,
+                    "needs_operator",
+                    "the task's checkpoints end before `done`; inspect it and resubmit",
+                )
+                return
+            status = TaskStatus.CANCELLED if outcome == "cancelled" else TaskStatus.DONE
+            note, text = reports.completion_notice(snapshot.values)
+            self._finish(task_id, status, note, text=text)
+
+    # -- recording outcomes -------------------------------------------------------------
+
+    def park(self, task_id: str, reason: str, message: str) -> None:
+        task = db.get_task(self.ledger, task_id)
+        db.set_task_status(self.ledger, task_id, TaskStatus.PARKED, parked_reason=reason)
+        if task is not None:
+            db.record_transition(
+                self.ledger,
+                thread_id=task_id,
+                to_phase=task.phase,
+                status=TaskStatus.PARKED,
+                note=redact(message),
+            )
+            self.notify(task_id, "parked", redact(message))
+
+    def _finish(
+        self, task_id: str, status: TaskStatus, note: str | None, *, text: str | None = None
+    ) -> None:
+        phase = Phase.DONE if status != TaskStatus.FAILED else None
+        db.set_task_status(self.ledger, task_id, status, phase=phase)
+        db.close_terminal(self.ledger, thread_id=task_id, status=status, note=note)
+        for question in db.list_questions(self.ledger, thread_id=task_id):
+            if question.status in (QuestionStatus.OPEN, QuestionStatus.EXPIRED):
+                db.supersede_question(self.ledger, question_id=question.question_id)
+        self.notify(task_id, status.value, text or note or status.value)
+
+    def notify(self, task_id: str, event: str, text: str) -> None:
+        task = db.get_task(self.ledger, task_id)
+        if task is None:
+            return
+        for tell in (self.transport.notify, *self.observers):
+            try:
+                tell(task, event, text)
+            except Exception:  # a notification must never fail the task
+                log.exception("could not notify task %s (%s)", task_id, event)
+
+    def deliver_open(self, task_id: str | None = None) -> int:
+        """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2)."""
+        delivered = 0
+        for question in db.list_questions(self.ledger, status="open", thread_id=task_id):
+            if question.channel_ref is not None:
+                continue
+            task = db.get_task(self.ledger, question.thread_id)
+            if task is None:
+                continue
+            try:
+                ref = self.transport.deliver(question, task)
+            except Exception:
+                log.exception("delivering %s failed; the sweep retries", question.question_id)
+                continue
+            if db.record_delivery(
+                self.ledger,
+                question_id=question.question_id,
+                channel_ref=ref,
+                posted_at=self.clock(),
+            ):
+                delivered += 1
+        return delivered

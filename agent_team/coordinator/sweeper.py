@@ -1,0 +1,161 @@
+"""The sweeper: recovery after a crash, question deadlines, budget unparking, event pruning.
+
+These are the passes that put a half-finished state back on its way
+(DESIGN.md §4) and the timers that change tasks without anyone asking. Each
+pass is idempotent, so running it twice (a restart, `agent-team tick`
+beside the daemon) changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from agent_team import db, reports
+from agent_team.coordinator.runner import GraphRunner
+from agent_team.task_model import CommandKind, TaskStatus
+
+__all__ = ["EVENT_RETENTION", "SweepReport", "Sweeper"]
+
+log = logging.getLogger(__name__)
+
+# Slack retries an event for minutes and GitHub redelivers on request for days; a
+# week of seen event ids covers both, and the table stays small.
+EVENT_RETENTION = timedelta(days=7)
+
+
+@dataclass
+class SweepReport:
+    delivered: int = 0
+    resumes_added: int = 0
+    claims_released: int = 0
+    tasks_continued: int = 0
+    expired: int = 0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Sweeper:
+    """The recovery sweep and the timers of one process."""
+
+    def __init__(
+        self,
+        ledger: db.Ledger,
+        runner: GraphRunner,
+        *,
+        consumer: str,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.ledger = ledger
+        self.runner = runner
+        self.consumer = consumer
+        self.clock = clock
+
+    def check_deadlines(self) -> int:
+        """Expire overdue questions and park their tasks. Never defaults an approval to yes."""
+        expired = 0
+        for question in db.overdue_questions(self.ledger, self.clock()):
+            if not db.expire_question(self.ledger, question_id=question.question_id):
+                continue  # answered in the meantime: the answer won
+            expired += 1
+            self.runner.park(
+                question.thread_id, "question_expired", reports.expired_notice(question)
+            )
+        return expired
+
+    def prune_events(self) -> int:
+        """Forget inbound event ids (Slack, GitHub deliveries) older than `EVENT_RETENTION`."""
+        removed = db.prune_events(self.ledger, older_than=self.clock() - EVENT_RETENTION)
+        if removed:
+            log.info("forgot %d event id(s) older than %s", removed, EVENT_RETENTION)
+        return removed
+
+    def unpark_budget(self) -> int:
+        """Tasks parked on today's budget continue once the UTC day has turned."""
+        today = db.day_bucket(self.clock())
+        resumed = 0
+        for task in db.parked_before(self.ledger, reason="budget_exhausted", day=today):
+            db.set_task_status(self.ledger, task.id, TaskStatus.QUEUED, phase=task.phase)
+            db.enqueue_command(
+                self.ledger,
+                command_id=f"unpark:{task.id}:{today}:{uuid.uuid4().hex[:6]}",
+                kind=CommandKind.START.value,
+                task_id=task.id,
+                payload={},
+            )
+            resumed += 1
+        return resumed
+
+    def _all_tasks(self, status: TaskStatus) -> list[db.Task]:
+        found: list[db.Task] = []
+        while True:
+            page = db.list_tasks(self.ledger, status=status.value, limit=500, offset=len(found))
+            found.extend(page)
+            if len(page) < 500:
+                return found
+
+    def _release_dead_claims(self) -> int:
+        """Claims of this host's processes that are gone (or of this one's earlier life)."""
+        released = 0
+        host = socket.gethostname()
+        for command in db.list_commands(self.ledger, state="claimed"):
+            owner = (command.claimed_by or "").split(":")
+            if len(owner) == 3 and owner[0] == host and owner[1].isdigit():
+                pid = int(owner[1])
+                if (pid == os.getpid() and command.claimed_by != self.consumer) or (
+                    pid != os.getpid() and not _pid_alive(pid)
+                ):
+                    if db.release_command(
+                        self.ledger,
+                        command_id=command.command_id,
+                        consumer=command.claimed_by or "",
+                    ):
+                        released += 1
+        return released
+
+    def recovery_sweep(self) -> SweepReport:
+        """Put every half-finished thing back on its way after a crash (DESIGN.md §4)."""
+        report = SweepReport(claims_released=self._release_dead_claims())
+        for question in db.answered_without_resume(self.ledger):
+            report.resumes_added += int(
+                db.enqueue_command(
+                    self.ledger,
+                    command_id=db.resume_command_id(question.question_id),
+                    kind=CommandKind.RESUME.value,
+                    task_id=question.thread_id,
+                    payload={"question_id": question.question_id, "answer": question.answer},
+                )
+            )
+        busy = {
+            c.task_id
+            for c in db.list_commands(self.ledger, state="pending")
+            + db.list_commands(self.ledger, state="claimed")
+        }
+        for status in (TaskStatus.RUNNING, TaskStatus.QUEUED):
+            for task in self._all_tasks(status):
+                if task.id in busy:
+                    continue
+                db.enqueue_command(
+                    self.ledger,
+                    command_id=f"recover:{task.id}:{uuid.uuid4().hex[:8]}",
+                    kind=CommandKind.START.value,
+                    task_id=task.id,
+                    payload={},
+                )
+                report.tasks_continued += 1
+        report.delivered = self.runner.deliver_open()
+        report.expired = self.check_deadlines()
+        return report

@@ -1,0 +1,198 @@
+"""The composition root: every long-lived object of a process, built from `Settings` in one place.
+
+Dependency order: the ledger, the transport (sharing the ledger), the
+draft-PR publisher the graph's `publish` node calls, the model caller, the
+builder and the Confluence lane, the graph on the ledger's checkpointer,
+the coordinator, then the integrations built against it. Everything is
+closed in the reverse order by one `ExitStack`, so the ledger closes last,
+after the last run that could write to it. The daemon, `agent-team tick`
+and the tests all build through here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Container
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import httpx
+
+from agent_team import db
+from agent_team.builders.registry import make_builder, run_build
+from agent_team.config import Settings
+from agent_team.coordinator import Coordinator, default_deadlines
+from agent_team.graph import build_graph
+from agent_team.integrations.base import Integration
+from agent_team.integrations.confluence.lane import lane_from_settings
+from agent_team.models.caller import ModelCaller
+from agent_team.models.registry import make_chat_model
+from agent_team.nodes.common import GraphDeps
+from agent_team.task_model import TaskState
+from agent_team.transports.base import Transport
+from agent_team.transports.local import LocalTransport
+
+__all__ = ["Runtime", "build_coordinator", "build_runtime", "open_ready_ledger"]
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[TaskState], dict[str, Any] | None]
+
+
+def open_ready_ledger(settings: Settings) -> db.Ledger:
+    """Create or upgrade the ledger, check it has what the app needs, and open it."""
+    db.init_db(settings.db_path)
+    db.assert_ready(settings.db_path)
+    return db.open_ledger(settings.db_path)
+
+
+def _close_quietly(close: Callable[[], None], what: str) -> None:
+    try:
+        close()
+    except Exception:  # one part failing to close must not keep the others open
+        log.exception("closing %s failed", what)
+
+
+def build_coordinator(
+    settings: Settings,
+    *,
+    ledger: db.Ledger | None = None,
+    transport: Transport | None = None,
+    clock: Callable[[], datetime] | None = None,
+    publish: Publish | None = None,
+) -> Coordinator:
+    """The coordinator and the graph it runs; it closes what was opened here for it.
+
+    Args:
+        ledger: the process's ledger (opened here, and closed with the coordinator, if None).
+        transport: how questions reach people (the local one if None).
+        clock: the time source of every deadline and record (`settings.now` if None).
+        publish: the `publish` node's hook after `build` (GitHub's draft PR), if any.
+    """
+    resources = ExitStack()
+    try:
+        if ledger is None:
+            ledger = open_ready_ledger(settings)
+            resources.callback(ledger.close)
+        now = clock or settings.now
+        caller = ModelCaller(
+            ledger=ledger,
+            chat=make_chat_model(settings.model),
+            model=settings.model,
+            billing_mode=settings.billing_mode,
+            daily_budget_usd=settings.daily_budget_usd,
+            daily_token_cap=settings.daily_token_cap,
+            prices=settings.prices,
+            outbox=settings.ledger_outbox,
+            clock=now,
+        )
+        builder = make_builder(
+            settings.builder,
+            build_command=settings.build_command,
+            build_timeout_s=settings.build_timeout_s,
+            claude_bin=settings.claude_bin,
+            billing_mode=settings.billing_mode,
+        )
+        lane = lane_from_settings(settings)
+        if lane is not None:
+            resources.callback(lane.close)
+        state_dir = settings.state_dir or settings.db_path.parent / "state"
+        chosen = transport or LocalTransport()
+        deps = GraphDeps(
+            ledger=ledger,
+            caller=caller,
+            build=partial(run_build, builder, repo_path=settings.repo_path, state_dir=state_dir),
+            clock=now,
+            transport=chosen.name,
+            billing_mode=settings.billing_mode,
+            max_clarify_rounds=settings.max_clarify_rounds,
+            deadlines=default_deadlines(settings),
+            crash_at=settings.crash_at,
+            outbox=settings.ledger_outbox,
+            confluence=lane,
+            publish=publish,
+        )
+        graph = build_graph(deps, ledger.checkpointer())
+        return Coordinator(
+            settings,
+            ledger=ledger,
+            graph=graph,
+            deps=deps,
+            transport=chosen,
+            clock=now,
+            resources=resources,
+        )
+    except BaseException:
+        resources.close()
+        raise
+
+
+@dataclass
+class Runtime:
+    """One process's objects, closed together in the reverse order of building."""
+
+    settings: Settings
+    ledger: db.Ledger
+    coordinator: Coordinator
+    integrations: list[Integration] = field(default_factory=list)
+    _stack: ExitStack = field(default_factory=ExitStack, repr=False)
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def build_runtime(
+    settings: Settings,
+    *,
+    transport: Transport | None = None,
+    github_transport: httpx.BaseTransport | None = None,
+    only: Container[str] | None = None,
+) -> Runtime:
+    """Build the whole process from its settings: ledger, coordinator and integrations.
+
+    Args:
+        transport: a transport of the caller's (tests), instead of the configured one.
+        github_transport: an httpx transport for the GitHub clients (tests).
+        only: the integrations to build by name (None: every enabled one).
+
+    Raises:
+        ConfigError: an integration cannot start (Slack refused the bot token, ...);
+            whatever was built before it is closed first.
+    """
+    from agent_team.integrations.github.integration import make_publisher
+    from agent_team.integrations.registry import build_integrations
+    from agent_team.transports.registry import make_transport
+
+    stack = ExitStack()
+    try:
+        ledger = open_ready_ledger(settings)
+        stack.callback(ledger.close)
+        chosen = transport or make_transport(settings, ledger=ledger)
+        close_transport = getattr(chosen, "close", None)
+        if callable(close_transport):
+            stack.callback(_close_quietly, close_transport, "the transport")
+        publisher = make_publisher(settings, ledger=ledger, transport=github_transport)
+        coordinator = build_coordinator(
+            settings, ledger=ledger, transport=chosen, publish=publisher
+        )
+        stack.callback(coordinator.close)
+        runtime = Runtime(settings, ledger, coordinator, _stack=stack)
+        for integration in build_integrations(
+            settings, coordinator, publisher=publisher, only=only
+        ):
+            stack.callback(_close_quietly, integration.close, f"the {integration.name} integration")
+            coordinator.observers.extend(integration.observers())
+            runtime.integrations.append(integration)
+        return runtime
+    except BaseException:
+        stack.close()
+        raise
