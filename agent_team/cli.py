@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent_team import __version__, db, inbox, reports
-from agent_team.config import Settings, load_settings
+from agent_team.config import Settings, load_hooks, load_settings
 from agent_team.exceptions import AgentTeamError, ConfigError
 from agent_team.redact import redact
 from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
@@ -56,6 +56,10 @@ class _Context:
     db_override: Path | None
     config_file: Path | None
     _settings: Settings | None = field(default=None, init=False)
+
+    def now(self) -> datetime:
+        """The CLI's clock (moved only by the clock test hook)."""
+        return load_hooks().clock()()
 
     def settings(self) -> Settings:
         if self._settings is None:
@@ -348,7 +352,6 @@ def tasks(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List tasks, newest first, with phase, age and cost."""
-    settings = _ctx(ctx).settings()
     with _open_ready(ctx) as ledger:
         rows = db.list_tasks(
             ledger, status=status.value if status else None, kind=kind.value if kind else None,
@@ -361,7 +364,7 @@ def tasks(
     if not rows:
         out.print("no tasks")
         return
-    now = settings.now()
+    now = _ctx(ctx).now()
     table = _table("task", "status", "phase", "age", "USD", "title", ids=("task",))
     for t in rows:
         status_text = f"{t.status} ({t.parked_reason})" if t.parked_reason else t.status
@@ -379,9 +382,8 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """A task's journey: transitions with durations, questions, cost per stage."""
-    settings = _ctx(ctx).settings()
     with _open_ready(ctx) as ledger:
-        report = reports.task_report(ledger, task_id, settings.now())
+        report = reports.task_report(ledger, task_id, _ctx(ctx).now())
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
         return
@@ -420,11 +422,10 @@ def answer(
     who: Annotated[str, typer.Option("--as", help="Who is answering.")] = "",
 ) -> None:
     """Answer a gate question. The first answer wins; the task resumes on the next pass."""
-    settings = _ctx(ctx).settings()
     responder = who.strip() or getpass.getuser()
     with _open_ready(ctx) as ledger:
         answered = inbox.submit_answer(
-            ledger, question_id, text, via=f"cli:{responder}", now=settings.now()
+            ledger, question_id, text, via=f"cli:{responder}", now=_ctx(ctx).now()
         )
     out.print(f"answered {answered.question_id}: {answered.answer_json}")
 
@@ -439,9 +440,8 @@ def reopen(
 ) -> None:
     """Reopen an expired question with a new deadline; it is delivered again."""
     window = _parse_duration(deadline)
-    settings = _ctx(ctx).settings()
     with _open_ready(ctx) as ledger:
-        reopened = inbox.reopen(ledger, question_id, deadline_at=settings.now() + window)
+        reopened = inbox.reopen(ledger, question_id, deadline_at=_ctx(ctx).now() + window)
     out.print(f"reopened {reopened.question_id}; deadline {reopened.deadline_at}")
 
 

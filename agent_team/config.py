@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,8 +25,16 @@ from pydantic_settings import (
 )
 
 from agent_team.exceptions import ConfigError
+from agent_team.testhooks import Hooks
 
-__all__ = ["ENV_PREFIX", "Settings", "SystemdEnv", "load_settings", "load_systemd_env"]
+__all__ = [
+    "ENV_PREFIX",
+    "Settings",
+    "SystemdEnv",
+    "load_hooks",
+    "load_settings",
+    "load_systemd_env",
+]
 
 ENV_PREFIX = "AGENT_TEAM_"
 
@@ -188,15 +195,6 @@ class Settings(BaseSettings):
         default=30.0, ge=0, le=600, description="Longest wait a 429/503 `Retry-After` may ask for."
     )
 
-    # Test hooks (never set these in production)
-    crash_at: str | None = Field(
-        default=None,
-        description="Test hook `<phase>:<before|after>`: the process exits with code 137 there.",
-    )
-    clock_offset_s: float = Field(
-        default=0.0, description="Test hook: seconds added to the wall clock (e.g. past midnight)."
-    )
-
     @field_validator(
         "slack_allowed_users", "slack_escalate_to", "slack_reminders", "github_repos",
         "github_checkouts", "confluence_mermaid_macros", mode="before",
@@ -257,10 +255,6 @@ class Settings(BaseSettings):
     def reminder_fractions(self) -> list[float]:
         return [float(part) for part in self.slack_reminders]
 
-    def now(self) -> datetime:
-        """The wall clock in UTC, moved by the `clock_offset_s` test hook."""
-        return datetime.now(UTC) + timedelta(seconds=self.clock_offset_s)
-
     @classmethod
     def settings_customise_sources(
         cls,
@@ -304,6 +298,31 @@ class SystemdEnv(BaseSettings):
     def state_dir(self) -> Path | None:
         """The first folder of `StateDirectory=` (systemd may list several, colon-separated)."""
         return Path(self.state_directory.split(":")[0]) if self.state_directory else None
+
+
+class _HookEnv(BaseSettings):
+    """The test hooks' variables (see `agent_team.testhooks`); only the tests set them."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True)
+
+    crash_at: str | None = None
+    clock_offset_s: float = 0.0
+
+
+def load_hooks() -> Hooks:
+    """The test hooks from the environment; none are set in production.
+
+    Raises:
+        ConfigError: `AGENT_TEAM_CLOCK_OFFSET_S` is not a number.
+    """
+    try:
+        env = _HookEnv()
+    except ValidationError as exc:
+        fields = ", ".join(
+            ENV_PREFIX + str(e["loc"][0]).upper() for e in exc.errors(include_input=False)
+        )
+        raise ConfigError(f"{fields}: must be a number of seconds (a test hook)") from None
+    return Hooks(crash_at=env.crash_at, clock_offset_s=env.clock_offset_s)
 
 
 def load_systemd_env() -> SystemdEnv:

@@ -76,7 +76,7 @@ class Daemon:
         self.coordinator: Coordinator = self.runtime.coordinator
         self.integrations: list[Integration] = self.runtime.integrations
         self.ctx = DashboardContext(
-            settings, health=self.health, coordinator=self.coordinator, clock=settings.now
+            settings, health=self.health, coordinator=self.coordinator, clock=self.coordinator.clock
         )
         self.routes: list[BaseRoute] = []
         self.loops: list[Loop] = [Loop("worker", self._worker)]

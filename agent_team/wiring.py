@@ -23,7 +23,7 @@ import httpx
 
 from agent_team import db
 from agent_team.builders.registry import make_builder, run_build
-from agent_team.config import Settings
+from agent_team.config import Settings, load_hooks
 from agent_team.coordinator import Coordinator, default_deadlines
 from agent_team.graph import build_graph
 from agent_team.integrations.base import Integration
@@ -32,6 +32,7 @@ from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
 from agent_team.task_model import TaskState
+from agent_team.testhooks import Hooks
 from agent_team.transports.base import Transport
 from agent_team.transports.local import LocalTransport
 
@@ -63,21 +64,24 @@ def build_coordinator(
     transport: Transport | None = None,
     clock: Callable[[], datetime] | None = None,
     publish: Publish | None = None,
+    hooks: Hooks | None = None,
 ) -> Coordinator:
     """The coordinator and the graph it runs; it closes what was opened here for it.
 
     Args:
         ledger: the process's ledger (opened here, and closed with the coordinator, if None).
         transport: how questions reach people (the local one if None).
-        clock: the time source of every deadline and record (`settings.now` if None).
+        clock: the time source of every deadline and record (the hooks' clock if None).
         publish: the `publish` node's hook after `build` (GitHub's draft PR), if any.
+        hooks: the test hooks (read from the environment if None; unset in production).
     """
     resources = ExitStack()
     try:
         if ledger is None:
             ledger = open_ready_ledger(settings)
             resources.callback(ledger.close)
-        now = clock or settings.now
+        hooks = hooks if hooks is not None else load_hooks()
+        now = clock or hooks.clock()
         caller = ModelCaller(
             ledger=ledger,
             chat=make_chat_model(settings.model),
@@ -110,7 +114,7 @@ def build_coordinator(
             billing_mode=settings.billing_mode,
             max_clarify_rounds=settings.max_clarify_rounds,
             deadlines=default_deadlines(settings),
-            crash_at=settings.crash_at,
+            crash_at=hooks.crash_at,
             outbox=settings.ledger_outbox,
             confluence=lane,
             publish=publish,

@@ -39,6 +39,7 @@ from agent_team.config import Settings
 from agent_team.exceptions import AgentTeamError
 from agent_team.redact import redact
 from agent_team.task_model import TaskKind
+from agent_team.testhooks import wall_clock
 
 __all__ = [
     "BODY_LIMIT",
@@ -407,7 +408,7 @@ class GitHubIntake:
         self.ledger = ledger
         self.start_task = start_task
         self.client = client
-        self.clock = clock or settings.now
+        self.clock = clock or wall_clock
         self.claim_grace_s = claim_grace_s
         self.repos = {repo.lower(): repo for repo in settings.github_repos}
         self.checkouts = settings.github_checkout_paths()

@@ -43,6 +43,7 @@ from agent_team.integrations.slack.blocks import (
 )
 from agent_team.redact import redact, tail
 from agent_team.task_model import EffectState, QuestionStatus
+from agent_team.testhooks import wall_clock
 
 __all__ = [
     "POST_KIND",
@@ -129,7 +130,7 @@ class SlackTransport:
         self.settings = settings
         self.channel: str = settings.slack_channel or ""
         self.client = client or make_web_client(settings)
-        self.clock: Callable[[], datetime] = clock or settings.now
+        self.clock: Callable[[], datetime] = clock or wall_clock
         self._secrets = [
             s.get_secret_value()
             for s in (
