@@ -38,14 +38,12 @@ from agent_team.db.cursors import (
 )
 from agent_team.db.effects import begin_effect, finish_effect, get_effect, list_effects
 from agent_team.db.events import claim_event, event_seen, prune_events, release_event
-from agent_team.db.github_reads import IssueClaim, list_issue_claims, task_ids_by_source
 from agent_team.db.intake import (
     delete_issue_ingested,
     issue_already_ingested,
     record_issue_ingested,
 )
 from agent_team.db.ledger import Dialect, Ledger, Reader, Row, Transaction
-from agent_team.db.pages_reads import TaskCost, task_costs
 from agent_team.db.questions import (
     answer_question,
     answered_without_resume,
@@ -60,17 +58,6 @@ from agent_team.db.questions import (
     reopen_question,
     resume_command_id,
     supersede_question,
-)
-from agent_team.db.reads import (
-    AnswerResume,
-    OpenQuestions,
-    Spend,
-    answer_resume_times,
-    count_tasks,
-    open_questions_summary,
-    spent_by_mode,
-    transition_costs,
-    unattributed_spend,
 )
 from agent_team.db.records import (
     Command,
@@ -91,7 +78,6 @@ from agent_team.db.schema import (
     migrate,
     schema_version,
 )
-from agent_team.db.slack_reads import answered_since, find_question_by_channel_ref
 from agent_team.db.sqlite_ledger import SqliteLedger, open_ledger
 from agent_team.db.stats import table_counts
 from agent_team.db.tasks import (
@@ -108,6 +94,20 @@ from agent_team.db.transitions import (
     list_transitions,
     record_transition,
 )
+from agent_team.db.views.dashboard import (
+    AnswerResume,
+    OpenQuestions,
+    Spend,
+    answer_resume_times,
+    count_tasks,
+    open_questions_summary,
+    spent_by_mode,
+    transition_costs,
+    unattributed_spend,
+)
+from agent_team.db.views.github import IssueClaim, list_issue_claims, task_ids_by_source
+from agent_team.db.views.pages import TaskCost, task_costs
+from agent_team.db.views.slack import answered_since, find_question_by_channel_ref
 
 __all__ = [
     "LEDGER_TABLES",

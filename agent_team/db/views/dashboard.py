@@ -3,11 +3,11 @@
 Why a module of its own: these queries aggregate across tables (cost per
 transition row, counts and latencies for metrics), so each request or scrape
 is a fixed number of queries rather than one per row. (Per-task costs for a
-page of tasks are `pages_reads.task_costs`; tasks per status are
+page of tasks are `views.pages.task_costs`; tasks per status are
 `tasks.count_tasks_by_status`.)
 
-Nothing here writes; every function works on a read-only connection from
-`connect_readonly()`.
+Nothing here writes; every function takes a `Reader` (the ledger, or one
+`Ledger.snapshot()` of it).
 """
 
 from __future__ import annotations
