@@ -1,32 +1,47 @@
-"""The ledger contract suite runs against every backend listed in `BACKENDS`.
+"""The ledger contract suite runs against every backend registered here.
 
-A backend is a factory that returns a fresh, migrated connection the `db`
-functions accept. PostgreSQL will join SQLite here; every test in this folder
-must then pass unchanged.
+A backend is a factory: given a fresh folder, it yields a migrated, empty
+`db.Ledger` and closes it afterwards (as langgraph's checkpoint conformance
+suite registers one saver factory per backend). Every test in this folder
+takes the `ledger` fixture, typed to the protocol, so a second backend (the
+PostgreSQL one) only adds a factory here and must pass unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
 
 from agent_team import db
 
+LedgerFactory = Callable[[Path], AbstractContextManager[db.Ledger]]
+BACKENDS: dict[str, LedgerFactory] = {}
 
-def _sqlite(tmp_path: Path) -> db.Ledger:
+
+def backend(name: str) -> Callable[[LedgerFactory], LedgerFactory]:
+    """Register a ledger factory under `name` for the whole contract suite."""
+
+    def register(factory: LedgerFactory) -> LedgerFactory:
+        BACKENDS[name] = factory
+        return factory
+
+    return register
+
+
+@backend("sqlite")
+@contextmanager
+def _sqlite(tmp_path: Path) -> Iterator[db.Ledger]:
     path = tmp_path / "contract" / "agent-team.db"
     db.init_db(path)
-    return db.open_ledger(path)
-
-
-BACKENDS: dict[str, Callable[[Path], db.Ledger]] = {"sqlite": _sqlite}
+    with db.open_ledger(path) as ledger:
+        yield ledger
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[db.Ledger]:
-    """A fresh ledger connection for each backend."""
-    connection = BACKENDS[request.param](tmp_path)
-    yield connection
-    connection.close()
+    """A fresh ledger for each registered backend."""
+    with BACKENDS[request.param](tmp_path) as made:
+        yield made
