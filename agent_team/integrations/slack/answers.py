@@ -80,11 +80,6 @@ class AnswerHandler:
         self.clock = clock
         self._answer_fn: AnswerFn = answer or self._answer_in_ledger
         self.allowed = frozenset(settings.slack_allowed_users)
-        # The listener's own ledger writes (event claims, answers) queue here instead of in
-        # SQLite: a writer that finds the file locked sleeps in SQLite's busy handler (1 ms,
-        # then 2, 5, 10 ... 100 ms), which under a burst of 50 answers costs far more than
-        # the few milliseconds each write takes.
-        self._write_lock = threading.Lock()
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._recent_lock = threading.Lock()
         if not self.allowed:
@@ -256,10 +251,9 @@ class AnswerHandler:
         told twice.
         """
         try:
-            with self._write_lock:
-                question = self._answer_fn(question_id, text, via=f"slack:{user}")
-                if event_id:
-                    self._claim_won(event_id, question_id)
+            question = self._answer_fn(question_id, text, via=f"slack:{user}")
+            if event_id:
+                self._claim_won(event_id, question_id)
         except InvalidAnswerError as exc:
             log.info("slack answer to %s by %s refused: %s", question_id, user, exc)
             if not quiet and self._claim(event_id):
@@ -280,10 +274,10 @@ class AnswerHandler:
         """Record in the ledger that this delivery was acted on; False if it already was."""
         if not event_id:
             return True
-        with self._write_lock:
-            first = db.claim_event(
-                self.transport.ledger, source="slack", event_id=event_id, now=self.clock()
-            )
+        # Concurrent answers queue on the ledger's own write lock, not in SQLite's busy handler.
+        first = db.claim_event(
+            self.transport.ledger, source="slack", event_id=event_id, now=self.clock()
+        )
         if not first:
             log.info("slack event %s already handled; acking the redelivery", event_id)
         return first
