@@ -1,4 +1,4 @@
-"""The Confluence lane: conf_draft -> conf_gate -> conf_write (DESIGN.md §2, issue #7).
+"""The Confluence lane: conf_draft -> conf_gate -> conf_write (DESIGN.md §2).
 
 - `conf_draft` reads the page the task names (if any), asks the model for a
   draft (its own node, so a resume never pays for the call twice), and turns

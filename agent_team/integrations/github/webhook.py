@@ -1,6 +1,6 @@
 """`POST /github/webhook`: signed issue events feed the same intake path as the poller.
 
-Order matters (issue #6): the signature is checked on the raw body before
+Order matters: the signature is checked on the raw body before
 anything is parsed or stored; with no secret configured every request gets
 503 (we cannot tell GitHub from anyone else). Only then is the delivery id
 claimed in the ledger, so a redelivery (GitHub keeps the id) is answered
