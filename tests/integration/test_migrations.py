@@ -37,10 +37,15 @@ TABLES_AT = {
     3: {"pending_questions", "budget_ledger", "schema_meta", "ingested_issues", "task_transitions"},
     4: {"pending_questions", "budget_ledger", "schema_meta", "ingested_issues", "task_transitions"},
     6: {
-        "pending_questions", "budget_ledger", "schema_meta", "ingested_issues",
-        "task_transitions", "tasks", "commands",
+        "pending_questions",
+        "budget_ledger",
+        "schema_meta",
+        "ingested_issues",
+        "task_transitions",
+        "tasks",
+        "commands",
     },
-}  # fmt: skip
+}
 
 # A value with its Python type, so 1 and 1.0 (INTEGER and REAL) do not compare equal.
 Typed = tuple[str, object]
