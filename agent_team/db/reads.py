@@ -6,8 +6,8 @@ is a fixed number of queries rather than one per row. (Per-task costs for a
 page of tasks are `pages_reads.task_costs`; tasks per status are
 `tasks.count_tasks_by_status`.)
 
-Nothing here writes; every function works on a read-only connection from
-`connect_readonly()`.
+Nothing here writes; every function takes a `Reader`, so a read-only ledger
+(`open_ledger(path, readonly=True)`) or a `Ledger.snapshot()` will do.
 """
 
 from __future__ import annotations

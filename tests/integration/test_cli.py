@@ -294,7 +294,7 @@ def test_questions_on_a_file_that_is_not_a_ledger_is_one_line(tmp_path: Path) ->
     # Regression: a --db that
     # points at a file that is not SQLite (a typo, the wrong file) escapes as a raw
     # `sqlite3.DatabaseError: file is not a database` traceback (exit 1 by accident).
-    # `migrate` does the same from db.connect. Expected: one line naming the file.
+    # `migrate` does the same from `db.open_ledger`. Expected: one line naming the file.
     notes = tmp_path / "notes.txt"
     notes.write_text("these are not the tables you are looking for\n", encoding="utf-8")
 

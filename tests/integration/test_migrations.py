@@ -590,8 +590,8 @@ def test_init_db_waits_for_another_writer_instead_of_failing(tmp_path: Path, sta
     assert version_of(path) == SCHEMA_VERSION
 
 
-# Black-box twin of the test above; not strict, since how often two real processes
-# collide depends on the machine's load. Remove the mark once the bug is fixed.
+# Black-box twin of the test above: real processes start up on one file at once (how
+# often they collide depends on the machine's load).
 @pytest.mark.parametrize("start", ["new", "v4"])
 def test_processes_starting_together_all_reach_current(
     tmp_path: Path, fresh_ledger: Path, start: str

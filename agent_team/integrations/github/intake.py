@@ -387,7 +387,7 @@ class GitHubIntake:
 
     Args:
         settings: the `github_*` settings (and `confluence_enabled`).
-        conn: a ledger connection (shared with the coordinator is fine).
+        conn: the `db.Ledger` (shared with the coordinator is fine).
         start_task: `Coordinator.start_task`; takes keyword arguments.
         client: the GitHub client.
         clock: aware-UTC now.

@@ -3,7 +3,7 @@
 Everything here is a no-op unless `AGENT_TEAM_GITHUB_REPOS` names at least one
 repository. The publisher is built apart from the rest because the graph is
 compiled inside `Coordinator.__init__`, so it must exist before the
-coordinator does; it opens its own ledger connection on first use.
+coordinator does; it opens its own `db.Ledger` on first use.
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ class GitHubIntegration:
             stop.wait(self.settings.poll_s)
 
     def close(self) -> None:
-        """Its clients and the publisher's ledger connection and client.
+        """Its clients and the publisher's `db.Ledger` and client.
 
         After the last run: the poller closes the clients when its loop ends, but a
         run that finishes inside the grace period (status comment, PR) opens them again.

@@ -115,7 +115,7 @@ class PullRequestPublisher:
 
     Args:
         client: the GitHub client.
-        connect: opens a ledger connection (lazily: the ledger is created by the
+        connect: opens a `db.Ledger` (lazily: the ledger is created by the
             coordinator, which is built after this object).
         token: the token git pushes with.
         repos: the configured `owner/repo` names; other tasks are not published.
