@@ -19,6 +19,9 @@ import pytest
 from agent_team import db, inbox
 from tests.e2e.conftest import LONG_BODY, Cli
 
+# Every case here kills and restarts agent-team processes: several seconds each.
+pytestmark = pytest.mark.slow
+
 CRASHED = 137
 BEFORE_APPROVAL = [
     "intake:after",

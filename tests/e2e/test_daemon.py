@@ -116,6 +116,7 @@ def test_systemd_notify_ready_watchdog_stopping(
         proc.communicate(timeout=10)
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> None:
     port = free_port()
     go = tmp_path / "go"

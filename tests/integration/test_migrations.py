@@ -592,7 +592,7 @@ def test_init_db_waits_for_another_writer_instead_of_failing(tmp_path: Path, sta
 
 # Black-box twin of the test above: real processes start up on one file at once (how
 # often they collide depends on the machine's load).
-@pytest.mark.parametrize("start", ["new", "v4"])
+@pytest.mark.parametrize("start", ["new", pytest.param("v4", marks=pytest.mark.slow)])
 def test_processes_starting_together_all_reach_current(
     tmp_path: Path, fresh_ledger: Path, start: str
 ) -> None:

@@ -61,6 +61,7 @@ def tick(cli: Cli, crash_at: str | None = None) -> int:
     ("crash_at", "puts_at_crash"),
     [("conf_write:sending", 0), ("conf_write:sent", 1), ("conf_write:after", 1)],
 )
+@pytest.mark.slow
 def test_a_crash_mid_write_never_puts_twice(
     tmp_path: Path, fake: fc.FakeConfluence, crash_at: str, puts_at_crash: int
 ) -> None:
@@ -103,6 +104,7 @@ def test_a_crash_mid_write_never_puts_twice(
     assert effect.result["recovered"] is (crash_at == "conf_write:sent")
 
 
+@pytest.mark.slow
 def test_cli_dry_run_sends_nothing_and_records_the_request(
     tmp_path: Path, fake: fc.FakeConfluence
 ) -> None:

@@ -56,6 +56,7 @@ def run(
     )
 
 
+@pytest.mark.slow
 def test_tick_polls_once_and_intake_status_shows_the_cursor(
     tmp_path: Path, fake: FakeGitHub
 ) -> None:
@@ -86,6 +87,7 @@ def test_tick_polls_once_and_intake_status_shows_the_cursor(
         assert TOKEN not in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_doctor_checks_the_repositories_without_showing_the_token(
     tmp_path: Path, fake: FakeGitHub
 ) -> None:

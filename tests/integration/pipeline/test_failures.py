@@ -205,6 +205,7 @@ def test_a_task_parked_on_an_expired_question_is_reopened_not_retried(
         coordinator.retry("no-such-task")
 
 
+@pytest.mark.slow
 def test_builds_of_different_tasks_in_one_repository_do_not_break_each_other(
     tmp_path: Path,
 ) -> None:

@@ -173,6 +173,7 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
     assert "slack chat.postMessage C0QUESTIONS -> ok" in caplog.text
 
 
+@pytest.mark.slow
 def test_failed_socket_mode_connects_do_not_leak_threads(tmp_path: Path, fake: FakeSlack) -> None:
     """The supervisor restarts a failed loop; each failed connect must close its handler.
 
