@@ -120,10 +120,11 @@ def _main(
     ] = None,
     version: Annotated[
         bool,
-        typer.Option("--version", help="Print the version and exit.", callback=_show_version,
-                     is_eager=True),
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_show_version, is_eager=True
+        ),
     ] = False,
-) -> None:  # fmt: skip
+) -> None:
     ctx.obj = _Context(db_override=db_path, config_file=config)
 
 
@@ -182,16 +183,29 @@ def questions(
         out.print("no questions" + (f" with status {status.value}" if status else ""))
         return
     table = _table(
-        "question", "task", "turn", "kind", "status", "deadline", "answered", "asks",
+        "question",
+        "task",
+        "turn",
+        "kind",
+        "status",
+        "deadline",
+        "answered",
+        "asks",
         ids=("question", "task"),
-    )  # fmt: skip
+    )
     for q in rows:
         answered = f"{q.answered_at} via {q.answered_via}" if q.answered_at else ""
         asks = q.payload.get("text", "") if isinstance(q.payload, dict) else ""
         table.add_row(
-            q.question_id, q.thread_id, str(q.turn), q.kind, q.status, q.deadline_at or "",
-            answered, str(asks),
-        )  # fmt: skip
+            q.question_id,
+            q.thread_id,
+            str(q.turn),
+            q.kind,
+            q.status,
+            q.deadline_at or "",
+            answered,
+            str(asks),
+        )
     out.print(table)
 
 
@@ -218,14 +232,27 @@ def budget(
     if not rows:
         out.print(f"no model calls recorded on {bucket}")
         return
-    table = Table("billing", "model", "stage", "calls", "input tok", "output tok", "USD",
-                  title=f"budget {bucket} (UTC)")  # fmt: skip
+    table = Table(
+        "billing",
+        "model",
+        "stage",
+        "calls",
+        "input tok",
+        "output tok",
+        "USD",
+        title=f"budget {bucket} (UTC)",
+    )
     totals: dict[str, float] = {}
     for row in rows:
         table.add_row(
-            row.billing_mode, row.model, row.stage, str(row.calls), str(row.input_tokens),
-            str(row.output_tokens), f"{row.usd_cost:.4f}",
-        )  # fmt: skip
+            row.billing_mode,
+            row.model,
+            row.stage,
+            str(row.calls),
+            str(row.input_tokens),
+            str(row.output_tokens),
+            f"{row.usd_cost:.4f}",
+        )
         totals[row.billing_mode] = totals.get(row.billing_mode, 0.0) + row.usd_cost
     out.print(table)
     for mode, total in totals.items():
@@ -237,10 +264,13 @@ def ledger_replay(
     ctx: typer.Context,
     outbox: Annotated[
         Path | None,
-        typer.Option("--outbox", help="The outbox file (default: AGENT_TEAM_LEDGER_OUTBOX, "
-                     "else budget_ledger_failures.jsonl beside the database)."),
+        typer.Option(
+            "--outbox",
+            help="The outbox file (default: AGENT_TEAM_LEDGER_OUTBOX, "
+            "else budget_ledger_failures.jsonl beside the database).",
+        ),
     ] = None,
-) -> None:  # fmt: skip
+) -> None:
     """Write budget rows that could not be recorded back into the ledger."""
     with _open_ready(ctx) as ledger:
         path = outbox or _ctx(ctx).settings().ledger_outbox or db.default_outbox_path(ledger)
@@ -292,10 +322,14 @@ def submit(
     text = body_file.read_text(encoding="utf-8") if body_file else body
     with _open_writable(ctx) as ledger:
         task_id = inbox.submit_task(
-            ledger, title=title.strip(), body=text, kind=kind.value, source="cli",
+            ledger,
+            title=title.strip(),
+            body=text,
+            kind=kind.value,
+            source="cli",
             repo=str(repo.resolve()) if repo else None,
             confluence_enabled=_ctx(ctx).settings().confluence_enabled,
-        )  # fmt: skip
+        )
     sys.stdout.write(task_id + "\n")
 
 
@@ -354,9 +388,11 @@ def tasks(
     """List tasks, newest first, with phase, age and cost."""
     with _open_ready(ctx) as ledger:
         rows = db.list_tasks(
-            ledger, status=status.value if status else None, kind=kind.value if kind else None,
+            ledger,
+            status=status.value if status else None,
+            kind=kind.value if kind else None,
             limit=limit,
-        )  # fmt: skip
+        )
         costs = {tid: cost.usd for tid, cost in db.task_costs(ledger, [t.id for t in rows]).items()}
     if as_json:
         _print_json([{**asdict(t), "cost_usd": costs.get(t.id, 0.0)} for t in rows])
@@ -369,9 +405,13 @@ def tasks(
     for t in rows:
         status_text = f"{t.status} ({t.parked_reason})" if t.parked_reason else t.status
         table.add_row(
-            t.id, status_text, t.phase, _age(t.created_at, now), f"{costs.get(t.id, 0.0):.4f}",
+            t.id,
+            status_text,
+            t.phase,
+            _age(t.created_at, now),
+            f"{costs.get(t.id, 0.0):.4f}",
             t.title,
-        )  # fmt: skip
+        )
     out.print(table)
 
 
@@ -394,22 +434,36 @@ def show(
     journey = Table("from", "to", "status", "entered", "duration s", "USD", "note", title="journey")
     for t in report["transitions"]:
         journey.add_row(
-            t["from_phase"] or "", t["to_phase"], t["status"], t["entered_at"],
-            f"{t['duration_s']:.3f}", f"{t['cost_usd']:.4f}",
+            t["from_phase"] or "",
+            t["to_phase"],
+            t["status"],
+            t["entered_at"],
+            f"{t['duration_s']:.3f}",
+            f"{t['cost_usd']:.4f}",
             t["note"] or "",
-        )  # fmt: skip
+        )
     out.print(journey)
     if report["questions"]:
         asked = _table(
-            "question", "kind", "status", "deadline", "answered", "answer",
-            ids=("question",), title="questions",
-        )  # fmt: skip
+            "question",
+            "kind",
+            "status",
+            "deadline",
+            "answered",
+            "answer",
+            ids=("question",),
+            title="questions",
+        )
         for q in report["questions"]:
             who = f"{q['answered_via']} at {q['answered_at']}" if q["answered_at"] else ""
             asked.add_row(
-                q["question_id"], q["kind"], q["status"], q["deadline_at"] or "", who,
+                q["question_id"],
+                q["kind"],
+                q["status"],
+                q["deadline_at"] or "",
+                who,
                 json.dumps(q["answer"]) if q["answer"] is not None else "",
-            )  # fmt: skip
+            )
         out.print(asked)
     out.print(f"total ${report['total_usd']:.4f}, {report['total_tokens']} tokens")
 
@@ -547,9 +601,16 @@ def intake_status(
         out.print("no intake polls recorded yet (set AGENT_TEAM_GITHUB_REPOS and run the daemon)")
         return
     table = _table(
-        "repository", "label", "last poll", "status", "ETag hits", "rate left", "tasks",
-        "next poll", "last error",
-    )  # fmt: skip
+        "repository",
+        "label",
+        "last poll",
+        "status",
+        "ETag hits",
+        "rate left",
+        "tasks",
+        "next poll",
+        "last error",
+    )
     for row in rows:
         rate = row["etag_hit_rate"]
         table.add_row(

@@ -126,7 +126,7 @@ class Settings(BaseSettings):
     stop_grace_s: float = Field(default=30.0, ge=0, description="How long a stop waits for runs.")
     poll_s: float = Field(default=1.0, gt=0, le=60, description="Inbox poll interval.")
 
-    # Slack transport (issue #5)
+    # Slack transport
     transport: Literal["local", "slack"] = Field(
         default="local", description="Where questions go: `local` (CLI/dashboard) or `slack`."
     )
@@ -153,7 +153,7 @@ class Settings(BaseSettings):
         description="Fractions of a question's deadline at which to remind (comma-separated).",
     )
 
-    # GitHub intake (issue #6)
+    # GitHub intake
     github_repos: CommaList = Field(
         default_factory=list, description="Repositories to poll, `owner/repo` comma-separated."
     )
@@ -172,7 +172,7 @@ class Settings(BaseSettings):
         "from there to the repository's URL on the GitHub host.",
     )
 
-    # Confluence documentation lane (issue #7)
+    # Confluence documentation lane
     confluence_enabled: bool = False
     confluence_base_url: str | None = Field(
         default=None, description="e.g. https://example.atlassian.net/wiki"
@@ -196,9 +196,14 @@ class Settings(BaseSettings):
     )
 
     @field_validator(
-        "slack_allowed_users", "slack_escalate_to", "slack_reminders", "github_repos",
-        "github_checkouts", "confluence_mermaid_macros", mode="before",
-    )  # fmt: skip
+        "slack_allowed_users",
+        "slack_escalate_to",
+        "slack_reminders",
+        "github_repos",
+        "github_checkouts",
+        "confluence_mermaid_macros",
+        mode="before",
+    )
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return _split_commas(value)

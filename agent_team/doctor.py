@@ -87,9 +87,11 @@ def check_dashboard_port(settings: Settings) -> CheckResult:
             sock.bind((host, port))
         except OSError as exc:
             return CheckResult(
-                "dashboard port", False, f"{host}:{port} is not free ({exc.strerror})",
+                "dashboard port",
+                False,
+                f"{host}:{port} is not free ({exc.strerror})",
                 "stop what uses it (a running daemon?) or set AGENT_TEAM_DASHBOARD_PORT",
-            )  # fmt: skip
+            )
     writes = "writes enabled" if settings.dashboard_token else "writes disabled (no token)"
     return CheckResult("dashboard port", True, f"{host}:{port} is free; {writes}")
 
@@ -101,16 +103,20 @@ def check_builder(settings: Settings) -> CheckResult:
     if settings.builder == "command":
         if not settings.build_command:
             return CheckResult(
-                "builder", False, "AGENT_TEAM_BUILDER=command but no command is set",
+                "builder",
+                False,
+                "AGENT_TEAM_BUILDER=command but no command is set",
                 "set AGENT_TEAM_BUILD_COMMAND",
-            )  # fmt: skip
+            )
         return CheckResult("builder", True, f"command: {settings.build_command}")
     found = shutil.which(settings.claude_bin)
     if found is None:
         return CheckResult(
-            "builder", False, f"claude-code: {settings.claude_bin!r} is not on PATH",
+            "builder",
+            False,
+            f"claude-code: {settings.claude_bin!r} is not on PATH",
             "install Claude Code, set AGENT_TEAM_CLAUDE_BIN, or use AGENT_TEAM_BUILDER=offline",
-        )  # fmt: skip
+        )
     if shutil.which("git") is None:
         return CheckResult("builder", False, "git is not installed", "install git")
     return CheckResult("builder", True, f"claude-code at {found}")
@@ -120,9 +126,11 @@ def check_builder(settings: Settings) -> CheckResult:
 def check_budget(settings: Settings) -> CheckResult:
     if settings.daily_budget_usd <= 0 and settings.daily_token_cap <= 0:
         return CheckResult(
-            "budget cap", False, "both daily caps are 0: every model call is refused",
+            "budget cap",
+            False,
+            "both daily caps are 0: every model call is refused",
             "set AGENT_TEAM_DAILY_BUDGET_USD or AGENT_TEAM_DAILY_TOKEN_CAP",
-        )  # fmt: skip
+        )
     return CheckResult(
         "budget cap",
         True,
@@ -142,7 +150,9 @@ def check_model(settings: Settings) -> CheckResult:
         return CheckResult("model", True, f"{settings.model} (built in, no network)")
     if importlib.util.find_spec(provider.module) is None:
         return CheckResult(
-            "model", False, f"{settings.model}: the {provider.module} package is missing",
+            "model",
+            False,
+            f"{settings.model}: the {provider.module} package is missing",
             f"pip install 'agent-team[{provider.extra}]'",
-        )  # fmt: skip
+        )
     return CheckResult("model", True, f"{settings.model} via {provider.module}")

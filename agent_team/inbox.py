@@ -62,14 +62,22 @@ def submit_task(
         )
     new_id = task_id or f"t{uuid.uuid4().hex[:10]}"
     db.create_task(
-        ledger, task_id=new_id, kind=kind, title=title, body=body, source=source,
+        ledger,
+        task_id=new_id,
+        kind=kind,
+        title=title,
+        body=body,
+        source=source,
         source_ref=source_ref,
-    )  # fmt: skip
+    )
     payload: dict[str, Any] = {"repo": repo} if repo else {}
     db.enqueue_command(
-        ledger, command_id=f"start:{new_id}", kind=CommandKind.START.value, task_id=new_id,
+        ledger,
+        command_id=f"start:{new_id}",
+        kind=CommandKind.START.value,
+        task_id=new_id,
         payload=payload,
-    )  # fmt: skip
+    )
     return new_id
 
 
@@ -100,9 +108,12 @@ def reopen(ledger: db.Ledger, question_id: str, *, deadline_at: datetime) -> db.
     if task is not None and task.status not in TERMINAL_STATUSES:
         db.set_task_status(ledger, task.id, TaskStatus.WAITING, phase=task.phase)
         db.record_transition(
-            ledger, thread_id=task.id, to_phase=task.phase, status=TaskStatus.WAITING,
+            ledger,
+            thread_id=task.id,
+            to_phase=task.phase,
+            status=TaskStatus.WAITING,
             note=f"question {question_id} reopened",
-        )  # fmt: skip
+        )
     reopened = db.get_question(ledger, question_id)
     assert reopened is not None
     return reopened
@@ -121,9 +132,12 @@ def cancel_task(ledger: db.Ledger, task_id: str) -> None:
     if task.status in TERMINAL_STATUSES:
         raise TaskRefusedError(f"task {task_id} is already {task.status}")
     db.enqueue_command(
-        ledger, command_id=f"cancel:{task_id}", kind=CommandKind.CANCEL.value, task_id=task_id,
+        ledger,
+        command_id=f"cancel:{task_id}",
+        kind=CommandKind.CANCEL.value,
+        task_id=task_id,
         payload={},
-    )  # fmt: skip
+    )
 
 
 def retry_task(ledger: db.Ledger, task_id: str) -> str:
@@ -159,9 +173,12 @@ def retry_task(ledger: db.Ledger, task_id: str) -> str:
     command_id = f"retry:{task_id}:{uuid.uuid4().hex[:8]}"
     db.set_task_status(ledger, task_id, TaskStatus.QUEUED, phase=task.phase)
     db.record_transition(
-        ledger, thread_id=task_id, to_phase=task.phase, status=TaskStatus.QUEUED,
+        ledger,
+        thread_id=task_id,
+        to_phase=task.phase,
+        status=TaskStatus.QUEUED,
         note=f"retried by an operator (was parked: {task.parked_reason})",
-    )  # fmt: skip
+    )
     db.enqueue_command(
         ledger, command_id=command_id, kind=CommandKind.START.value, task_id=task_id, payload={}
     )

@@ -188,10 +188,22 @@ def _task_rows(
         payload["help"] = PLAN_DECISION_HELP if turn > 1 else "reply with the missing details"
         if turn == 3:  # expired: the parked row was entered when it ran out
             questions.append(
-                (question_id, task_id, turn, kind, "expired", "local", f"local:{question_id}",
-                 _iso(asked + 0.01), _iso(entered[row + 1]), None, None, None,
-                 json.dumps(payload, sort_keys=True))
-            )  # fmt: skip
+                (
+                    question_id,
+                    task_id,
+                    turn,
+                    kind,
+                    "expired",
+                    "local",
+                    f"local:{question_id}",
+                    _iso(asked + 0.01),
+                    _iso(entered[row + 1]),
+                    None,
+                    None,
+                    None,
+                    json.dumps(payload, sort_keys=True),
+                )
+            )
             continue
         answer: dict[str, str] = (
             {"text": "Chrome and Firefox, current versions."}
@@ -202,22 +214,52 @@ def _task_rows(
         answered_at = _iso(answered)
         answer_json = json.dumps(answer, sort_keys=True)
         questions.append(
-            (question_id, task_id, turn, kind, "answered", "local", f"local:{question_id}",
-             _iso(asked + 0.01), _iso(deadline), answer_json, answered_at, "dashboard:alice",
-             json.dumps(payload, sort_keys=True))
-        )  # fmt: skip
+            (
+                question_id,
+                task_id,
+                turn,
+                kind,
+                "answered",
+                "local",
+                f"local:{question_id}",
+                _iso(asked + 0.01),
+                _iso(deadline),
+                answer_json,
+                answered_at,
+                "dashboard:alice",
+                json.dumps(payload, sort_keys=True),
+            )
+        )
         commands.append(
-            (db.resume_command_id(question_id), "resume", task_id,
-             json.dumps({"answer": answer, "question_id": question_id}, sort_keys=True),
-             "done", 1, f"{HOST}:4242:abc123", _iso(answered + 600.0), _iso(answered + 0.001),
-             _iso(entered[row + 1] + 0.02), None)
-        )  # fmt: skip
+            (
+                db.resume_command_id(question_id),
+                "resume",
+                task_id,
+                json.dumps({"answer": answer, "question_id": question_id}, sort_keys=True),
+                "done",
+                1,
+                f"{HOST}:4242:abc123",
+                _iso(answered + 600.0),
+                _iso(answered + 0.001),
+                _iso(entered[row + 1] + 0.02),
+                None,
+            )
+        )
     windows = [(entered[i], entered[i + 1], JOURNEY[i][0]) for i in SPENDING_ROWS]
     created, updated = _iso(start - 0.5), _iso(entered[-1])
     task = (
-        task_id, "code", "github", f"acme/shop#{index}", title, BODY, "parked", "plan_review",
-        PARKED_REASON, created, updated,
-    )  # fmt: skip
+        task_id,
+        "code",
+        "github",
+        f"acme/shop#{index}",
+        title,
+        BODY,
+        "parked",
+        "plan_review",
+        PARKED_REASON,
+        created,
+        updated,
+    )
     return task, transitions, questions, commands, windows
 
 
@@ -254,9 +296,15 @@ def seed_ledger(path: Path, *, tasks: int, budget_rows: int, seed: int, now: dat
         task_index = rng.randrange(tasks)
         low, high, stage = rng.choice(windows[task_index])
         calls.append(
-            (rng.uniform(low, high - 0.001), task_index, stage, rng.randrange(len(MODELS)),
-             rng.randint(200, 20_000), rng.randint(50, 4_000))
-        )  # fmt: skip
+            (
+                rng.uniform(low, high - 0.001),
+                task_index,
+                stage,
+                rng.randrange(len(MODELS)),
+                rng.randint(200, 20_000),
+                rng.randint(50, 4_000),
+            )
+        )
     calls.sort()
     conn = sqlite3.connect(path, isolation_level=None)
     try:
@@ -298,9 +346,18 @@ def seed_ledger(path: Path, *, tasks: int, budget_rows: int, seed: int, now: dat
                 usd = round((tokens_in * price_in + tokens_out * price_out) / 1e6, 6)
                 moment = datetime.fromtimestamp(epoch, UTC)
                 rows.append(
-                    (task_ids[task_index], stage, model, mode, tokens_in, tokens_out, usd,
-                     db.to_iso(moment), db.day_bucket(moment))
-                )  # fmt: skip
+                    (
+                        task_ids[task_index],
+                        stage,
+                        model,
+                        mode,
+                        tokens_in,
+                        tokens_out,
+                        usd,
+                        db.to_iso(moment),
+                        db.day_bucket(moment),
+                    )
+                )
             _insert(
                 conn,
                 "budget_ledger",
@@ -563,8 +620,13 @@ def profile_in_process(seeded: Seeded, folder: Path, targets: list[Endpoint], ro
     _print_stats("start-up: Coordinator() + recovery_sweep()", startup, rows)
     timers = cProfile.Profile()
     began = time.perf_counter()
-    timers.runcall(lambda: (coordinator.check_deadlines(), coordinator.unpark_budget(),
-                            coordinator.deliver_open()))  # fmt: skip
+    timers.runcall(
+        lambda: (
+            coordinator.check_deadlines(),
+            coordinator.unpark_budget(),
+            coordinator.deliver_open(),
+        )
+    )
     print(f"in-process: one timer pass {time.perf_counter() - began:.3f} s", file=sys.stderr)
     _print_stats("worker timers: check_deadlines + unpark_budget + deliver_open", timers, rows)
     coordinator.close()

@@ -59,9 +59,12 @@ def main() -> None:
             with httpx.Client(headers={"Authorization": "Bearer bench-token"}) as client:
                 url: str | None = f"{fake.url}/repos/{REPO}/issues"
                 params: dict[str, str] | None = {
-                    "labels": "agent-team", "state": "open", "per_page": "100",
-                    "sort": "updated", "direction": "desc",
-                }  # fmt: skip
+                    "labels": "agent-team",
+                    "state": "open",
+                    "per_page": "100",
+                    "sort": "updated",
+                    "direction": "desc",
+                }
                 while url:
                     response = client.get(url, params=params)
                     params = None
@@ -72,9 +75,11 @@ def main() -> None:
         def fresh_intake() -> GitHubIntake:
             path = Path(tmp) / f"ledger-{next(counter)}.db"
             settings = load_settings(
-                db_path=path, github_repos=REPO, github_api_url=fake.url,
+                db_path=path,
+                github_repos=REPO,
+                github_api_url=fake.url,
                 github_token="bench-token",
-            )  # fmt: skip
+            )
             db.init_db(path)
             conn = db.open_ledger(path)
             return GitHubIntake(

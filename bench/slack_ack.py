@@ -92,17 +92,28 @@ def answer_request(ref: str, question_id: str, i: int) -> tuple[bytes, dict[str,
     user = USERS[i % 2]
     if i % 3:
         payload: dict[str, Any] = {
-            "type": "block_actions", "user": {"id": user}, "trigger_id": f"t{i}",
-            "team": {"id": "T1"}, "container": {"channel_id": channel, "message_ts": ts},
+            "type": "block_actions",
+            "user": {"id": user},
+            "trigger_id": f"t{i}",
+            "team": {"id": "T1"},
+            "container": {"channel_id": channel, "message_ts": ts},
             "actions": [{"action_id": "agent_team.approve", "value": question_id}],
-        }  # fmt: skip
+        }
         body = urlencode({"payload": json.dumps(payload)}).encode()
         return body, {"Content-Type": "application/x-www-form-urlencoded", **signed(body)}
     event = {
-        "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:12]}", "team_id": "T1",
-        "event": {"type": "message", "channel": channel, "user": user, "text": "approve",
-                  "ts": f"{time.time():.6f}", "thread_ts": ts},
-    }  # fmt: skip
+        "type": "event_callback",
+        "event_id": f"Ev{uuid.uuid4().hex[:12]}",
+        "team_id": "T1",
+        "event": {
+            "type": "message",
+            "channel": channel,
+            "user": user,
+            "text": "approve",
+            "ts": f"{time.time():.6f}",
+            "thread_ts": ts,
+        },
+    }
     body = json.dumps(event).encode()
     return body, {"Content-Type": "application/json", **signed(body)}
 
@@ -240,11 +251,17 @@ def main() -> None:
     slack_api_url: str = from_child.recv()
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(
-            db_path=Path(tmp) / "agent-team.db", state_dir=Path(tmp) / "state",
-            dashboard_port=0, transport="slack", slack_bot_token=BOT_TOKEN,
-            slack_signing_secret=SECRET, slack_channel=CHANNEL, slack_allowed_users=USERS,
-            slack_api_url=slack_api_url, log_level="error",
-        )  # fmt: skip
+            db_path=Path(tmp) / "agent-team.db",
+            state_dir=Path(tmp) / "state",
+            dashboard_port=0,
+            transport="slack",
+            slack_bot_token=BOT_TOKEN,
+            slack_signing_secret=SECRET,
+            slack_channel=CHANNEL,
+            slack_allowed_users=USERS,
+            slack_api_url=slack_api_url,
+            log_level="error",
+        )
         hook_resume_starts()
         daemon = Daemon(settings)
         thread = threading.Thread(target=daemon.run, daemon=True)

@@ -33,7 +33,7 @@ def ledger_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def conn(ledger_file: Path) -> Iterator[db.Ledger]:
-    """A connection to `ledger_file`, closed after the test."""
+    """A `db.Ledger` on `ledger_file`, closed after the test."""
     connection = db.open_ledger(ledger_file)
     yield connection
     connection.close()

@@ -422,14 +422,16 @@ class _Api:
         given = given.strip()
         if scheme.lower() != "bearer" or not given:
             raise ApiError(
-                401, f"a bearer token is required; {_TOKEN_HINT}",
+                401,
+                f"a bearer token is required; {_TOKEN_HINT}",
                 headers={"WWW-Authenticate": 'Bearer realm="agent-team"'},
-            )  # fmt: skip
+            )
         if not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
             raise ApiError(
-                401, f"the bearer token is wrong; {_TOKEN_HINT}",
+                401,
+                f"the bearer token is wrong; {_TOKEN_HINT}",
                 headers={"WWW-Authenticate": 'Bearer realm="agent-team", error="invalid_token"'},
-            )  # fmt: skip
+            )
 
     async def submit_task(self, request: Request) -> Response:
         self._authorize(request)
@@ -474,9 +476,12 @@ class _Api:
             with self.ctx.write() as ledger:
                 try:
                     return inbox.submit_answer(
-                        ledger, question_id, text, via=f"dashboard:{name.strip()}",
+                        ledger,
+                        question_id,
+                        text,
+                        via=f"dashboard:{name.strip()}",
                         now=self.ctx.clock(),
-                    )  # fmt: skip
+                    )
                 except InvalidAnswerError as exc:
                     question = db.get_question(ledger, question_id)
                     accepted = _ACCEPTED.get(question.kind) if question is not None else None

@@ -37,8 +37,20 @@ log = logging.getLogger(__name__)
 # Answer -> resume includes the graph run that follows the answer (up to the
 # next gate or the end, a build among them), so the buckets reach hours.
 LATENCY_BUCKETS_S: tuple[float, ...] = (
-    0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200,
-)  # fmt: skip
+    0.5,
+    1,
+    2,
+    5,
+    10,
+    30,
+    60,
+    120,
+    300,
+    600,
+    1800,
+    3600,
+    7200,
+)
 
 # Health facts the intake poller sets; absent until it runs (then 0 here).
 _INTAKE_FACTS = (

@@ -125,9 +125,12 @@ def _finish(
 def complete_command(ledger: Ledger, *, command_id: str, consumer: str | None = None) -> bool:
     """claimed -> done. With `consumer`, only if that consumer still holds the claim."""
     return _finish(
-        ledger, command_id, consumer, "state = 'done', done_at = ?, lease_until = NULL",
+        ledger,
+        command_id,
+        consumer,
+        "state = 'done', done_at = ?, lease_until = NULL",
         (to_iso(utc_now()),),
-    )  # fmt: skip
+    )
 
 
 def fail_command(
@@ -146,11 +149,13 @@ def fail_command(
     state = CommandState.PENDING if retry else CommandState.FAILED
     done_at = None if retry else to_iso(utc_now())
     return _finish(
-        ledger, command_id, consumer,
+        ledger,
+        command_id,
+        consumer,
         "state = ?, error = ?, done_at = ?, lease_until = NULL, "
         "claimed_by = CASE WHEN ? THEN NULL ELSE claimed_by END",
         (state.value, error, done_at, retry),
-    )  # fmt: skip
+    )
 
 
 def release_command(ledger: Ledger, *, command_id: str, consumer: str) -> bool:

@@ -70,11 +70,21 @@ def record_poll(
             "failures = CASE WHEN ? IS NULL THEN 0 ELSE failures + 1 END, last_error = ? "
             "WHERE source = ? AND label = ?",
             (
-                int(keep_etag), etag, to_iso(now or utc_now()), status, int(not_modified),
-                tasks_created, rate_remaining, to_iso(rate_reset_at) if rate_reset_at else None,
-                to_iso(next_poll_at) if next_poll_at else None, error, error, source, label,
+                int(keep_etag),
+                etag,
+                to_iso(now or utc_now()),
+                status,
+                int(not_modified),
+                tasks_created,
+                rate_remaining,
+                to_iso(rate_reset_at) if rate_reset_at else None,
+                to_iso(next_poll_at) if next_poll_at else None,
+                error,
+                error,
+                source,
+                label,
             ),
-        )  # fmt: skip
+        )
         row = tx.fetch_one(
             "SELECT * FROM intake_cursors WHERE source = ? AND label = ?", (source, label)
         )

@@ -180,13 +180,19 @@ def _confluence(issue: _Issue) -> ConfluenceDraft:
     if page is not None:
         headings = [unescape(h).strip() for h in _HEADING.findall(page.group(1))]
         return ConfluenceDraft(
-            title=title, summary=summary, mermaid=mermaid, body_adf="",
+            title=title,
+            summary=summary,
+            mermaid=mermaid,
+            body_adf="",
             heading=headings[0] if headings else None,
-        )  # fmt: skip
+        )
 
     def heading(words_: str) -> dict[str, object]:
-        return {"type": "heading", "attrs": {"level": 2},
-                "content": [{"type": "text", "text": words_}]}  # fmt: skip
+        return {
+            "type": "heading",
+            "attrs": {"level": 2},
+            "content": [{"type": "text", "text": words_}],
+        }
 
     def para(words_: str) -> dict[str, object]:
         return {"type": "paragraph", "content": [{"type": "text", "text": words_}]}

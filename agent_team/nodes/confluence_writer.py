@@ -1,4 +1,4 @@
-"""The Confluence lane: conf_draft -> conf_gate -> conf_write (DESIGN.md §2, issue #7).
+"""The Confluence lane: conf_draft -> conf_gate -> conf_write (DESIGN.md §2).
 
 - `conf_draft` reads the page the task names (if any), asks the model for a
   draft (its own node, so a resume never pays for the call twice), and turns
@@ -144,9 +144,12 @@ def conf_draft(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         if not mermaid.find_diagrams(doc, lane.macro_keys):
             # The lane promises a diagram of the change; add the model's if the body lacks it.
             doc["content"].append(
-                {"type": "codeBlock", "attrs": {"language": "mermaid"},
-                 "content": [{"type": "text", "text": draft.mermaid}]}
-            )  # fmt: skip
+                {
+                    "type": "codeBlock",
+                    "attrs": {"language": "mermaid"},
+                    "content": [{"type": "text", "text": draft.mermaid}],
+                }
+            )
         count = len(mermaid.find_diagrams(doc, lane.macro_keys))
         drafted = {
             "mode": "create",
@@ -183,23 +186,25 @@ def _gate_text(state: TaskState, draft: dict[str, Any], dry_run: bool) -> str:
         if dry_run
         else "this will be written to Confluence"
     )
-    return "\n".join([
-        f"Confluence change for: {state['title']}",
-        f"{where} ({mode}).",
-        f"Request: {request['method']} {request['path']}",
-        "",
-        f"Summary: {draft.get('summary', '')}",
-        "",
-        "Changes:",
-        "```",
-        str(draft.get("diff", "")),
-        "```",
-        "",
-        "Preview:",
-        "```",
-        str(draft.get("preview", "")),
-        "```",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"Confluence change for: {state['title']}",
+            f"{where} ({mode}).",
+            f"Request: {request['method']} {request['path']}",
+            "",
+            f"Summary: {draft.get('summary', '')}",
+            "",
+            "Changes:",
+            "```",
+            str(draft.get("diff", "")),
+            "```",
+            "",
+            "Preview:",
+            "```",
+            str(draft.get("preview", "")),
+            "```",
+        ]
+    )
 
 
 def _asked_dry_run(deps: GraphDeps, task_id: str, turn: int) -> bool:
@@ -264,9 +269,13 @@ def route_after_conf_gate(state: TaskState) -> str:
 
 
 def _write_update(
-    deps: GraphDeps, client: ConfluenceClient, state: TaskState, draft: dict[str, Any],
-    effect_id: str, effect: db.SideEffect,
-) -> dict[str, Any]:  # fmt: skip
+    deps: GraphDeps,
+    client: ConfluenceClient,
+    state: TaskState,
+    draft: dict[str, Any],
+    effect_id: str,
+    effect: db.SideEffect,
+) -> dict[str, Any]:
     lane = _lane(deps)
     task_id = state["task_id"]
     page = client.get_page(str(draft["page_id"]))
@@ -299,9 +308,12 @@ def _write_update(
 
 
 def _write_create(
-    deps: GraphDeps, client: ConfluenceClient, state: TaskState, draft: dict[str, Any],
+    deps: GraphDeps,
+    client: ConfluenceClient,
+    state: TaskState,
+    draft: dict[str, Any],
     effect_id: str,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     request = request_for(state["task_id"], draft)
     # A create may have landed before a crash; a space holds one page per title.
     found = client.find_page(str(draft["space_id"]), str(draft["title"]))
@@ -338,9 +350,15 @@ def conf_write(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     if effect.state == "done" and isinstance(effect.result, dict):
         result = effect.result  # written (or recorded) before a crash: never again
     elif lane.dry_run or approved_dry_run:
-        result = {"dry_run": True, "effect_id": effect_id, "method": first_request["method"],
-                  "path": first_request["path"], "page_id": draft.get("page_id"),
-                  "title": draft["title"], "sent": False}  # fmt: skip
+        result = {
+            "dry_run": True,
+            "effect_id": effect_id,
+            "method": first_request["method"],
+            "path": first_request["path"],
+            "page_id": draft.get("page_id"),
+            "title": draft["title"],
+            "sent": False,
+        }
         if not lane.dry_run:
             result["approval_was_dry_run"] = True
         db.finish_effect(deps.ledger, effect_id=effect_id, state="done", result=result)
@@ -357,8 +375,11 @@ def conf_write(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
             db.finish_effect(deps.ledger, effect_id=effect_id, state="failed", error=str(exc))
             raise
         db.finish_effect(
-            deps.ledger, effect_id=effect_id, state="done", result_ref=str(result["page_id"]),
+            deps.ledger,
+            effect_id=effect_id,
+            state="done",
+            result_ref=str(result["page_id"]),
             result=result,
-        )  # fmt: skip
+        )
     crash_point(deps, Phase.CONF_WRITE, "after")
     return {"confluence": {**conf, "result": result}}

@@ -19,6 +19,9 @@ import pytest
 from agent_team import db, inbox
 from tests.e2e.conftest import LONG_BODY, Cli
 
+# Every case here kills and restarts agent-team processes: several seconds each.
+pytestmark = pytest.mark.slow
+
 CRASHED = 137
 BEFORE_APPROVAL = [
     "intake:after",
@@ -111,11 +114,21 @@ def test_sigkill_at_an_arbitrary_moment_loses_nothing(cli: Cli, tmp_path: Path) 
         ids = [inbox.submit_task(conn, title=f"Task {n}", body=LONG_BODY) for n in range(6)]
         for phase in ("plan", "build"):
             proc = subprocess.Popen(
-                [str(Path(sys.executable).with_name("agent-team")), "--db", str(cli.db_path),
-                 "tick", "--until-idle", "--timeout", "60"],
-                cwd=cli.home, env={**cli.env, "AGENT_TEAM_WORKERS": "3"},
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+                [
+                    str(Path(sys.executable).with_name("agent-team")),
+                    "--db",
+                    str(cli.db_path),
+                    "tick",
+                    "--until-idle",
+                    "--timeout",
+                    "60",
+                ],
+                cwd=cli.home,
+                env={**cli.env, "AGENT_TEAM_WORKERS": "3"},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and proc.poll() is None:
                 entered = [
@@ -131,9 +144,12 @@ def test_sigkill_at_an_arbitrary_moment_loses_nothing(cli: Cli, tmp_path: Path) 
                 for task_id in ids:
                     for question in db.list_questions(conn, status="open", thread_id=task_id):
                         inbox.submit_answer(
-                            conn, question.question_id, "approve", via="cli:test",
+                            conn,
+                            question.question_id,
+                            "approve",
+                            via="cli:test",
                             now=datetime.now(UTC),
-                        )  # fmt: skip
+                        )
         assert tick(cli) == 0
     finally:
         conn.close()

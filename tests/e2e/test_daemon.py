@@ -90,9 +90,14 @@ def test_systemd_notify_ready_watchdog_stopping(
     env = base_env(tmp_path, port)
     env.update(NOTIFY_SOCKET=path, WATCHDOG_USEC="200000")  # feed every 0.1 s
     proc = subprocess.Popen(
-        [str(AGENT_TEAM), "daemon"], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [str(AGENT_TEAM), "daemon"],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready = receive_until(sock, "READY=1")
         assert any(
@@ -111,6 +116,7 @@ def test_systemd_notify_ready_watchdog_stopping(
         proc.communicate(timeout=10)
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> None:
     port = free_port()
     go = tmp_path / "go"
@@ -131,9 +137,13 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
         task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
         log_file = (tmp_path / "daemon-1.log").open("w")
         proc = subprocess.Popen(
-            [str(AGENT_TEAM), "daemon"], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
-            stdout=log_file, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [str(AGENT_TEAM), "daemon"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
         try:
             wait_for(
                 lambda: bool(db.list_questions(conn, status="open", thread_id=task_id)),
@@ -159,9 +169,13 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
 
         go.touch()
         restarted = subprocess.Popen(
-            [str(AGENT_TEAM), "daemon"], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [str(AGENT_TEAM), "daemon"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             wait_for(
                 lambda: (t := db.get_task(conn, task_id)) is not None and t.status == "done",
@@ -182,9 +196,11 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
 
 def test_a_dying_loop_is_restarted_and_reported(tmp_path: Path) -> None:
     settings = load_settings(
-        db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state", dashboard_port=0,
+        db_path=tmp_path / "agent-team.db",
+        state_dir=tmp_path / "state",
+        dashboard_port=0,
         poll_s=0.1,
-    )  # fmt: skip
+    )
     daemon = Daemon(settings)
     calls: list[int] = []
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.conftest import LONG_BODY, SHORT_BODY, Cli
 
 DAY_S = 86400
@@ -29,6 +31,7 @@ def assert_one_open_row_at_most(report: dict[str, object]) -> None:
     assert sum(1 for t in rows if t["exited_at"] is None) <= 1  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_approve_path_builds_once_and_finishes(cli: Cli) -> None:
     task_id = cli.submit("Remember the email", LONG_BODY)
     cli.tick()
@@ -63,6 +66,7 @@ def test_approve_path_builds_once_and_finishes(cli: Cli) -> None:
     assert "Prefill the email field" in doc.read_text()
 
 
+@pytest.mark.slow
 def test_revise_loop_asks_again_with_a_new_plan(cli: Cli) -> None:
     task_id = cli.submit("Remember the email", LONG_BODY)
     cli.tick()
@@ -82,6 +86,7 @@ def test_revise_loop_asks_again_with_a_new_plan(cli: Cli) -> None:
     assert len(build_commits(cli, task_id)) == 1
 
 
+@pytest.mark.slow
 def test_edit_path_builds_the_humans_plan(cli: Cli) -> None:
     task_id = cli.submit("Remember the email", LONG_BODY)
     cli.tick()
@@ -95,6 +100,7 @@ def test_edit_path_builds_the_humans_plan(cli: Cli) -> None:
     assert "Store the email in a cookie" not in text
 
 
+@pytest.mark.slow
 def test_reject_cancels_without_building(cli: Cli) -> None:
     task_id = cli.submit("Remember the email", LONG_BODY)
     cli.tick()
@@ -107,6 +113,7 @@ def test_reject_cancels_without_building(cli: Cli) -> None:
     assert not (cli.home / "state" / "worktrees" / task_id).exists()
 
 
+@pytest.mark.slow
 def test_clarify_path_for_a_short_body(cli: Cli) -> None:
     task_id = cli.submit("Login", SHORT_BODY)
     cli.tick()
@@ -128,6 +135,7 @@ def test_clarify_path_for_a_short_body(cli: Cli) -> None:
     assert [q["kind"] for q in report["questions"]] == ["clarify", "plan_decision"]
 
 
+@pytest.mark.slow
 def test_invalid_and_duplicate_answers_change_nothing(cli: Cli) -> None:
     task_id = cli.submit("Remember the email", LONG_BODY)
     cli.tick()
@@ -147,6 +155,7 @@ def test_invalid_and_duplicate_answers_change_nothing(cli: Cli) -> None:
     assert report["questions"][0]["answer"]["decision"] == "approve"
 
 
+@pytest.mark.slow
 def test_answer_to_a_superseded_question_is_refused(cli: Cli) -> None:
     task_id = cli.submit("Remember the email", LONG_BODY)
     cli.tick()
@@ -160,6 +169,7 @@ def test_answer_to_a_superseded_question_is_refused(cli: Cli) -> None:
     assert late.returncode == 1 and "superseded" in late.stderr
 
 
+@pytest.mark.slow
 def test_deadline_expiry_parks_then_reopen_and_answer_finish(cli: Cli) -> None:
     task_id = cli.submit("Remember the email", LONG_BODY)
     cli.tick()
@@ -183,6 +193,7 @@ def test_deadline_expiry_parks_then_reopen_and_answer_finish(cli: Cli) -> None:
     assert_one_open_row_at_most(report)
 
 
+@pytest.mark.slow
 def test_budget_exhaustion_parks_and_unparks_after_midnight(cli: Cli) -> None:
     tiny = {"AGENT_TEAM_DAILY_TOKEN_CAP": "1"}
     task_id = cli.submit("Remember the email", LONG_BODY)
@@ -211,6 +222,7 @@ def test_a_confluence_task_is_refused_with_a_clear_message(cli: Cli, tmp_path: P
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_builder_that_cannot_run_parks_and_retry_finishes_after_the_fix(
     cli: Cli, tmp_path: Path
 ) -> None:

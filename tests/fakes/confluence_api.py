@@ -158,8 +158,11 @@ class FakeConfluence:
             return 401, {}, {"error": "access_denied"}
         token = "tok-" + secrets.token_hex(8)
         self.tokens[token] = self.token_lifetime_s
-        return 200, {}, {"access_token": token, "expires_in": self.token_lifetime_s,
-                         "token_type": "Bearer"}  # fmt: skip
+        return (
+            200,
+            {},
+            {"access_token": token, "expires_in": self.token_lifetime_s, "token_type": "Bearer"},
+        )
 
     def _route(
         self, method: str, path: str, query: dict[str, list[str]], payload: Any
@@ -172,8 +175,9 @@ class FakeConfluence:
         if path == "/wiki/api/v2/pages" and method == "GET":
             space = (query.get("space-id") or [""])[0]
             title = (query.get("title") or [""])[0]
-            found = [p.to_json() for p in self.pages.values()
-                     if p.space_id == space and p.title == title]  # fmt: skip
+            found = [
+                p.to_json() for p in self.pages.values() if p.space_id == space and p.title == title
+            ]
             return 200, {}, {"results": found, "_links": {}}
         if path == "/wiki/api/v2/pages" and method == "POST":
             return self._create(payload)
@@ -205,13 +209,25 @@ class FakeConfluence:
             return bad
         if payload.get("spaceId") not in self.spaces:
             return 404, {}, {"errors": [{"status": 404, "title": "space not found"}]}
-        if any(p.title == payload["title"] and p.space_id == payload["spaceId"]
-               for p in self.pages.values()):  # fmt: skip
-            return 400, {}, {"errors": [{"status": 400, "title": "A page with this title "
-                                         "already exists"}]}  # fmt: skip
+        if any(
+            p.title == payload["title"] and p.space_id == payload["spaceId"]
+            for p in self.pages.values()
+        ):
+            return (
+                400,
+                {},
+                {"errors": [{"status": 400, "title": "A page with this title already exists"}]},
+            )
         self._next_id += 1
-        page = FakePage(str(self._next_id), str(payload["spaceId"]), payload["title"], value,
-                        1, "", payload.get("parentId"))  # fmt: skip
+        page = FakePage(
+            str(self._next_id),
+            str(payload["spaceId"]),
+            payload["title"],
+            value,
+            1,
+            "",
+            payload.get("parentId"),
+        )
         self.pages[page.id] = page
         return 200, {}, page.to_json(with_body=False)
 
@@ -228,8 +244,15 @@ class FakeConfluence:
             page.version += bump
             page.message = "edited by someone else"
         if version.get("number") != page.version + 1:
-            return 409, {}, {"errors": [{"status": 409, "code": "CONFLICT",
-                                         "title": "Version must be incremented"}]}  # fmt: skip
+            return (
+                409,
+                {},
+                {
+                    "errors": [
+                        {"status": 409, "code": "CONFLICT", "title": "Version must be incremented"}
+                    ]
+                },
+            )
         page.version += 1
         page.body = value
         page.title = str(payload.get("title") or page.title)

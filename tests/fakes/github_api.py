@@ -460,9 +460,16 @@ def _public(item: dict[str, Any]) -> dict[str, Any]:
 
 def _has_branch(remote: Path, branch: str) -> bool:
     done = subprocess.run(
-        ["git", "--git-dir", str(remote), "rev-parse", "--verify", "--quiet",
-         f"refs/heads/{branch}"],
+        [
+            "git",
+            "--git-dir",
+            str(remote),
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            f"refs/heads/{branch}",
+        ],
         capture_output=True,
         check=False,
-    )  # fmt: skip
+    )
     return done.returncode == 0

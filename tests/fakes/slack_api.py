@@ -67,9 +67,10 @@ class FakeSlack:
         """Calls of `method` that got `status` and (unless `ok` is None) that `ok`."""
         with self._lock:
             return [
-                c for c in self.calls
+                c
+                for c in self.calls
                 if c.method == method and c.status == status and (ok is None or c.ok == ok)
-            ]  # fmt: skip
+            ]
 
     def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout_s: float = 10.0) -> None:
         """Poll until `predicate(self)` holds (never a fixed sleep); AssertionError on timeout."""
@@ -146,18 +147,48 @@ class FakeSlack:
         if not authorized:
             return 200, {}, {"ok": False, "error": "invalid_auth"}
         if method == "auth.test":
-            return 200, {}, {"ok": True, "url": "https://fake.slack.test/", "team": "Fake",
-                             "user": "agent-team", "team_id": TEAM, "user_id": BOT_USER,
-                             "bot_id": BOT_ID}  # fmt: skip
+            return (
+                200,
+                {},
+                {
+                    "ok": True,
+                    "url": "https://fake.slack.test/",
+                    "team": "Fake",
+                    "user": "agent-team",
+                    "team_id": TEAM,
+                    "user_id": BOT_USER,
+                    "bot_id": BOT_ID,
+                },
+            )
         if method == "chat.postMessage":
             if not params.get("channel"):
                 return 200, {}, {"ok": False, "error": "channel_not_found"}
-            return 200, {}, {"ok": True, "channel": params["channel"], "ts": ts,
-                             "message": {"text": params.get("text"), "ts": ts,
-                                         "bot_id": BOT_ID, "user": BOT_USER}}  # fmt: skip
+            return (
+                200,
+                {},
+                {
+                    "ok": True,
+                    "channel": params["channel"],
+                    "ts": ts,
+                    "message": {
+                        "text": params.get("text"),
+                        "ts": ts,
+                        "bot_id": BOT_ID,
+                        "user": BOT_USER,
+                    },
+                },
+            )
         if method == "chat.update":
-            return 200, {}, {"ok": True, "channel": params.get("channel"), "ts": params.get("ts"),
-                             "text": params.get("text")}  # fmt: skip
+            return (
+                200,
+                {},
+                {
+                    "ok": True,
+                    "channel": params.get("channel"),
+                    "ts": params.get("ts"),
+                    "text": params.get("text"),
+                },
+            )
         if method == "chat.postEphemeral":
             return 200, {}, {"ok": True, "message_ts": ts}
         if method == "views.open":

@@ -25,9 +25,15 @@ def test_backup_is_consistent_while_writing_and_keeps_n(ledger_file: Path, tmp_p
         n = 0
         while not stop.is_set():
             db.record_usage(
-                conn, thread_id=f"t{n}", stage="plan", model="m", billing_mode="api",
-                input_tokens=1, output_tokens=1, usd_cost=0.01,
-            )  # fmt: skip
+                conn,
+                thread_id=f"t{n}",
+                stage="plan",
+                model="m",
+                billing_mode="api",
+                input_tokens=1,
+                output_tokens=1,
+                usd_cost=0.01,
+            )
             n += 1
 
     writer = threading.Thread(target=write)
@@ -71,9 +77,11 @@ def test_doctor_flags_a_busy_port_and_a_missing_builder(tmp_path: Path) -> None:
         busy.listen(1)
         port = busy.getsockname()[1]
         settings = load_settings(
-            db_path=tmp_path / "x.db", dashboard_port=port, builder="claude-code",
+            db_path=tmp_path / "x.db",
+            dashboard_port=port,
+            builder="claude-code",
             claude_bin=str(tmp_path / "no-claude"),
-        )  # fmt: skip
+        )
         results = {r.name: r for r in run_checks(settings)}
     assert not results["dashboard port"].ok
     assert "AGENT_TEAM_DASHBOARD_PORT" in results["dashboard port"].fix
@@ -90,8 +98,9 @@ def test_doctor_command_exit_codes(tmp_path: Path) -> None:
     assert ok.exit_code == 0, ok.output
     assert "✗" not in ok.output and "✓" in ok.output
     bad = runner.invoke(
-        app, ["--db", str(tmp_path / "x.db"), "doctor"],
+        app,
+        ["--db", str(tmp_path / "x.db"), "doctor"],
         env={"AGENT_TEAM_DASHBOARD_PORT": "0", "AGENT_TEAM_MODEL": "anthropic:claude-sonnet-4-5"},
-    )  # fmt: skip
+    )
     assert bad.exit_code == 1
     assert "agent-team[anthropic]" in bad.output

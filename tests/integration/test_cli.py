@@ -294,7 +294,7 @@ def test_questions_on_a_file_that_is_not_a_ledger_is_one_line(tmp_path: Path) ->
     # Regression: a --db that
     # points at a file that is not SQLite (a typo, the wrong file) escapes as a raw
     # `sqlite3.DatabaseError: file is not a database` traceback (exit 1 by accident).
-    # `migrate` does the same from db.connect. Expected: one line naming the file.
+    # `migrate` does the same from `db.open_ledger`. Expected: one line naming the file.
     notes = tmp_path / "notes.txt"
     notes.write_text("these are not the tables you are looking for\n", encoding="utf-8")
 
@@ -344,8 +344,14 @@ def test_budget_shows_one_utc_day_per_mode_model_and_stage(
     assert cells(result.stdout, "plan") == ["api", "m-large", "plan", "2", "300", "30", "0.3500"]
     assert cells(result.stdout, "build") == ["api", "m-large", "build", "2", "80", "8", "0.0700"]
     assert cells(result.stdout, "clarify") == [
-        "subscription", "m-small", "clarify", "1", "1000", "100", "0.0000",
-    ]  # fmt: skip
+        "subscription",
+        "m-small",
+        "clarify",
+        "1",
+        "1000",
+        "100",
+        "0.0000",
+    ]
     assert "total api: $0.4200" in result.stdout
     assert "total subscription: $0.0000" in result.stdout
     assert "9.0000" not in result.stdout

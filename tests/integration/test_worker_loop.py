@@ -88,10 +88,21 @@ def test_an_answer_from_another_process_is_found_by_polling(tmp_path: Path) -> N
         wait_for(lambda: status(coordinator, task_id) == "waiting")
         (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
         subprocess.run(
-            [str(Path(sys.executable).with_name("agent-team")), "--db", str(settings.db_path),
-             "answer", question.question_id, "lgtm", "--as", "other-process"],
-            check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=60,
-        )  # fmt: skip
+            [
+                str(Path(sys.executable).with_name("agent-team")),
+                "--db",
+                str(settings.db_path),
+                "answer",
+                question.question_id,
+                "lgtm",
+                "--as",
+                "other-process",
+            ],
+            check=True,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
         wait_for(lambda: status(coordinator, task_id) == "done")
         answered = db.get_question(coordinator.ledger, question.question_id)
         assert answered is not None and answered.answered_via == "cli:other-process"

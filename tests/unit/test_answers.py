@@ -119,5 +119,6 @@ def test_approval_words_stand_alone_and_publish_takes_a_comment(text: str, rest:
 
 def test_plan_decisions_still_take_a_comment_after_any_approval_word() -> None:
     assert parse_answer("plan_decision", "ok, but fix the heading first") == {
-        "decision": "approve", "text": "but fix the heading first",
-    }  # fmt: skip
+        "decision": "approve",
+        "text": "but fix the heading first",
+    }

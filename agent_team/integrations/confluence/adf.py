@@ -60,8 +60,9 @@ def validate_doc(doc: Any, *, where: str = "the ADF document") -> dict[str, Any]
         )
     if not isinstance(doc.get("content"), list):
         raise ConfluenceRefusedError(f"{where} has no `content` list; nothing was written")
-    stack: list[tuple[Any, str, int]] = [(node, f"content[{i}]", 1) for i, node in
-                                         enumerate(doc["content"])]  # fmt: skip
+    stack: list[tuple[Any, str, int]] = [
+        (node, f"content[{i}]", 1) for i, node in enumerate(doc["content"])
+    ]
     while stack:
         node, at, depth = stack.pop()
         if depth > _MAX_DEPTH:

@@ -305,8 +305,9 @@ class ConfluenceClient:
         errors = self._errors(response)
         title = "; ".join(str(e.get("title") or e.get("code") or "") for e in errors)
         detail = f": {title}" if title else ""
-        return redact(f"{what}: Confluence answered {response.status_code}{detail}",
-                      self.auth.secrets)  # fmt: skip
+        return redact(
+            f"{what}: Confluence answered {response.status_code}{detail}", self.auth.secrets
+        )
 
     def _request(self, method: str, path: str, *, what: str, **kwargs: Any) -> httpx.Response:
         response: httpx.Response | None = None
@@ -417,9 +418,11 @@ class ConfluenceClient:
 
     def _get_page(self, page_id: str, what: str) -> httpx.Response:
         return self._request(
-            "GET", f"/api/v2/pages/{page_id}", params={"body-format": "atlas_doc_format"},
+            "GET",
+            f"/api/v2/pages/{page_id}",
+            params={"body-format": "atlas_doc_format"},
             what=what,
-        )  # fmt: skip
+        )
 
     def page_space(self, page_id: str) -> str | None:
         """The space id of a page, or None when there is no such page (its body is not parsed).
@@ -449,10 +452,11 @@ class ConfluenceClient:
         """The current page titled `title` in the space, with its body, or None."""
         what = f"looking up page {title!r}"
         response = self._request(
-            "GET", "/api/v2/pages",
+            "GET",
+            "/api/v2/pages",
             params={"space-id": space_id, "title": title, "body-format": "atlas_doc_format"},
             what=what,
-        )  # fmt: skip
+        )
         results = self._json(response, what).get("results") or []
         for item in results:
             if isinstance(item, dict) and item.get("title") == title:

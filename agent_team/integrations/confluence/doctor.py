@@ -23,18 +23,24 @@ def check_confluence(settings: Settings) -> CheckResult:
     if not settings.confluence_base_url:
         if settings.confluence_dry_run and settings.confluence_space_id:
             return CheckResult(
-                NAME, True, f"on, {mode}; no base URL, so only new pages can be drafted",
+                NAME,
+                True,
+                f"on, {mode}; no base URL, so only new pages can be drafted",
                 "set AGENT_TEAM_CONFLUENCE_BASE_URL to read and update existing pages",
-            )  # fmt: skip
+            )
         return CheckResult(
-            NAME, False, "on, but AGENT_TEAM_CONFLUENCE_BASE_URL is not set",
+            NAME,
+            False,
+            "on, but AGENT_TEAM_CONFLUENCE_BASE_URL is not set",
             "set AGENT_TEAM_CONFLUENCE_BASE_URL (e.g. https://example.atlassian.net/wiki)",
-        )  # fmt: skip
+        )
     if not settings.confluence_space_id:
         return CheckResult(
-            NAME, False, "on, but AGENT_TEAM_CONFLUENCE_SPACE_ID is not set",
+            NAME,
+            False,
+            "on, but AGENT_TEAM_CONFLUENCE_SPACE_ID is not set",
             "set AGENT_TEAM_CONFLUENCE_SPACE_ID (the space's numeric id)",
-        )  # fmt: skip
+        )
     try:
         client = ConfluenceClient.from_settings(settings, max_attempts=2, timeout_s=10.0)
     except AgentTeamError as exc:
@@ -49,9 +55,11 @@ def check_confluence(settings: Settings) -> CheckResult:
         client.close()
     if not found:
         return CheckResult(
-            NAME, False, f"space {settings.confluence_space_id} does not exist or is not visible",
+            NAME,
+            False,
+            f"space {settings.confluence_space_id} does not exist or is not visible",
             "fix AGENT_TEAM_CONFLUENCE_SPACE_ID or give the account access to the space",
-        )  # fmt: skip
+        )
     auth = "OAuth client credentials" if settings.confluence_client_id else "Basic (API token)"
     return CheckResult(
         NAME, True, f"on, {mode}; space {settings.confluence_space_id} visible via {auth}"

@@ -119,8 +119,9 @@ def edit_ops(page: Page, draft: ConfluenceDraft, keys: tuple[str, ...]) -> list[
     editable = [d for d in diagrams if d.fmt != "external"]
     if editable:
         first = editable[0]
-        return [{"op": "replace", "index": first.index, "source": draft.mermaid,
-                 "expect": first.source}]  # fmt: skip
+        return [
+            {"op": "replace", "index": first.index, "source": draft.mermaid, "expect": first.source}
+        ]
     headings = [h for _, n in adf.iter_nodes(page.doc) if (h := adf.heading_text(n))]
     heading = draft.heading if draft.heading in headings else (headings[0] if headings else None)
     if heading is None:
@@ -139,25 +140,35 @@ def request_for(task_id: str, draft: dict[str, Any], version: int | None = None)
             "method": "PUT",
             "path": f"/api/v2/pages/{draft['page_id']}",
             "json": update_request(
-                page_id=str(draft["page_id"]), title=str(draft["title"]),
-                doc_text=str(draft["doc"]), version=number,
+                page_id=str(draft["page_id"]),
+                title=str(draft["title"]),
+                doc_text=str(draft["doc"]),
+                version=number,
                 message=version_message(task_id, str(draft["title"])),
             ),
-        }  # fmt: skip
+        }
     return {
         "method": "POST",
         "path": "/api/v2/pages",
         "json": create_request(
-            space_id=str(draft["space_id"]), parent_id=draft.get("parent_id"),
-            title=str(draft["title"]), doc_text=str(draft["doc"]),
+            space_id=str(draft["space_id"]),
+            parent_id=draft.get("parent_id"),
+            title=str(draft["title"]),
+            doc_text=str(draft["doc"]),
         ),
-    }  # fmt: skip
+    }
 
 
 def page_result(page: Page, *, recovered: bool = False) -> dict[str, Any]:
     """What a real write leaves in the task's state (`recovered`: it had landed before)."""
-    return {"dry_run": False, "page_id": page.id, "version": page.version, "title": page.title,
-            "url": page.url, "recovered": recovered}  # fmt: skip
+    return {
+        "dry_run": False,
+        "page_id": page.id,
+        "version": page.version,
+        "title": page.title,
+        "url": page.url,
+        "recovered": recovered,
+    }
 
 
 def result_note(confluence: dict[str, Any] | None) -> str | None:

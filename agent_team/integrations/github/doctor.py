@@ -17,10 +17,11 @@ def check_github_intake(settings: Settings) -> CheckResult:
     writes = settings.github_comment or settings.github_open_pr
     if writes and settings.github_token is None:
         return CheckResult(
-            "github intake", False,
+            "github intake",
+            False,
             "status comments or draft PRs are on but there is no token",
             "set AGENT_TEAM_GITHUB_TOKEN (issues and pull requests: write; contents: write)",
-        )  # fmt: skip
+        )
     client = make_client(settings, timeout_s=5.0)  # doctor answers quickly or says why
     problems: list[str] = []
     try:
@@ -33,15 +34,18 @@ def check_github_intake(settings: Settings) -> CheckResult:
         client.close()
     if problems:
         return CheckResult(
-            "github intake", False, "; ".join(problems),
+            "github intake",
+            False,
+            "; ".join(problems),
             "check AGENT_TEAM_GITHUB_REPOS, AGENT_TEAM_GITHUB_TOKEN and AGENT_TEAM_GITHUB_API_URL",
-        )  # fmt: skip
+        )
     webhook = "webhook on" if settings.github_webhook_secret else "webhook off (no secret)"
     return CheckResult(
-        "github intake", True,
+        "github intake",
+        True,
         f"{len(repos)} repo(s) reachable at {settings.github_api_url}; label "
         f"{settings.github_label!r}; {webhook}",
-    )  # fmt: skip
+    )
 
 
 def check_github_last_poll(settings: Settings) -> CheckResult:
@@ -56,9 +60,11 @@ def check_github_last_poll(settings: Settings) -> CheckResult:
             failing.append(f"{repo}: {cursor.last_error} ({cursor.failures} in a row)")
     if failing:
         return CheckResult(
-            "github last poll", False, "; ".join(failing),
+            "github last poll",
+            False,
+            "; ".join(failing),
             "see `agent-team intake status` and the daemon's log",
-        )  # fmt: skip
+        )
     polled = [c.last_poll_at for c in cursors.values() if c.last_poll_at]
     return CheckResult(
         "github last poll", True, f"last poll {max(polled)}" if polled else "no polls yet"

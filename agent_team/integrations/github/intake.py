@@ -248,9 +248,11 @@ class GitHubClient:
             )
         except httpx.HTTPError as exc:
             raise GitHubError(
-                self.clean(f"cannot reach GitHub ({type(exc).__name__}: {exc}); "
-                           "check AGENT_TEAM_GITHUB_API_URL and the network")
-            ) from None  # fmt: skip
+                self.clean(
+                    f"cannot reach GitHub ({type(exc).__name__}: {exc}); "
+                    "check AGENT_TEAM_GITHUB_API_URL and the network"
+                )
+            ) from None
 
     def json(self, method: str, url: str, *, ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
         """Call and decode JSON; any other status is a `GitHubError` naming it."""
@@ -499,8 +501,10 @@ class GitHubIntake:
             fields = ", ".join(".".join(map(str, e["loc"])) or "item" for e in exc.errors())
             log.warning(
                 "github intake: skipped a malformed issue in %s (number %r): bad %s",
-                repo, number, fields,
-            )  # fmt: skip
+                repo,
+                number,
+                fields,
+            )
             return
         self.ingest_issue(repo, issue, kind, report)
 
@@ -517,8 +521,10 @@ class GitHubIntake:
             report.errors.append(f"{repo}#{issue.number}: {self.client.clean(str(exc))}")
             log.warning(
                 "github intake: could not start a task for %s#%d (retried next poll): %s",
-                repo, issue.number, self.client.clean(f"{type(exc).__name__}: {exc}"),
-            )  # fmt: skip
+                repo,
+                issue.number,
+                self.client.clean(f"{type(exc).__name__}: {exc}"),
+            )
 
     # -- polling -----------------------------------------------------------------------
 
@@ -553,9 +559,12 @@ class GitHubIntake:
             return
         report.polls += 1
         params = {
-            "labels": label, "state": "open", "per_page": "100",
-            "sort": "updated", "direction": "desc",
-        }  # fmt: skip
+            "labels": label,
+            "state": "open",
+            "per_page": "100",
+            "sort": "updated",
+            "direction": "desc",
+        }
         etag = cursor.etag if cursor is not None else None
         url: str | None = f"repos/{repo}/issues"
         first: _Page | None = None
@@ -564,9 +573,10 @@ class GitHubIntake:
         try:
             while url is not None:
                 page = self.client.issues_page(
-                    url, params=params if first is None else None,
+                    url,
+                    params=params if first is None else None,
                     etag=etag if first is None else None,
-                )  # fmt: skip
+                )
                 first = first or page
                 last_headers = page.headers
                 items.extend(page.items)
@@ -581,10 +591,17 @@ class GitHubIntake:
         if first.status == 304:
             report.not_modified += 1
             db.record_poll(
-                self.ledger, source=source, label=label, status=304, keep_etag=True,
-                not_modified=True, rate_remaining=remaining, rate_reset_at=reset_at,
-                next_poll_at=self._after_rate(remaining, reset_at), now=now,
-            )  # fmt: skip
+                self.ledger,
+                source=source,
+                label=label,
+                status=304,
+                keep_etag=True,
+                not_modified=True,
+                rate_remaining=remaining,
+                rate_reset_at=reset_at,
+                next_poll_at=self._after_rate(remaining, reset_at),
+                now=now,
+            )
             return
         before = (report.tasks_created, len(report.errors), report.unsettled)
         for item in items:
@@ -596,12 +613,18 @@ class GitHubIntake:
         # hide the issue. So must an issue another thread claimed but has not started
         # yet (its start may still fail). Otherwise keep page 1's ETag for a cheap 304.
         db.record_poll(
-            self.ledger, source=source, label=label, status=200,
-            etag=None if failed or unsettled else first.etag, tasks_created=created,
-            rate_remaining=remaining, rate_reset_at=reset_at,
+            self.ledger,
+            source=source,
+            label=label,
+            status=200,
+            etag=None if failed or unsettled else first.etag,
+            tasks_created=created,
+            rate_remaining=remaining,
+            rate_reset_at=reset_at,
             next_poll_at=self._after_rate(remaining, reset_at),
-            error="a task could not be started; retried next poll" if failed else None, now=now,
-        )  # fmt: skip
+            error="a task could not be started; retried next poll" if failed else None,
+            now=now,
+        )
 
     def _rate(self, headers: httpx.Headers | None) -> tuple[int | None, datetime | None]:
         if headers is None:
@@ -654,10 +677,17 @@ class GitHubIntake:
         report.errors.append(f"{source} [{label}]: {message}")
         log.warning("github intake: %s [%s]: %s; next try in %.0f s", source, label, message, wait)
         db.record_poll(
-            self.ledger, source=source, label=label, status=exc.status, keep_etag=True,
-            rate_remaining=remaining, rate_reset_at=reset_at, next_poll_at=next_poll,
-            error=message, now=now,
-        )  # fmt: skip
+            self.ledger,
+            source=source,
+            label=label,
+            status=exc.status,
+            keep_etag=True,
+            rate_remaining=remaining,
+            rate_reset_at=reset_at,
+            next_poll_at=next_poll,
+            error=message,
+            now=now,
+        )
 
     # -- recovery ----------------------------------------------------------------------
 
@@ -711,8 +741,9 @@ class GitHubIntake:
         failures = self._claim_backoff.get((repo_key, number), (0, self.clock()))[0]
         wait = min(self.settings.github_poll_s * 2**failures, MAX_BACKOFF_S)
         self._claim_backoff[repo_key, number] = (
-            failures + 1, self.clock() + timedelta(seconds=wait),
-        )  # fmt: skip
+            failures + 1,
+            self.clock() + timedelta(seconds=wait),
+        )
 
     def _pause_for_rate_limit(self, exc: GitHubError) -> None:
         """A 403/429 with `retry-after` or a spent limit pauses every request of this process."""
@@ -747,8 +778,9 @@ class GitHubIntake:
         if issue.state != "open" or issue.pull_request is not None or kind is None:
             log.info(
                 "github intake: %s#%d is no longer an open labelled issue; releasing its claim",
-                repo, number,
-            )  # fmt: skip
+                repo,
+                number,
+            )
             db.delete_issue_ingested(self.ledger, source=source, issue_id=number)
             return False
         try:
@@ -756,8 +788,10 @@ class GitHubIntake:
         except Exception as exc:
             log.warning(
                 "github intake: could not start recovered %s#%d: %s",
-                repo, number, self.client.clean(str(exc)),
-            )  # fmt: skip
+                repo,
+                number,
+                self.client.clean(str(exc)),
+            )
             return None
         log.info("github intake: recovered claim %s#%d", repo, number)
         return True

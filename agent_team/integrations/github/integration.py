@@ -151,11 +151,14 @@ class GitHubIntegration:
         commenter = None
         if settings.github_comment:
             commenter = StatusCommenter(
-                client, coordinator.ledger, repos=settings.github_repos,
+                client,
+                coordinator.ledger,
+                repos=settings.github_repos,
                 dashboard_url=settings.dashboard_url,
-            )  # fmt: skip
-        return cls(GitHubSettings.from_settings(settings), client, intake, webhook, commenter,
-                   publisher)  # fmt: skip
+            )
+        return cls(
+            GitHubSettings.from_settings(settings), client, intake, webhook, commenter, publisher
+        )
 
     @classmethod
     def build(
@@ -204,9 +207,12 @@ class GitHubIntegration:
             log.info(
                 "github intake: %d poll(s), %d not modified, %d task(s) created, "
                 "%d recovered, %d error(s)",
-                report.polls, report.not_modified, report.tasks_created, report.recovered,
+                report.polls,
+                report.not_modified,
+                report.tasks_created,
+                report.recovered,
                 len(report.errors),
-            )  # fmt: skip
+            )
         return report
 
     def poll_forever(

@@ -222,9 +222,16 @@ class PullRequestPublisher:
             alternates.parent.mkdir(parents=True, exist_ok=True)
             alternates.write_text(f"{common / 'objects'}\n", encoding="utf-8")
             args = [
-                "-c", f"core.hooksPath={os.devnull}", "--git-dir", scratch,
-                "push", "--porcelain", "--no-verify", url, f"{commit}:refs/heads/{branch}",
-            ]  # fmt: skip
+                "-c",
+                f"core.hooksPath={os.devnull}",
+                "--git-dir",
+                scratch,
+                "push",
+                "--porcelain",
+                "--no-verify",
+                url,
+                f"{commit}:refs/heads/{branch}",
+            ]
             log.info("github: pushing %s (%s) of %s to %s", branch, commit[:12], checkout, url)
             done = self._git(git, args, cwd=Path(scratch), token=self._token)
         if done.returncode != 0:
@@ -263,18 +270,23 @@ class PullRequestPublisher:
     def open_pr(self, task: db.Task, repo: str, number: int, branch: str) -> dict[str, Any]:
         effect_id = f"github:pr:{task.id}"
         effect = db.begin_effect(
-            self.ledger, effect_id=effect_id, task_id=task.id, kind="github_pr",
+            self.ledger,
+            effect_id=effect_id,
+            task_id=task.id,
+            kind="github_pr",
             request={"repo": repo, "issue": number, "head": branch},
-        )  # fmt: skip
+        )
         if effect.state == "done" and isinstance(effect.result, dict):
             return dict(effect.result)
         request = effect.request if isinstance(effect.request, dict) else {}
         found = self._find(repo, branch) if request.get("posting") else None
         if found is None:
             db.finish_effect(
-                self.ledger, effect_id=effect_id, state="pending",
+                self.ledger,
+                effect_id=effect_id,
+                state="pending",
                 request={"repo": repo, "issue": number, "head": branch, "posting": True},
-            )  # fmt: skip
+            )
             found = self._create(task, repo, number, branch)
         result = {"url": found["html_url"], "number": found["number"]}
         db.finish_effect(
@@ -309,9 +321,10 @@ class PullRequestPublisher:
     def _find(self, repo: str, branch: str) -> dict[str, Any] | None:
         owner = repo.split("/")[0]
         pulls = self.client.json(
-            "GET", f"repos/{repo}/pulls",
+            "GET",
+            f"repos/{repo}/pulls",
             params={"head": f"{owner}:{branch}", "state": "all", "per_page": "100"},
-        )  # fmt: skip
+        )
         for pull in pulls if isinstance(pulls, list) else []:
             if isinstance(pull, dict) and (pull.get("head") or {}).get("ref") == branch:
                 return self._checked(pull)

@@ -84,16 +84,20 @@ class StatusCommenter:
         except Exception as exc:  # an observer never fails the task
             log.warning(
                 "github: could not update the status comment of %s: %s",
-                task.id, self.client.clean(f"{type(exc).__name__}: {exc}"),
-            )  # fmt: skip
+                task.id,
+                self.client.clean(f"{type(exc).__name__}: {exc}"),
+            )
 
     def update(self, task: db.Task, repo: str, number: int, body: str) -> str:
         """Create or edit the task's comment; returns the comment id."""
         effect_id = f"github:comment:{task.id}"
         effect = db.begin_effect(
-            self.ledger, effect_id=effect_id, task_id=task.id, kind="github_comment",
+            self.ledger,
+            effect_id=effect_id,
+            task_id=task.id,
+            kind="github_comment",
             request={"repo": repo, "issue": number},
-        )  # fmt: skip
+        )
         comment_id = effect.result_ref
         request = effect.request if isinstance(effect.request, dict) else {}
         if comment_id is None and request.get("posting"):
@@ -109,20 +113,26 @@ class StatusCommenter:
                 comment_id = None  # someone deleted it: post a new one
         if comment_id is None:
             db.finish_effect(
-                self.ledger, effect_id=effect_id, state="pending",
+                self.ledger,
+                effect_id=effect_id,
+                state="pending",
                 request={"repo": repo, "issue": number, "posting": True},
-            )  # fmt: skip
+            )
             created: Any = self.client.json(
-                "POST", f"repos/{repo}/issues/{number}/comments", ok=(201, 200),
+                "POST",
+                f"repos/{repo}/issues/{number}/comments",
+                ok=(201, 200),
                 json={"body": body},
-            )  # fmt: skip
+            )
             if not isinstance(created, dict) or not isinstance(created.get("id"), int):
                 raise GitHubError("GitHub's new comment has no id")
             comment_id = str(created["id"])
         db.finish_effect(
-            self.ledger, effect_id=effect_id, result_ref=comment_id,
+            self.ledger,
+            effect_id=effect_id,
+            result_ref=comment_id,
             result={"comment_id": comment_id, "repo": repo, "issue": number},
-        )  # fmt: skip
+        )
         return comment_id
 
     def _find_ours(self, repo: str, number: int, task_id: str) -> str | None:

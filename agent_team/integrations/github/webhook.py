@@ -1,6 +1,6 @@
 """`POST /github/webhook`: signed issue events feed the same intake path as the poller.
 
-Order matters (issue #6): the signature is checked on the raw body before
+Order matters: the signature is checked on the raw body before
 anything is parsed or stored; with no secret configured every request gets
 503 (we cannot tell GitHub from anyone else). Only then is the delivery id
 claimed in the ledger, so a redelivery (GitHub keeps the id) is answered
@@ -127,9 +127,11 @@ class WebhookHandler:
         # `intake status` counts every task intake made, not only the poller's.
         try:
             db.count_tasks_created(
-                self.intake.ledger, source=issue_source(repo), label=self.intake.label_for(kind),
+                self.intake.ledger,
+                source=issue_source(repo),
+                label=self.intake.label_for(kind),
                 count=created,
-            )  # fmt: skip
+            )
         except Exception as exc:  # a counter never fails a task that was made
             log.warning("github webhook: could not count a task for %s: %s", repo, exc)
 
@@ -144,8 +146,10 @@ class WebhookHandler:
         if repo is None:
             log.warning(
                 "github webhook: delivery %s is for %s, which is not in AGENT_TEAM_GITHUB_REPOS; "
-                "ignored", delivery, event.repository.full_name,
-            )  # fmt: skip
+                "ignored",
+                delivery,
+                event.repository.full_name,
+            )
             return WebhookReply(202, {"ignored": "repository not configured"})
         if event.action not in ("opened", "labeled", "reopened"):
             return WebhookReply(202, {"ignored": f"action {event.action}"})

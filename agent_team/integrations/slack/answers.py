@@ -173,10 +173,13 @@ class AnswerHandler:
         # not yet posted again) matches no message, least of all an old one.
         if question.channel_ref != ref:
             self.followups.later(
-                self.followups.ephemeral, channel, user, message_ts,
+                self.followups.ephemeral,
+                channel,
+                user,
+                message_ts,
                 f"this message is out of date: question {question_id} was posted again; "
                 "answer the newest post",
-            )  # fmt: skip
+            )
             return
         if question.status != QuestionStatus.OPEN:
             # Already decided (the common case in a burst of clicks): no write, no second read.
@@ -216,9 +219,11 @@ class AnswerHandler:
             # Like a button: only the question's recorded post takes answers.
             ack(
                 response_action="errors",
-                errors={REVISE_BLOCK: "This form is out of date: the question was posted "
-                        "again; answer the newest post."},
-            )  # fmt: skip
+                errors={
+                    REVISE_BLOCK: "This form is out of date: the question was posted "
+                    "again; answer the newest post."
+                },
+            )
             return
         problem = self._answer(
             question_id, f"revise {feedback}", user, channel, thread_ts, quiet=True
@@ -296,8 +301,9 @@ class AnswerHandler:
         except Exception:
             log.exception(
                 "slack event %s: the answer to %s is stored but its event id was not recorded",
-                event_id, question_id,
-            )  # fmt: skip
+                event_id,
+                question_id,
+            )
 
     def _repeat(self, event_id: str | None) -> bool:
         """A delivery seen before: claimed in the ledger, or already met in this process.

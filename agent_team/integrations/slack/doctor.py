@@ -27,14 +27,18 @@ def check_slack(settings: Settings) -> CheckResult:
     except SlackApiError as exc:
         error = exc.response.get("error", "error") if exc.response is not None else "error"
         return CheckResult(
-            "slack", False, f"auth.test refused the bot token: {error}",
+            "slack",
+            False,
+            f"auth.test refused the bot token: {error}",
             "check AGENT_TEAM_SLACK_BOT_TOKEN (an xoxb- token of the installed app)",
-        )  # fmt: skip
+        )
     except Exception as exc:
         return CheckResult(
-            "slack", False, f"cannot reach {settings.slack_api_url}: {redact(str(exc))}",
+            "slack",
+            False,
+            f"cannot reach {settings.slack_api_url}: {redact(str(exc))}",
             "check the network, or AGENT_TEAM_SLACK_API_URL",
-        )  # fmt: skip
+        )
     who = data.get("user_id") if isinstance(data, dict) else None
     return CheckResult("slack", True, f"bot {who} posts to {settings.slack_channel}; {mode}")
 
@@ -45,9 +49,10 @@ def check_slack_allowed_users(settings: Settings) -> CheckResult:
         return CheckResult("slack allowed users", True, "not used")
     if not settings.slack_allowed_users:
         return CheckResult(
-            "slack allowed users", False,
+            "slack allowed users",
+            False,
             "AGENT_TEAM_SLACK_ALLOWED_USERS is empty: nobody can answer questions in Slack",
             "set AGENT_TEAM_SLACK_ALLOWED_USERS to the Slack user ids, comma-separated",
-        )  # fmt: skip
+        )
     count = len(settings.slack_allowed_users)
     return CheckResult("slack allowed users", True, f"{count} user(s) may answer")

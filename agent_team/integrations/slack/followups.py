@@ -106,10 +106,12 @@ class FollowUps:
 
     def not_allowed(self, channel: str, user: str, thread_ts: str) -> None:
         self.ephemeral(
-            channel, user, thread_ts,
+            channel,
+            user,
+            thread_ts,
             "You are not allowed to answer this; the question stays open. "
             "Ask an operator to add you to AGENT_TEAM_SLACK_ALLOWED_USERS.",
-        )  # fmt: skip
+        )
 
     def bad_answer(
         self, question_id: str, user: str, channel: str, thread_ts: str, problem: str

@@ -231,10 +231,12 @@ class SlackListener:
             event = _dict(body.get("event"))
             log.info(
                 "slack event %s %s/%s retry=%s user=%s",
-                body.get("event_id"), event.get("type"), event.get("subtype") or "-",
+                body.get("event_id"),
+                event.get("type"),
+                event.get("subtype") or "-",
                 _header(req, "x-slack-retry-num") or "-",
                 event.get("user") or event.get("bot_id") or "-",
-            )  # fmt: skip
+            )
         elif kind is not None:
             log.info("slack %s from %s", kind, _dict(body.get("user")).get("id") or "-")
         return next()

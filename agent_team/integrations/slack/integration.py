@@ -82,9 +82,12 @@ class SlackIntegration:
             transport = SlackTransport(settings, clock=coordinator.clock, ledger=coordinator.ledger)
         self.transport: SlackTransport = transport
         self.listener: SlackListener = SlackListener(
-            settings, transport, answer=coordinator.answer,
-            clock=coordinator.clock, verify_token=True,
-        )  # fmt: skip
+            settings,
+            transport,
+            answer=coordinator.answer,
+            clock=coordinator.clock,
+            verify_token=True,
+        )
 
     @classmethod
     def enabled(cls, settings: Settings) -> bool:

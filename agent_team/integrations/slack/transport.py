@@ -194,9 +194,11 @@ class SlackTransport:
             ref, result = do()
         except Exception as exc:
             db.finish_effect(
-                self.ledger, effect_id=effect_id, state=EffectState.FAILED.value,
+                self.ledger,
+                effect_id=effect_id,
+                state=EffectState.FAILED.value,
                 error=tail(redact(f"{type(exc).__name__}: {exc}", self._secrets), 500),
-            )  # fmt: skip
+            )
             raise
         db.finish_effect(self.ledger, effect_id=effect_id, result_ref=ref, result=result)
         found = db.get_effect(self.ledger, effect_id)
@@ -248,10 +250,13 @@ class SlackTransport:
             f"slack:post:{question.question_id}:{n}",
             task_id=task.id,
             kind=POST_KIND,
-            request={"question_id": question.question_id, "deadline_at": question.deadline_at,
-                     "n": n},
+            request={
+                "question_id": question.question_id,
+                "deadline_at": question.deadline_at,
+                "n": n,
+            },
             do=post,
-        )  # fmt: skip
+        )
         assert effect.result_ref is not None
         log.info(
             "task %s: question %s posted at %s", task.id, question.question_id, effect.result_ref
@@ -290,10 +295,13 @@ class SlackTransport:
                     break
                 assert old.result_ref is not None
                 redrawn += self._redraw_closed(
-                    effect_id, question, old.result_ref, task,
+                    effect_id,
+                    question,
+                    old.result_ref,
+                    task,
                     "↪️ Superseded: this question was reopened and posted again below; "
                     "answer there.",
-                )  # fmt: skip
+                )
         return redrawn
 
     def task_thread(self, task_id: str) -> str | None:
@@ -320,8 +328,11 @@ class SlackTransport:
 
         self.once(
             f"slack:notify:{task.id}:{event}:{self._occurrence(task)}:{_digest(text)}",
-            task_id=task.id, kind=NOTIFY_KIND, request={"event": event}, do=post,
-        )  # fmt: skip
+            task_id=task.id,
+            kind=NOTIFY_KIND,
+            request={"event": event},
+            do=post,
+        )
         if event == "parked" and task.parked_reason == "question_expired":
             self._show_expired(task)
         if event in TERMINAL_EVENTS:
@@ -342,9 +353,12 @@ class SlackTransport:
         for question in db.list_questions(self.ledger, status="superseded", thread_id=task.id):
             if question.channel_ref:
                 self._redraw_closed(
-                    f"slack:closed:{question.question_id}", question, question.channel_ref,
-                    task, f"↪️ No longer needed: the task is {event}.",
-                )  # fmt: skip
+                    f"slack:closed:{question.question_id}",
+                    question,
+                    question.channel_ref,
+                    task,
+                    f"↪️ No longer needed: the task is {event}.",
+                )
 
     def _redraw_closed(
         self, effect_id: str, question: db.Question, ref: str, task: db.Task, line: str
@@ -400,10 +414,12 @@ class SlackTransport:
         for question in db.list_questions(self.ledger, status="expired", thread_id=task.id):
             if question.channel_ref:
                 self._redraw_closed(
-                    f"slack:expired:{question.question_id}:{question.deadline_at}", question,
-                    question.channel_ref, task,
+                    f"slack:expired:{question.question_id}:{question.deadline_at}",
+                    question,
+                    question.channel_ref,
+                    task,
                     "⌛ Expired: nobody answered before the deadline. An operator can reopen it.",
-                )  # fmt: skip
+                )
 
     # -- outcomes --------------------------------------------------------------------------
 
@@ -439,9 +455,11 @@ class SlackTransport:
 
         self.once(
             f"slack:outcome:{question.question_id}",
-            task_id=task.id, kind="slack.update", request={"via": question.answered_via},
+            task_id=task.id,
+            kind="slack.update",
+            request={"via": question.answered_via},
             do=show,
-        )  # fmt: skip
+        )
         return done_now
 
     def reconcile_answered(self, now: datetime | None = None) -> int:
@@ -512,9 +530,12 @@ class SlackTransport:
                 do = partial(self._remind, question, deadline, now)
                 posted += 1
             self.once(
-                effect_id, task_id=question.thread_id, kind="slack.remind",
-                request={"fraction": fraction}, do=do,
-            )  # fmt: skip
+                effect_id,
+                task_id=question.thread_id,
+                kind="slack.remind",
+                request={"fraction": fraction},
+                do=do,
+            )
         return posted
 
     def _remind(self, question: db.Question, deadline: datetime, now: datetime) -> tuple[str, Any]:

@@ -90,6 +90,7 @@ for round_no, _go in enumerate(sys.stdin):
 """
 
 
+@pytest.mark.slow
 def test_processes_building_different_tasks_in_one_repository_all_succeed(
     state_dir: Path,
 ) -> None:

@@ -41,9 +41,11 @@ class Sleeps(list[float]):
 
 def basic(fake: fc.FakeConfluence, sleeps: Sleeps | None = None, **kw: float) -> ConfluenceClient:
     return ConfluenceClient(
-        fake.base_url, BasicAuth(fc.EMAIL, SecretStr(fc.API_TOKEN)),
-        sleep=sleeps if sleeps is not None else Sleeps(), **kw,  # type: ignore[arg-type]
-    )  # fmt: skip
+        fake.base_url,
+        BasicAuth(fc.EMAIL, SecretStr(fc.API_TOKEN)),
+        sleep=sleeps if sleeps is not None else Sleeps(),
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 def test_reads_a_page_with_its_adf_body_and_version(fake: fc.FakeConfluence) -> None:
@@ -91,13 +93,19 @@ def test_create_and_update_send_the_v2_shapes(fake: fc.FakeConfluence) -> None:
     assert created.version == 1 and fake.pages[created.id].body == doc_text
     post = fake.writes()[0]
     assert post.body == {
-        "spaceId": "1001", "status": "current", "title": "New", "parentId": "77",
+        "spaceId": "1001",
+        "status": "current",
+        "title": "New",
+        "parentId": "77",
         "body": {"representation": "atlas_doc_format", "value": doc_text},
-    }  # fmt: skip
+    }
     first = update_request(
-        page_id=created.id, title="New", doc_text=doc_text, version=2,
+        page_id=created.id,
+        title="New",
+        doc_text=doc_text,
+        version=2,
         message="agent-team task t1: x",
-    )  # fmt: skip
+    )
     updated = client.update_page(first)
     assert updated.version == 2 and fake.pages[created.id].message == "agent-team task t1: x"
     with pytest.raises(StaleVersionError, match="409"):
@@ -118,8 +126,10 @@ def test_429_once_honours_retry_after(fake: fc.FakeConfluence) -> None:
 def test_retry_after_is_capped_and_503_backs_off(fake: fc.FakeConfluence) -> None:
     page_id = fake.add_page("P", (FIXTURES / "no_diagram.json").read_text())
     fake.fail_next[("GET", "/wiki/api/v2/pages/")] = [
-        (429, {"Retry-After": "3600"}), (503, {}), (503, {}),
-    ]  # fmt: skip
+        (429, {"Retry-After": "3600"}),
+        (503, {}),
+        (503, {}),
+    ]
     sleeps = Sleeps()
     basic(fake, sleeps, retry_cap_s=5.0, backoff_s=0.5).get_page(page_id)
     assert sleeps[0] == 5.0  # an hour asked, the cap wins
@@ -178,14 +188,17 @@ def test_from_settings_picks_the_auth_and_refuses_half_configs(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     oauth = load_settings(
-        confluence_base_url=fake.base_url, confluence_client_id=fc.CLIENT_ID,
-        confluence_client_secret=fc.CLIENT_SECRET, confluence_token_url=fake.token_url,
-    )  # fmt: skip
+        confluence_base_url=fake.base_url,
+        confluence_client_id=fc.CLIENT_ID,
+        confluence_client_secret=fc.CLIENT_SECRET,
+        confluence_token_url=fake.token_url,
+    )
     assert isinstance(ConfluenceClient.from_settings(oauth).auth, OAuthClientCredentials)
     basic_settings = load_settings(
-        confluence_base_url=fake.base_url, confluence_email=fc.EMAIL,
+        confluence_base_url=fake.base_url,
+        confluence_email=fc.EMAIL,
         confluence_api_token=fc.API_TOKEN,
-    )  # fmt: skip
+    )
     assert isinstance(ConfluenceClient.from_settings(basic_settings).auth, BasicAuth)
     with pytest.raises(ConfigError, match="credentials are missing"):
         ConfluenceClient.from_settings(load_settings(confluence_base_url=fake.base_url))
@@ -234,9 +247,12 @@ def test_one_oauth_token_for_many_threads(fake: fc.FakeConfluence) -> None:
 def _update(page_id: str, version: int) -> dict[str, object]:
     doc_text = adf.dumps({"type": "doc", "version": 1, "content": [adf.paragraph("new")]})
     return update_request(
-        page_id=page_id, title="P", doc_text=doc_text, version=version,
+        page_id=page_id,
+        title="P",
+        doc_text=doc_text,
+        version=version,
         message="agent-team task t1: P",
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("how", ["drop", "stall"])
@@ -251,8 +267,11 @@ def test_a_write_whose_response_is_lost_is_not_retried(fake: fc.FakeConfluence, 
     assert fake.pages[page_id].version == 4
     fake.lose_response[("POST", "/wiki/api/v2/pages")] = [how]
     with pytest.raises(ConfluenceError, match="may have landed"):
-        client.create_page(create_request(space_id="1001", parent_id=None, title="N",
-                                          doc_text=fake.pages[page_id].body))  # fmt: skip
+        client.create_page(
+            create_request(
+                space_id="1001", parent_id=None, title="N", doc_text=fake.pages[page_id].body
+            )
+        )
     assert [w.method for w in fake.writes()] == ["PUT", "POST"]
 
 
@@ -275,9 +294,11 @@ def test_a_write_that_never_left_is_retried(fake: fc.FakeConfluence) -> None:
     transport = _RefuseFirstConnect()
     sleeps = Sleeps()
     client = ConfluenceClient(
-        fake.base_url, BasicAuth(fc.EMAIL, SecretStr(fc.API_TOKEN)), transport=transport,
+        fake.base_url,
+        BasicAuth(fc.EMAIL, SecretStr(fc.API_TOKEN)),
+        transport=transport,
         sleep=sleeps,
-    )  # fmt: skip
+    )
     assert client.update_page(_update(page_id, 4)).version == 4
     assert transport.refused == 1 and len(sleeps) == 1
     assert [w.method for w in fake.writes()] == ["PUT"]
@@ -298,8 +319,11 @@ def test_only_confluence_errors_about_the_space_blame_the_space_id(
         create_request(space_id="1001", parent_id=None, title="Namespace layout", doc_text=doc_text)
     )
     with pytest.raises(ConfluenceError) as caught:  # a duplicate title, not a wrong space
-        client.create_page(create_request(space_id="1001", parent_id=None,
-                                          title="Namespace layout", doc_text=doc_text))  # fmt: skip
+        client.create_page(
+            create_request(
+                space_id="1001", parent_id=None, title="Namespace layout", doc_text=doc_text
+            )
+        )
     assert "already exists" in str(caught.value) and "space id" not in str(caught.value)
     assert not isinstance(caught.value, ConfluenceRefusedError)
     with pytest.raises(ConfluenceRefusedError, match="check the space id"):
@@ -324,9 +348,12 @@ def test_retry_after_as_an_http_date(
     fake.fail_next[("GET", "/wiki/api/v2/pages/")] = [(503, {"Retry-After": header})]
     sleeps = Sleeps()
     client = ConfluenceClient(
-        fake.base_url, BasicAuth(fc.EMAIL, SecretStr(fc.API_TOKEN)), sleep=sleeps,
-        retry_cap_s=10.0, backoff_s=0.01,
+        fake.base_url,
+        BasicAuth(fc.EMAIL, SecretStr(fc.API_TOKEN)),
+        sleep=sleeps,
+        retry_cap_s=10.0,
+        backoff_s=0.01,
         wall_clock=lambda: datetime(2026, 12, 2, 16, 0, 0, tzinfo=UTC),
-    )  # fmt: skip
+    )
     client.get_page(page_id)
     assert len(sleeps) == 1 and low <= sleeps[0] <= high

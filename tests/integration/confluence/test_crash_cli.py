@@ -31,16 +31,18 @@ def fake() -> Iterator[fc.FakeConfluence]:
 
 def lane_cli(tmp_path: Path, fake: fc.FakeConfluence, *, dry_run: bool) -> Cli:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_TEAM_")}
-    env.update({
-        "AGENT_TEAM_STATE_DIR": str(tmp_path / "state"),
-        "AGENT_TEAM_LOG_LEVEL": "warning",
-        "AGENT_TEAM_CONFLUENCE_ENABLED": "true",
-        "AGENT_TEAM_CONFLUENCE_BASE_URL": fake.base_url,
-        "AGENT_TEAM_CONFLUENCE_SPACE_ID": "1001",
-        "AGENT_TEAM_CONFLUENCE_EMAIL": fc.EMAIL,
-        "AGENT_TEAM_CONFLUENCE_API_TOKEN": fc.API_TOKEN,
-        "AGENT_TEAM_CONFLUENCE_DRY_RUN": "true" if dry_run else "false",
-    })  # fmt: skip
+    env.update(
+        {
+            "AGENT_TEAM_STATE_DIR": str(tmp_path / "state"),
+            "AGENT_TEAM_LOG_LEVEL": "warning",
+            "AGENT_TEAM_CONFLUENCE_ENABLED": "true",
+            "AGENT_TEAM_CONFLUENCE_BASE_URL": fake.base_url,
+            "AGENT_TEAM_CONFLUENCE_SPACE_ID": "1001",
+            "AGENT_TEAM_CONFLUENCE_EMAIL": fc.EMAIL,
+            "AGENT_TEAM_CONFLUENCE_API_TOKEN": fc.API_TOKEN,
+            "AGENT_TEAM_CONFLUENCE_DRY_RUN": "true" if dry_run else "false",
+        }
+    )
     return Cli(home=tmp_path, env=env)
 
 
@@ -59,6 +61,7 @@ def tick(cli: Cli, crash_at: str | None = None) -> int:
     ("crash_at", "puts_at_crash"),
     [("conf_write:sending", 0), ("conf_write:sent", 1), ("conf_write:after", 1)],
 )
+@pytest.mark.slow
 def test_a_crash_mid_write_never_puts_twice(
     tmp_path: Path, fake: fc.FakeConfluence, crash_at: str, puts_at_crash: int
 ) -> None:
@@ -72,9 +75,12 @@ def test_a_crash_mid_write_never_puts_twice(
         # Submitting and answering are ledger writes (the CLI's own path is tested below);
         # every graph run is a real `agent-team tick` process.
         task_id = inbox.submit_task(
-            conn, title="Login docs", body=f"{LONG_BODY}\nconfluence-page: {page_id}",
-            kind="confluence", confluence_enabled=True,
-        )  # fmt: skip
+            conn,
+            title="Login docs",
+            body=f"{LONG_BODY}\nconfluence-page: {page_id}",
+            kind="confluence",
+            confluence_enabled=True,
+        )
         assert tick(cli) == 0
         (question,) = db.list_questions(conn, status="open", thread_id=task_id)
         assert question.kind == "confluence_approval"
@@ -98,6 +104,7 @@ def test_a_crash_mid_write_never_puts_twice(
     assert effect.result["recovered"] is (crash_at == "conf_write:sent")
 
 
+@pytest.mark.slow
 def test_cli_dry_run_sends_nothing_and_records_the_request(
     tmp_path: Path, fake: fc.FakeConfluence
 ) -> None:

@@ -25,9 +25,13 @@ def test_on_and_reachable(fake: fc.FakeConfluence) -> None:
     assert result.ok and "space 1001 visible via Basic" in result.detail
     assert "dry-run" in result.detail
     oauth = lane_settings(
-        fake, confluence_email=None, confluence_api_token=None, confluence_client_id=fc.CLIENT_ID,
-        confluence_client_secret=fc.CLIENT_SECRET, confluence_token_url=fake.token_url,
-    )  # fmt: skip
+        fake,
+        confluence_email=None,
+        confluence_api_token=None,
+        confluence_client_id=fc.CLIENT_ID,
+        confluence_client_secret=fc.CLIENT_SECRET,
+        confluence_token_url=fake.token_url,
+    )
     assert "via OAuth" in confluence_check(**oauth).detail
 
 

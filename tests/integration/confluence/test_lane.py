@@ -78,14 +78,29 @@ def answer(coordinator: Coordinator, task_id: str, text: str) -> db.Question:
 
 # -- the flag --------------------------------------------------------------------------------
 
-BASE_NODES = {"__start__", "__end__", "intake", "clarify", "clarify_gate", "plan",
-              "plan_review", "build", "done"}  # fmt: skip
+BASE_NODES = {
+    "__start__",
+    "__end__",
+    "intake",
+    "clarify",
+    "clarify_gate",
+    "plan",
+    "plan_review",
+    "build",
+    "done",
+}
 BASE_EDGES = {
-    ("__start__", "intake", False), ("clarify", "clarify_gate", True),
-    ("clarify", "plan", True), ("clarify_gate", "clarify", False), ("done", "__end__", False),
-    ("intake", "clarify", True), ("plan", "plan_review", False),
-    ("plan_review", "build", True), ("plan_review", "done", True), ("plan_review", "plan", True),
-}  # fmt: skip
+    ("__start__", "intake", False),
+    ("clarify", "clarify_gate", True),
+    ("clarify", "plan", True),
+    ("clarify_gate", "clarify", False),
+    ("done", "__end__", False),
+    ("intake", "clarify", True),
+    ("plan", "plan_review", False),
+    ("plan_review", "build", True),
+    ("plan_review", "done", True),
+    ("plan_review", "plan", True),
+}
 
 
 def shape(deps: GraphDeps) -> tuple[set[str], set[tuple[str, str, bool]]]:
@@ -95,10 +110,12 @@ def shape(deps: GraphDeps) -> tuple[set[str], set[tuple[str, str, bool]]]:
 
 def bare_deps(**kw: Any) -> GraphDeps:
     return GraphDeps(
-        ledger=None, caller=None,  # type: ignore[arg-type]
+        ledger=None,
+        caller=None,  # type: ignore[arg-type]
         build=lambda task, plan: None,  # type: ignore[arg-type,return-value]
-        clock=lambda: datetime.now(UTC), **kw,
-    )  # fmt: skip
+        clock=lambda: datetime.now(UTC),
+        **kw,
+    )
 
 
 def test_flag_off_the_graph_is_exactly_as_before() -> None:
@@ -111,16 +128,21 @@ def test_flag_off_the_graph_is_exactly_as_before() -> None:
 
 
 def test_flag_on_adds_the_lane_after_intake_and_after_build() -> None:
-    lane = ConfluenceLane(space_id="1", parent_id=None, dry_run=True,
-                          macro_keys=DEFAULT_MERMAID_MACROS)  # fmt: skip
+    lane = ConfluenceLane(
+        space_id="1", parent_id=None, dry_run=True, macro_keys=DEFAULT_MERMAID_MACROS
+    )
     nodes, edges = shape(bare_deps(confluence=lane, publish=lambda state: None))
     assert nodes == BASE_NODES | {"publish", "conf_draft", "conf_gate", "conf_write"}
     assert edges == BASE_EDGES | {
-        ("intake", "conf_draft", True), ("build", "publish", False),
-        ("publish", "conf_draft", False), ("conf_draft", "conf_gate", False),
-        ("conf_gate", "conf_write", True), ("conf_gate", "conf_draft", True),
-        ("conf_gate", "done", True), ("conf_write", "done", False),
-    }  # fmt: skip
+        ("intake", "conf_draft", True),
+        ("build", "publish", False),
+        ("publish", "conf_draft", False),
+        ("conf_draft", "conf_gate", False),
+        ("conf_gate", "conf_write", True),
+        ("conf_gate", "conf_draft", True),
+        ("conf_gate", "done", True),
+        ("conf_write", "done", False),
+    }
 
 
 def test_flag_off_refuses_a_confluence_task_at_submit(
@@ -143,8 +165,9 @@ def test_direct_flow_dry_run_records_the_exact_request_and_sends_nothing(
     coordinator = make_lane(transport=transport)
     task_id = submit_docs(coordinator)
     assert (task(coordinator, task_id).status, task(coordinator, task_id).phase) == (
-        "waiting", "conf_gate",
-    )  # fmt: skip
+        "waiting",
+        "conf_gate",
+    )
     question = open_question(coordinator, task_id)
     assert question.kind == "confluence_approval"
     text = question.payload["text"]
@@ -194,9 +217,13 @@ def test_direct_flow_real_write_creates_one_page(
     (effect,) = effects(coordinator, task_id)
     assert effect.state == "done" and effect.result_ref == page.id
     assert effect.result == {
-        "dry_run": False, "page_id": page.id, "version": 1, "title": "Design: Login",
-        "url": f"{fake.base_url}/spaces/S1001/pages/{page.id}", "recovered": False,
-    }  # fmt: skip
+        "dry_run": False,
+        "page_id": page.id,
+        "version": 1,
+        "title": "Design: Login",
+        "url": f"{fake.base_url}/spaces/S1001/pages/{page.id}",
+        "recovered": False,
+    }
     values = coordinator.graph.get_state(thread_config(task_id)).values
     assert values["confluence"]["result"]["page_id"] == page.id
     note = db.list_transitions(coordinator.ledger, task_id)[-1].note
@@ -419,9 +446,14 @@ def test_a_drafted_body_that_is_not_adf_parks_the_task(
     args = {"title": "T", "summary": "S", "mermaid": "graph TD\nA", "body_adf": body_adf}
     chat = ToolChat(responses=[tool_reply(ConfluenceDraft.__name__, args)])
     coordinator.deps.caller = ModelCaller(
-        coordinator.ledger, chat, model="scripted", billing_mode="api", daily_budget_usd=1.0,
-        daily_token_cap=100_000, clock=Clock(),
-    )  # fmt: skip
+        coordinator.ledger,
+        chat,
+        model="scripted",
+        billing_mode="api",
+        daily_budget_usd=1.0,
+        daily_token_cap=100_000,
+        clock=Clock(),
+    )
     task_id = submit_docs(coordinator)
     parks(coordinator, task_id, reason)
     assert fake.writes() == []

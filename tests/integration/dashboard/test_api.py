@@ -300,8 +300,11 @@ def test_submit_creates_a_task_and_its_start_command_and_wakes(
         conn.close()
     assert task is not None
     assert (task.title, task.body, task.kind, task.source) == (
-        "Add a greeting", "To the README", "code", "dashboard",
-    )  # fmt: skip
+        "Add a greeting",
+        "To the README",
+        "code",
+        "dashboard",
+    )
     assert [(c.kind, c.state) for c in commands] == [("start", "pending")]
     assert client.get(f"/api/task/{task_id}").json()["task"]["status"] == "queued"
 
@@ -442,9 +445,15 @@ def test_an_answer_outside_the_grammar_is_422_with_the_grammar(
     conn = db.open_ledger(seeded.path)
     try:
         db.ensure_question(
-            conn, question_id="tB:q2", thread_id="tB", turn=2, kind="plan_decision",
-            transport="local", deadline_at=at(90_000), payload_json='{"text": "Review"}',
-        )  # fmt: skip
+            conn,
+            question_id="tB:q2",
+            thread_id="tB",
+            turn=2,
+            kind="plan_decision",
+            transport="local",
+            deadline_at=at(90_000),
+            payload_json='{"text": "Review"}',
+        )
     finally:
         conn.close()
     response = client.post(
@@ -580,9 +589,14 @@ def test_metrics_read_the_ledger_at_scrape_time(client: TestClient, ctx: Dashboa
     found = samples(response.text)
     assert found[("agent_team_ledger_up", ())] == 1
     for status, count in {
-        "done": 1, "waiting": 1, "queued": 1, "failed": 1, "running": 0, "parked": 0,
+        "done": 1,
+        "waiting": 1,
+        "queued": 1,
+        "failed": 1,
+        "running": 0,
+        "parked": 0,
         "cancelled": 0,
-    }.items():  # fmt: skip
+    }.items():
         assert found[("agent_team_tasks", (("status", status),))] == count, status
     assert found[("agent_team_open_questions", ())] == 1
     assert found[("agent_team_oldest_open_question_age_seconds", ())] == 7200 - 5020

@@ -45,24 +45,37 @@ def _add_plan_task(path: Path, *, second_open: bool) -> str:
         for turn, plan in ((1, PLAN_V1), (2, PLAN_V2)):
             question_id = f"tP:q{turn}"
             db.ensure_question(
-                conn, question_id=question_id, thread_id="tP", turn=turn, kind="plan_decision",
-                transport="local", deadline_at=NOW + timedelta(hours=3),
-                payload_json=json.dumps({
-                    "text": "Review the plan for: " + EVIL_TITLE, "plan_markdown": plan,
-                    "help": "answer with one of: `approve [comment]`, `reject [reason]`",
-                }),
-            )  # fmt: skip
+                conn,
+                question_id=question_id,
+                thread_id="tP",
+                turn=turn,
+                kind="plan_decision",
+                transport="local",
+                deadline_at=NOW + timedelta(hours=3),
+                payload_json=json.dumps(
+                    {
+                        "text": "Review the plan for: " + EVIL_TITLE,
+                        "plan_markdown": plan,
+                        "help": "answer with one of: `approve [comment]`, `reject [reason]`",
+                    }
+                ),
+            )
             if turn == 1 or not second_open:
                 assert db.answer_question(
-                    conn, question_id=question_id,
+                    conn,
+                    question_id=question_id,
                     answer_json='{"decision": "revise", "text": "<i>more</i>"}',
-                    answered_via="dashboard:bob", answered_at=NOW - timedelta(minutes=5),
-                )  # fmt: skip
+                    answered_via="dashboard:bob",
+                    answered_at=NOW - timedelta(minutes=5),
+                )
         # Pin the times the db functions stamped with the wall clock to the story's clock.
-        conn.execute("UPDATE tasks SET created_at = ?, updated_at = ? WHERE id = 'tP'",
-                     (iso(6500), iso(6500)))  # fmt: skip
-        conn.execute("UPDATE task_transitions SET entered_at = ? WHERE thread_id = 'tP'",
-                     (iso(6500),))  # fmt: skip
+        conn.execute(
+            "UPDATE tasks SET created_at = ?, updated_at = ? WHERE id = 'tP'",
+            (iso(6500), iso(6500)),
+        )
+        conn.execute(
+            "UPDATE task_transitions SET entered_at = ? WHERE thread_id = 'tP'", (iso(6500),)
+        )
     finally:
         conn.close()
     return "tP"
@@ -232,9 +245,12 @@ def test_pages_never_show_the_token_or_credential_shaped_text(
     conn = db.open_ledger(seeded.path)
     try:
         db.create_task(
-            conn, task_id="tS", kind="code", title=f"Leaked {TOKEN} here",
+            conn,
+            task_id="tS",
+            kind="code",
+            title=f"Leaked {TOKEN} here",
             body="push with https://bot:ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/x",
-        )  # fmt: skip
+        )
     finally:
         conn.close()
     for url in ("/", "/task/tS"):
@@ -280,9 +296,11 @@ def test_the_task_page_and_api_show_what_the_task_did_outside(
     try:
         db.begin_effect(conn, effect_id="github:pr:tA", task_id="tA", kind="github_pr")
         db.finish_effect(
-            conn, effect_id="github:pr:tA", result_ref="7",
+            conn,
+            effect_id="github:pr:tA",
+            result_ref="7",
             result={"url": "https://github.com/acme/api/pull/7", "number": 7},
-        )  # fmt: skip
+        )
         db.begin_effect(
             conn, effect_id="confluence:write:tA:3", task_id="tA", kind="confluence_write"
         )

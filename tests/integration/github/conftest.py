@@ -130,8 +130,12 @@ def git(cwd: Path, *args: str) -> str:
     }
     done = subprocess.run(
         ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
-        cwd=cwd, env=env, check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return done.stdout.strip()
 
 

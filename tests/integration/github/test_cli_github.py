@@ -34,19 +34,29 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(ENV_PREFIX)}
     env.update(
-        NO_COLOR="1", COLUMNS="250", PYTHONIOENCODING="utf-8",
+        NO_COLOR="1",
+        COLUMNS="250",
+        PYTHONIOENCODING="utf-8",
         AGENT_TEAM_DB_PATH=str(tmp_path / "agent-team.db"),
         AGENT_TEAM_GITHUB_REPOS=f"{APP},acme/missing",
         AGENT_TEAM_GITHUB_API_URL=fake.url,
         AGENT_TEAM_GITHUB_TOKEN=token,
         AGENT_TEAM_DASHBOARD_PORT="0",
-    )  # fmt: skip
+    )
     return subprocess.run(
-        [str(AGENT_TEAM), *args], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, encoding="utf-8", timeout=90, check=False,
-    )  # fmt: skip
+        [str(AGENT_TEAM), *args],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=90,
+        check=False,
+    )
 
 
+@pytest.mark.slow
 def test_tick_polls_once_and_intake_status_shows_the_cursor(
     tmp_path: Path, fake: FakeGitHub
 ) -> None:
@@ -77,6 +87,7 @@ def test_tick_polls_once_and_intake_status_shows_the_cursor(
         assert TOKEN not in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_doctor_checks_the_repositories_without_showing_the_token(
     tmp_path: Path, fake: FakeGitHub
 ) -> None:

@@ -57,9 +57,14 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
             APP, labels=("agent-team",), title="Remember the email", body=LONG_BODY
         )
         settings = make_settings(
-            tmp_path, fake, github_repos=APP, github_comment=True, github_open_pr=True,
-            github_checkouts=f"{APP}={clone}", dashboard_url="http://agent-team.example/",
-        )  # fmt: skip
+            tmp_path,
+            fake,
+            github_repos=APP,
+            github_comment=True,
+            github_open_pr=True,
+            github_checkouts=f"{APP}={clone}",
+            dashboard_url="http://agent-team.example/",
+        )
         yield Setup(fake, settings, clone, bare, number)
 
 
@@ -172,13 +177,18 @@ def test_a_pending_comment_record_finds_the_posted_comment(setup: Setup) -> None
     conn = process.coordinator.ledger
     # The last process posted the comment and died before recording its id.
     process.github.client.json(
-        "POST", f"repos/{APP}/issues/{setup.number}/comments", ok=(201,),
+        "POST",
+        f"repos/{APP}/issues/{setup.number}/comments",
+        ok=(201,),
         json={"body": f"{marker(setup.task_id)}\nstarted"},
-    )  # fmt: skip
+    )
     db.begin_effect(
-        conn, effect_id=f"github:comment:{setup.task_id}", task_id=setup.task_id,
-        kind="github_comment", request={"repo": APP, "issue": setup.number, "posting": True},
-    )  # fmt: skip
+        conn,
+        effect_id=f"github:comment:{setup.task_id}",
+        task_id=setup.task_id,
+        kind="github_comment",
+        request={"repo": APP, "issue": setup.number, "posting": True},
+    )
 
     process.coordinator.tick(until_idle=True, timeout_s=60)
 
@@ -287,17 +297,22 @@ def test_finding_our_comment_never_follows_a_link_to_another_server(setup: Setup
     conn = process.coordinator.ledger
     for n in range(3):  # other people's comments, two a page
         process.github.client.json(
-            "POST", f"repos/{APP}/issues/{setup.number}/comments", ok=(201,),
+            "POST",
+            f"repos/{APP}/issues/{setup.number}/comments",
+            ok=(201,),
             json={"body": f"comment {n}"},
-        )  # fmt: skip
+        )
     setup.fake.comments_page_cap = 2
     with FakeGitHub() as elsewhere:
         setup.fake.link_base = elsewhere.url  # page 2 lives on another server
         # A crash around the POST: the commenter searches the comments first.
         db.begin_effect(
-            conn, effect_id=f"github:comment:{setup.task_id}", task_id=setup.task_id,
-            kind="github_comment", request={"repo": APP, "issue": setup.number, "posting": True},
-        )  # fmt: skip
+            conn,
+            effect_id=f"github:comment:{setup.task_id}",
+            task_id=setup.task_id,
+            kind="github_comment",
+            request={"repo": APP, "issue": setup.number, "posting": True},
+        )
         process.coordinator.tick(until_idle=True, timeout_s=60)
         assert elsewhere.requests == []  # the token never went there
     assert len(setup.fake.comments_on(APP, setup.number)) == 3  # nothing posted blind

@@ -63,9 +63,13 @@ def daemon(tmp_path: Path) -> Iterator[tuple[Daemon, FakeGitHub]]:
     with FakeGitHub(token=TOKEN) as fake:
         fake.add_repo(APP)
         settings = make_settings(
-            tmp_path, fake, github_repos=APP, github_webhook_secret=SECRET, dashboard_port=0,
+            tmp_path,
+            fake,
+            github_repos=APP,
+            github_webhook_secret=SECRET,
+            dashboard_port=0,
             github_poll_s=3600,
-        )  # fmt: skip
+        )
         service = Daemon(settings)
         thread = threading.Thread(target=service.run, daemon=True)
         thread.start()

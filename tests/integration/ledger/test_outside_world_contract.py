@@ -90,9 +90,16 @@ def test_64_threads_beginning_one_effect_see_one_row(ledger: db.Ledger) -> None:
 def test_a_cursor_counts_polls_and_keeps_its_etag_on_304(ledger: db.Ledger) -> None:
     assert db.get_cursor(ledger, source="github:o/r", label="l") is None
     db.record_poll(
-        ledger, source="github:o/r", label="l", status=200, etag='W/"a"', tasks_created=3,
-        rate_remaining=4999, rate_reset_at=T0, now=T0,
-    )  # fmt: skip
+        ledger,
+        source="github:o/r",
+        label="l",
+        status=200,
+        etag='W/"a"',
+        tasks_created=3,
+        rate_remaining=4999,
+        rate_reset_at=T0,
+        now=T0,
+    )
     cursor = db.record_poll(
         ledger, source="github:o/r", label="l", status=304, keep_etag=True, not_modified=True
     )
@@ -100,9 +107,14 @@ def test_a_cursor_counts_polls_and_keeps_its_etag_on_304(ledger: db.Ledger) -> N
     assert (cursor.polls, cursor.not_modified, cursor.tasks_created) == (2, 1, 3)
     assert cursor.rate_remaining == 4999 and cursor.failures == 0
     failed = db.record_poll(
-        ledger, source="github:o/r", label="l", status=503, keep_etag=True, error="boom",
+        ledger,
+        source="github:o/r",
+        label="l",
+        status=503,
+        keep_etag=True,
+        error="boom",
         next_poll_at=T0 + timedelta(minutes=1),
-    )  # fmt: skip
+    )
     assert failed.failures == 1 and failed.last_error == "boom" and failed.etag == 'W/"a"'
     ok = db.record_poll(ledger, source="github:o/r", label="l", status=200, etag='W/"b"')
     assert (ok.failures, ok.last_error, ok.etag) == (0, None, 'W/"b"')

@@ -11,10 +11,16 @@ DAY = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 
 def _spend(conn: db.Ledger, thread_id: str, usd: float, tokens_in: int, at: datetime) -> None:
     assert db.record_usage(
-        conn, thread_id=thread_id, stage="plan", model="anthropic:claude-sonnet",
-        billing_mode="api", input_tokens=tokens_in, output_tokens=10, usd_cost=usd,
+        conn,
+        thread_id=thread_id,
+        stage="plan",
+        model="anthropic:claude-sonnet",
+        billing_mode="api",
+        input_tokens=tokens_in,
+        output_tokens=10,
+        usd_cost=usd,
         recorded_at=at,
-    )  # fmt: skip
+    )
 
 
 def test_task_costs_sums_every_day_and_mode_per_task(ledger: db.Ledger) -> None:

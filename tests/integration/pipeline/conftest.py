@@ -105,9 +105,10 @@ class ToolChat(ToolBindingFake):
         if self.error is not None:
             raise self.error
         mine = [
-            r for r in self.responses if isinstance(r, AIMessage) and r.tool_calls
-            and r.tool_calls[0]["name"] == name
-        ]  # fmt: skip
+            r
+            for r in self.responses
+            if isinstance(r, AIMessage) and r.tool_calls and r.tool_calls[0]["name"] == name
+        ]
         assert mine, f"no scripted reply for tool {name!r}"
         index = min(self.used.get(name, 0), len(mine) - 1)
         self.used[name] = self.used.get(name, 0) + 1
@@ -258,9 +259,18 @@ def make_repo(path: Path) -> Path:
     path.mkdir(parents=True)
     for args in (
         ["init", "-q", "-b", "main"],
-        ["-c", "user.name=Tester", "-c", "user.email=tester@example.com", "commit", "-q",
-         "--allow-empty", "-m", "first"],
-    ):  # fmt: skip
+        [
+            "-c",
+            "user.name=Tester",
+            "-c",
+            "user.email=tester@example.com",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "first",
+        ],
+    ):
         subprocess.run(["git", *args], cwd=path, env=env, check=True, capture_output=True)
     return path
 

@@ -160,9 +160,15 @@ def test_an_answer_to_a_question_the_graph_never_waited_on_is_superseded(
     task_id, question_id = wait_on_plan(coordinator)
     stray = f"{task_id}:q5"
     db.ensure_question(
-        coordinator.ledger, question_id=stray, thread_id=task_id, turn=5, kind="plan_decision",
-        transport="local", deadline_at=None, payload_json=None,
-    )  # fmt: skip
+        coordinator.ledger,
+        question_id=stray,
+        thread_id=task_id,
+        turn=5,
+        kind="plan_decision",
+        transport="local",
+        deadline_at=None,
+        payload_json=None,
+    )
     coordinator.answer(stray, "approve")
 
     coordinator.tick(until_idle=True, timeout_s=60)
@@ -358,10 +364,12 @@ def test_the_sweep_adds_a_missing_resume_command(make_coordinator: MakeCoordinat
     coordinator = make_coordinator(clock=clock)
     task_id, question_id = wait_on_plan(coordinator)
     assert db.answer_question(
-        coordinator.ledger, question_id=question_id,
-        answer_json=json.dumps({"decision": "approve", "text": ""}), answered_via="cli:x",
+        coordinator.ledger,
+        question_id=question_id,
+        answer_json=json.dumps({"decision": "approve", "text": ""}),
+        answered_via="cli:x",
         answered_at=clock.now,
-    )  # fmt: skip
+    )
     raw = db.open_ledger(
         coordinator.settings.db_path
     )  # a crash between the two writes, made by hand
@@ -519,9 +527,12 @@ def test_two_workers_never_run_one_task_twice_at_once(
     def duplicate(task_id: str, tag: str) -> None:
         # A second command for the same task, claimable in the same batch as the first.
         db.enqueue_command(
-            coordinator.ledger, command_id=f"{tag}:{task_id}", kind="start", task_id=task_id,
+            coordinator.ledger,
+            command_id=f"{tag}:{task_id}",
+            kind="start",
+            task_id=task_id,
             payload={"repo": repos[task_id]},
-        )  # fmt: skip
+        )
 
     first, second = start("Task A"), start("Task B")
     others = []

@@ -77,9 +77,12 @@ def raising_caller(coordinator: Coordinator, error: Exception) -> ModelCaller:
 def test_a_failed_build_still_records_what_it_cost(make_coordinator: MakeCoordinator) -> None:
     coordinator = make_coordinator(transport=RecordingTransport())
     spent = BuildUsage(
-        model="claude-code:sonnet", input_tokens=1200, output_tokens=300, usd_cost=0.42,
+        model="claude-code:sonnet",
+        input_tokens=1200,
+        output_tokens=300,
+        usd_cost=0.42,
         billing_mode="api",
-    )  # fmt: skip
+    )
 
     def failing_build(_task: BuildTask, _plan: str) -> BuildResult:
         raise BuildError("Claude Code reported an error (error_max_turns, exit 1)", usage=spent)
@@ -92,9 +95,10 @@ def test_a_failed_build_still_records_what_it_cost(make_coordinator: MakeCoordin
 
     assert task_of(coordinator, task_id).status == "failed"
     build_rows = [
-        row for row in db.usage_summary(coordinator.ledger, day=coordinator.clock())
+        row
+        for row in db.usage_summary(coordinator.ledger, day=coordinator.clock())
         if row.stage == "build"
-    ]  # fmt: skip
+    ]
     assert [(r.model, r.calls, r.input_tokens, r.output_tokens) for r in build_rows] == [
         ("claude-code:sonnet", 1, 1200, 300)
     ]
@@ -201,6 +205,7 @@ def test_a_task_parked_on_an_expired_question_is_reopened_not_retried(
         coordinator.retry("no-such-task")
 
 
+@pytest.mark.slow
 def test_builds_of_different_tasks_in_one_repository_do_not_break_each_other(
     tmp_path: Path,
 ) -> None:

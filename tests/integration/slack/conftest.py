@@ -58,8 +58,15 @@ def message_event(
 ) -> dict[str, Any]:
     """An Events API `message` callback replying in the thread of `ref`."""
     channel, thread_ts = ref.split(":")
-    event = {"type": "message", "channel": channel, "user": user, "text": text,
-             "ts": f"{time.time():.6f}", "thread_ts": thread_ts, **extra}  # fmt: skip
+    event = {
+        "type": "message",
+        "channel": channel,
+        "user": user,
+        "text": text,
+        "ts": f"{time.time():.6f}",
+        "thread_ts": thread_ts,
+        **extra,
+    }
     return {
         "token": "legacy",
         "team_id": "T00000001",
@@ -103,12 +110,15 @@ def view_submission(user: str, private_metadata: str, feedback: str) -> dict[str
         "user": {"id": user, "team_id": "T00000001"},
         "api_app_id": "A00000001",
         "view": {
-            "id": "V1", "type": "modal", "callback_id": "agent_team.revise_modal",
+            "id": "V1",
+            "type": "modal",
+            "callback_id": "agent_team.revise_modal",
             "private_metadata": private_metadata,
-            "state": {"values": {"feedback": {"text": {"type": "plain_text_input",
-                                                       "value": feedback}}}},
+            "state": {
+                "values": {"feedback": {"text": {"type": "plain_text_input", "value": feedback}}}
+            },
         },
-    }  # fmt: skip
+    }
 
 
 def json_body(payload: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
@@ -165,9 +175,15 @@ class SlackWorld:
         return self.coordinator.ledger
 
     def send(
-        self, payload: dict[str, Any], *, form: bool = False, headers: dict[str, str] | None = None,
-        body: bytes | None = None, timestamp: int | None = None, secret: str = SECRET,
-    ) -> httpx.Response:  # fmt: skip
+        self,
+        payload: dict[str, Any],
+        *,
+        form: bool = False,
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+        timestamp: int | None = None,
+        secret: str = SECRET,
+    ) -> httpx.Response:
         raw, content_type = form_body(payload) if form else json_body(payload)
         raw = raw if body is None else body
         sent = {**content_type, **sign(raw, secret=secret, timestamp=timestamp), **(headers or {})}
@@ -234,9 +250,15 @@ def make_world(tmp_path: Path, fake: FakeSlack) -> Iterator[Any]:
         listener = SlackListener(settings, transport, answer=coordinator.answer, clock=clock)
         server = Server(Starlette(routes=[listener.route()]))
         world = SlackWorld(
-            settings, fake, clock, coordinator, transport, listener, server,
+            settings,
+            fake,
+            clock,
+            coordinator,
+            transport,
+            listener,
+            server,
             httpx.Client(timeout=10),
-        )  # fmt: skip
+        )
         made.append(world)
         return world
 

@@ -54,8 +54,10 @@ def test_the_question_is_posted_with_buttons_and_approve_finishes_the_task(
     assert question.channel_ref == f"{CHANNEL}:1700000000.000001"
     (actions,) = [b for b in post.params["blocks"] if b["type"] == "actions"]
     assert [e["action_id"] for e in actions["elements"]] == [
-        "agent_team.approve", "agent_team.revise", "agent_team.reject",
-    ]  # fmt: skip
+        "agent_team.approve",
+        "agent_team.revise",
+        "agent_team.reject",
+    ]
     assert {e["value"] for e in actions["elements"]} == {question.question_id}
     text = json.dumps(post.params["blocks"])
     assert "Remember the email" in text and "http://dash.test/task/" in text
@@ -253,10 +255,17 @@ def test_bot_own_edited_and_deleted_messages_are_ignored(world: SlackWorld) -> N
         message_event(ref, ALICE, "approve", subtype="message_changed"),
         message_event(ref, ALICE, "approve", subtype="message_deleted"),
         message_event(f"{CHANNEL}:1111.2222", ALICE, "approve"),  # not a question's thread
-        {**message_event(ref, ALICE, "approve"), "event": {
-            "type": "message", "channel": CHANNEL, "user": ALICE, "text": "approve",
-            "ts": "1700000001.000001"}},  # a top-level message, no thread
-    ]  # fmt: skip
+        {
+            **message_event(ref, ALICE, "approve"),
+            "event": {
+                "type": "message",
+                "channel": CHANNEL,
+                "user": ALICE,
+                "text": "approve",
+                "ts": "1700000001.000001",
+            },
+        },  # a top-level message, no thread
+    ]
     for payload in ignored:
         assert world.send(payload).status_code == 200
     assert world.question(question.question_id).status == "open"
@@ -399,16 +408,23 @@ def test_a_claim_that_fails_after_the_winning_answer_still_shows_the_outcome(
 def test_a_publish_approval_is_answered_with_its_publish_button(world: SlackWorld) -> None:
     db.create_task(world.conn, task_id="tdocs", kind="code", title="Docs page", body="")
     db.ensure_question(
-        world.conn, question_id="tdocs:q1", thread_id="tdocs", turn=1,
-        kind="confluence_approval", transport="slack", deadline_at=None,
+        world.conn,
+        question_id="tdocs:q1",
+        thread_id="tdocs",
+        turn=1,
+        kind="confluence_approval",
+        transport="slack",
+        deadline_at=None,
         payload_json=json.dumps({"text": "Publish this change?", "diff": "+ new line"}),
-    )  # fmt: skip
+    )
     assert world.coordinator.deliver_open("tdocs") == 1
     (post,) = world.fake.of("chat.postMessage")
     (actions,) = [b for b in post.params["blocks"] if b["type"] == "actions"]
     assert [e["text"]["text"] for e in actions["elements"]] == [
-        "Publish", "Request changes", "Reject",
-    ]  # fmt: skip
+        "Publish",
+        "Request changes",
+        "Reject",
+    ]
     assert "+ new line" in json.dumps(post.params["blocks"])
     ref = world.question("tdocs:q1").channel_ref or ""
     world.send(block_action(ref, ALICE, "agent_team.publish", "tdocs:q1"), form=True)

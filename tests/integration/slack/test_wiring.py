@@ -52,8 +52,10 @@ def test_transport_slack_without_its_settings_names_the_missing_variables(
         make_transport(settings)
     message = str(caught.value)
     for variable in (
-        "AGENT_TEAM_SLACK_BOT_TOKEN", "AGENT_TEAM_SLACK_CHANNEL", "AGENT_TEAM_SLACK_SIGNING_SECRET",
-    ):  # fmt: skip
+        "AGENT_TEAM_SLACK_BOT_TOKEN",
+        "AGENT_TEAM_SLACK_CHANNEL",
+        "AGENT_TEAM_SLACK_SIGNING_SECRET",
+    ):
         assert variable in message
     with_app_token = slack_settings(
         tmp_path, fake, slack_signing_secret=None, slack_app_token=APP_TOKEN
@@ -140,9 +142,11 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
                 block_action(ref, ALICE, "agent_team.approve", question.question_id)
             )
             response = httpx.post(
-                daemon.url + "slack/events", content=body, headers={**headers, **sign(body)},
+                daemon.url + "slack/events",
+                content=body,
+                headers={**headers, **sign(body)},
                 timeout=10,
-            )  # fmt: skip
+            )
             assert response.status_code == 200
 
             def done() -> bool:
@@ -169,6 +173,7 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
     assert "slack chat.postMessage C0QUESTIONS -> ok" in caplog.text
 
 
+@pytest.mark.slow
 def test_failed_socket_mode_connects_do_not_leak_threads(tmp_path: Path, fake: FakeSlack) -> None:
     """The supervisor restarts a failed loop; each failed connect must close its handler.
 

@@ -19,8 +19,9 @@ from agent_team.models.schemas import ConfluenceDraft
 def test_confluence_approval_grammar() -> None:
     assert parse_answer("confluence_approval", "publish") == {"decision": "publish", "text": ""}
     assert parse_answer("confluence_approval", "revise: add the cookie TTL") == {
-        "decision": "revise", "text": "add the cookie TTL",
-    }  # fmt: skip
+        "decision": "revise",
+        "text": "add the cookie TTL",
+    }
     assert parse_answer("confluence_approval", "request changes more detail")["decision"] == (
         "revise"
     )

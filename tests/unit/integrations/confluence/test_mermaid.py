@@ -90,9 +90,10 @@ def test_indexed_source_is_rechunked_in_place_keeping_other_params() -> None:
 def test_insert_after_heading_adds_one_diagram() -> None:
     raw, doc = load("no_diagram.json")
     result = mermaid.safe_edit(
-        doc, [{"op": "insert_after_heading", "heading": "  overview ", "source": "graph TD\nA"}],
+        doc,
+        [{"op": "insert_after_heading", "heading": "  overview ", "source": "graph TD\nA"}],
         KEYS,
-    )  # fmt: skip
+    )
     assert result.inserts == 1
     assert result.doc["content"][1] == {
         "type": "codeBlock",
@@ -174,66 +175,116 @@ def _leaf() -> st.SearchStrategy[dict[str, Any]]:
     text_node = st.builds(lambda s: {"type": "text", "text": s}, _text)
     paragraph = st.builds(
         lambda parts, lid: {"type": "paragraph", "attrs": {"localId": lid}, "content": parts},
-        st.lists(text_node, max_size=3), _local_id,
-    )  # fmt: skip
-    heading = st.builds(
-        lambda s, level: {"type": "heading", "attrs": {"level": level},
-                          "content": [{"type": "text", "text": s}]},
-        _text, st.integers(1, 6),
-    )  # fmt: skip
-    other_code = st.builds(
-        lambda s, lang: {"type": "codeBlock", "attrs": {"language": lang},
-                         "content": [{"type": "text", "text": s}]},
-        _text, st.sampled_from(["python", "sql", "text"]),
-    )  # fmt: skip
-    mermaid_code = st.builds(
-        lambda s, lid: {"type": "codeBlock", "attrs": {"language": "mermaid", "localId": lid},
-                        "content": [{"type": "text", "text": s}]},
-        _text, _local_id,
-    )  # fmt: skip
-    connect = st.builds(
-        lambda s, key, lid: {"type": "extension", "attrs": {
-            "extensionKey": key, "extensionType": "com.atlassian.confluence.macro.core",
-            "parameters": {"macroParams": {"code": {"value": s}, "z": {"value": "1"}}},
-            "localId": lid}},
-        _text, st.sampled_from(list(KEYS)), _local_id,
-    )  # fmt: skip
-    forge = st.builds(
-        lambda s, lid: {"type": "extension", "attrs": {
-            "extensionKey": "app/env/static/mermaid-diagram",
-            "parameters": {"guestParams": {"source": s}, "localId": lid}, "localId": lid}},
-        _text, _local_id,
-    )  # fmt: skip
-    indexed = st.builds(
-        lambda parts, lid: {"type": "extension", "attrs": {
-            "extensionKey": "mermaid", "parameters": {"macroParams": {
-                **{str(i): {"value": p} for i, p in enumerate(parts)}, "t": {"value": "x"}}},
-            "localId": lid}},
-        st.lists(_text, min_size=1, max_size=3), _local_id,
-    )  # fmt: skip
-    unrelated = st.builds(
-        lambda lid: {"type": "extension", "attrs": {"extensionKey": "toc", "localId": lid,
-                                                    "parameters": {"macroParams": {}}}},
+        st.lists(text_node, max_size=3),
         _local_id,
-    )  # fmt: skip
-    return st.one_of(paragraph, heading, other_code, mermaid_code, connect, forge, indexed,
-                     unrelated)  # fmt: skip
+    )
+    heading = st.builds(
+        lambda s, level: {
+            "type": "heading",
+            "attrs": {"level": level},
+            "content": [{"type": "text", "text": s}],
+        },
+        _text,
+        st.integers(1, 6),
+    )
+    other_code = st.builds(
+        lambda s, lang: {
+            "type": "codeBlock",
+            "attrs": {"language": lang},
+            "content": [{"type": "text", "text": s}],
+        },
+        _text,
+        st.sampled_from(["python", "sql", "text"]),
+    )
+    mermaid_code = st.builds(
+        lambda s, lid: {
+            "type": "codeBlock",
+            "attrs": {"language": "mermaid", "localId": lid},
+            "content": [{"type": "text", "text": s}],
+        },
+        _text,
+        _local_id,
+    )
+    connect = st.builds(
+        lambda s, key, lid: {
+            "type": "extension",
+            "attrs": {
+                "extensionKey": key,
+                "extensionType": "com.atlassian.confluence.macro.core",
+                "parameters": {"macroParams": {"code": {"value": s}, "z": {"value": "1"}}},
+                "localId": lid,
+            },
+        },
+        _text,
+        st.sampled_from(list(KEYS)),
+        _local_id,
+    )
+    forge = st.builds(
+        lambda s, lid: {
+            "type": "extension",
+            "attrs": {
+                "extensionKey": "app/env/static/mermaid-diagram",
+                "parameters": {"guestParams": {"source": s}, "localId": lid},
+                "localId": lid,
+            },
+        },
+        _text,
+        _local_id,
+    )
+    indexed = st.builds(
+        lambda parts, lid: {
+            "type": "extension",
+            "attrs": {
+                "extensionKey": "mermaid",
+                "parameters": {
+                    "macroParams": {
+                        **{str(i): {"value": p} for i, p in enumerate(parts)},
+                        "t": {"value": "x"},
+                    }
+                },
+                "localId": lid,
+            },
+        },
+        st.lists(_text, min_size=1, max_size=3),
+        _local_id,
+    )
+    unrelated = st.builds(
+        lambda lid: {
+            "type": "extension",
+            "attrs": {"extensionKey": "toc", "localId": lid, "parameters": {"macroParams": {}}},
+        },
+        _local_id,
+    )
+    return st.one_of(
+        paragraph, heading, other_code, mermaid_code, connect, forge, indexed, unrelated
+    )
 
 
 def _nested(children: st.SearchStrategy[list[dict[str, Any]]]) -> st.SearchStrategy[Any]:
     bodied_mermaid = st.builds(
-        lambda s, lid: {"type": "bodiedExtension", "attrs": {"extensionKey": "mermaid-cloud",
-                        "localId": lid}, "content": [
-            {"type": "codeBlock", "attrs": {"language": "mermaid"},
-             "content": [{"type": "text", "text": s}]}]},
-        _text, _local_id,
-    )  # fmt: skip
+        lambda s, lid: {
+            "type": "bodiedExtension",
+            "attrs": {"extensionKey": "mermaid-cloud", "localId": lid},
+            "content": [
+                {
+                    "type": "codeBlock",
+                    "attrs": {"language": "mermaid"},
+                    "content": [{"type": "text", "text": s}],
+                }
+            ],
+        },
+        _text,
+        _local_id,
+    )
     panel = st.builds(
-        lambda content, lid: {"type": "bodiedExtension",
-                              "attrs": {"extensionKey": "info", "localId": lid},
-                              "content": content},
-        children, _local_id,
-    )  # fmt: skip
+        lambda content, lid: {
+            "type": "bodiedExtension",
+            "attrs": {"extensionKey": "info", "localId": lid},
+            "content": content,
+        },
+        children,
+        _local_id,
+    )
     quote = st.builds(lambda content: {"type": "blockquote", "content": content}, children)
     return st.one_of(bodied_mermaid, panel, quote)
 
@@ -317,8 +368,13 @@ def _indexed_doc(params: dict[str, Any]) -> dict[str, Any]:
     ],
 )
 def test_indexed_chunks_go_where_the_digit_keys_were(source: str, keys: list[str]) -> None:
-    params = {"width": {"value": "600"}, "0": {"value": "flow"}, "title": {"value": "t"},
-              "1": {"value": "char"}, "theme": {"value": "dark"}}  # fmt: skip
+    params = {
+        "width": {"value": "600"},
+        "0": {"value": "flow"},
+        "title": {"value": "t"},
+        "1": {"value": "char"},
+        "theme": {"value": "dark"},
+    }
     doc = _indexed_doc(params)
     result = mermaid.safe_edit(doc, [{"op": "replace", "index": 0, "source": source}], KEYS)
     new = result.doc["content"][0]["attrs"]["parameters"]["macroParams"]

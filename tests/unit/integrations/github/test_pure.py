@@ -138,10 +138,18 @@ def test_the_git_host_comes_from_the_api_url(api_url: str, host: str) -> None:
 
 def test_the_comment_body_carries_the_marker_and_a_bounded_text() -> None:
     task = Task(
-        id="gh-a-b-1", kind="code", source="github", source_ref="https://github.com/a/b/issues/1",
-        title="t", body="", status="waiting", phase="plan_review", parked_reason=None,
-        created_at="", updated_at="",
-    )  # fmt: skip
+        id="gh-a-b-1",
+        kind="code",
+        source="github",
+        source_ref="https://github.com/a/b/issues/1",
+        title="t",
+        body="",
+        status="waiting",
+        phase="plan_review",
+        parked_reason=None,
+        created_at="",
+        updated_at="",
+    )
     body = comment_body(task, "waiting", "waiting on a person: plan_decision " * 500, None)
     assert body.startswith(marker("gh-a-b-1"))
     assert "**waiting on a person**" in body and len(body) < 4200

@@ -19,21 +19,38 @@ from agent_team.integrations.slack.blocks import (
 
 def task(**changes: str) -> Task:
     values = {
-        "id": "t1", "kind": "code", "source": "github:o/r",
-        "source_ref": "https://github.com/o/r/issues/3", "title": "Fix <!channel> login & more",
-        "body": "", "status": "waiting", "phase": "plan_review", "parked_reason": None,
-        "created_at": "2026-03-02T10:00:00.000000Z", "updated_at": "2026-03-02T10:00:00.000000Z",
-    }  # fmt: skip
+        "id": "t1",
+        "kind": "code",
+        "source": "github:o/r",
+        "source_ref": "https://github.com/o/r/issues/3",
+        "title": "Fix <!channel> login & more",
+        "body": "",
+        "status": "waiting",
+        "phase": "plan_review",
+        "parked_reason": None,
+        "created_at": "2026-03-02T10:00:00.000000Z",
+        "updated_at": "2026-03-02T10:00:00.000000Z",
+    }
     values.update(changes)
     return Task(**values)  # type: ignore[arg-type]
 
 
 def question(kind: str, payload: dict[str, str]) -> Question:
     return Question(
-        question_id="t1:1", thread_id="t1", turn=1, kind=kind, status="open", transport="slack",
-        channel_ref=None, posted_at=None, deadline_at="2026-03-05T10:00:00.000000Z",
-        answer_json=None, answered_at=None, answered_via=None, payload_json=json.dumps(payload),
-    )  # fmt: skip
+        question_id="t1:1",
+        thread_id="t1",
+        turn=1,
+        kind=kind,
+        status="open",
+        transport="slack",
+        channel_ref=None,
+        posted_at=None,
+        deadline_at="2026-03-05T10:00:00.000000Z",
+        answer_json=None,
+        answered_at=None,
+        answered_via=None,
+        payload_json=json.dumps(payload),
+    )
 
 
 def actions(blocks: list[dict[str, object]]) -> list[str]:

@@ -20,10 +20,14 @@ SECRET = "unit-test-signing-secret"
 @pytest.fixture
 def listener(tmp_path: Path) -> Iterator[SlackListener]:
     settings = load_settings(
-        db_path=tmp_path / "a.db", transport="slack", slack_bot_token="xoxb-unit-test-000",
-        slack_signing_secret=SECRET, slack_channel="C1", slack_allowed_users=["U0001"],
+        db_path=tmp_path / "a.db",
+        transport="slack",
+        slack_bot_token="xoxb-unit-test-000",
+        slack_signing_secret=SECRET,
+        slack_channel="C1",
+        slack_allowed_users=["U0001"],
         slack_api_url="http://127.0.0.1:9/api/",
-    )  # fmt: skip
+    )
     made = SlackListener(settings, SlackTransport(settings))
     yield made
     made.close()
