@@ -592,7 +592,7 @@ def _print_stats(title: str, profile: cProfile.Profile, rows: int) -> None:
 def profile_in_process(seeded: Seeded, folder: Path, targets: list[Endpoint], rows: int) -> None:
     """cProfile what the daemon does with this ledger, in this process (threads hide it there).
 
-    Start-up: the Coordinator (init_db, assert_ready, checkpointer setup, graph)
+    Start-up: `build_coordinator` (init_db, assert_ready, checkpointer setup, graph)
     and its recovery sweep, then one pass of the worker's timers. Requests: each
     endpoint's own handler, called directly with a built Request, so the profile
     holds the handler and the ledger reads, not uvicorn.
@@ -601,23 +601,23 @@ def profile_in_process(seeded: Seeded, folder: Path, targets: list[Endpoint], ro
     from starlette.routing import Route
 
     from agent_team.config import load_settings
-    from agent_team.coordinator import Coordinator
     from agent_team.dashboard.api import routes
     from agent_team.dashboard.app import DashboardContext
+    from agent_team.wiring import build_coordinator
 
     settings = load_settings(db_path=seeded.path, state_dir=folder / "state-profile")
     startup = cProfile.Profile()
     began = time.perf_counter()
-    coordinator = startup.runcall(Coordinator, settings)
+    coordinator = startup.runcall(build_coordinator, settings)
     built = time.perf_counter()
     startup.runcall(coordinator.recovery_sweep)
     swept = time.perf_counter()
     print(
-        f"in-process: Coordinator() {built - began:.3f} s, recovery_sweep() {swept - built:.3f} s "
-        "(both under cProfile)",
+        f"in-process: build_coordinator() {built - began:.3f} s, "
+        f"recovery_sweep() {swept - built:.3f} s (both under cProfile)",
         file=sys.stderr,
     )
-    _print_stats("start-up: Coordinator() + recovery_sweep()", startup, rows)
+    _print_stats("start-up: build_coordinator() + recovery_sweep()", startup, rows)
     timers = cProfile.Profile()
     began = time.perf_counter()
     timers.runcall(

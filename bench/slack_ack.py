@@ -12,7 +12,7 @@ and the load generator. Then, for each of `--rounds` tasks:
        `block_actions` Approve clicks, one in three thread replies "approve";
     3. time each request -> HTTP 200 (the ack Slack waits at most 3 s for);
     4. from the winning answer's `answered_at` to the resume run starting,
-       twice: the worker picking the resume up (a hook on `Coordinator._resume`
+       twice: the worker picking the resume up (a hook on `GraphRunner.resume`
        in this script) and the graph re-entering `plan_review` (the task's next
        `plan_review running` transition in the ledger);
     5. wait until the task is done and every late answer's private note is
@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent_team import db  # noqa: E402
 from agent_team.config import load_settings  # noqa: E402
-from agent_team.coordinator import Coordinator  # noqa: E402
+from agent_team.coordinator import GraphRunner  # noqa: E402
 from agent_team.daemon import Daemon  # noqa: E402
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack  # noqa: E402
 
@@ -210,18 +210,18 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60) ->
         time.sleep(0.002)
 
 
-RESUME_STARTS: dict[str, datetime] = {}  # task id -> when Coordinator._resume began (bench hook)
+RESUME_STARTS: dict[str, datetime] = {}  # task id -> when GraphRunner.resume began (bench hook)
 
 
 def hook_resume_starts() -> None:
     """Note when the worker starts each resume: the ledger only shows the node entry after it."""
-    original = Coordinator._resume
+    original = GraphRunner.resume
 
-    def timed(self: Coordinator, command: db.Command) -> None:
+    def timed(self: GraphRunner, command: db.Command) -> None:
         RESUME_STARTS.setdefault(command.task_id, datetime.now(UTC))
         original(self, command)
 
-    Coordinator._resume = timed  # type: ignore[method-assign]
+    GraphRunner.resume = timed  # type: ignore[method-assign]
 
 
 def resume_started(conn: db.Ledger, task_id: str, answered_at: str) -> datetime | None:
