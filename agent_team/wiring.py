@@ -1,9 +1,9 @@
 """The composition root: every long-lived object of a process, built from `Settings` in one place.
 
-Dependency order: the ledger, the transport (sharing the ledger), the
-draft-PR publisher the graph's `publish` node calls, the model caller, the
-builder and the Confluence lane, the graph on the ledger's checkpointer,
-the coordinator, then the integrations built against it. Everything is
+Dependency order: the ledger, the transport (sharing the ledger), the model
+caller, the builder and the Confluence lane, the graph on the ledger's
+checkpointer, the coordinator, then the integrations built against it (the
+GitHub one binds its draft-PR publisher to the graph's publish hook). Everything is
 closed in the reverse order by one `ExitStack`, so the ledger closes last,
 after the last run that could write to it. The daemon, `agent-team tick`
 and the tests all build through here.
@@ -17,7 +17,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 import httpx
 
@@ -28,10 +27,11 @@ from agent_team.coordinator import Coordinator, default_deadlines
 from agent_team.graph import build_graph
 from agent_team.integrations.base import Integration
 from agent_team.integrations.confluence.lane import lane_from_settings
+from agent_team.integrations.github.integration import publishes
 from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
-from agent_team.task_model import TaskState
+from agent_team.nodes.publish import Publish, PublishHook
 from agent_team.testhooks import Hooks
 from agent_team.transports.base import Transport
 from agent_team.transports.local import LocalTransport
@@ -39,8 +39,6 @@ from agent_team.transports.local import LocalTransport
 __all__ = ["Runtime", "build_coordinator", "build_runtime", "open_ready_ledger"]
 
 log = logging.getLogger(__name__)
-
-Publish = Callable[[TaskState], dict[str, Any] | None]
 
 
 def open_ready_ledger(settings: Settings) -> db.Ledger:
@@ -72,7 +70,8 @@ def build_coordinator(
         ledger: the process's ledger (opened here, and closed with the coordinator, if None).
         transport: how questions reach people (the local one if None).
         clock: the time source of every deadline and record (the hooks' clock if None).
-        publish: the `publish` node's hook after `build` (GitHub's draft PR), if any.
+        publish: what the `publish` node after `build` calls (tests); None: a hook the
+            GitHub integration binds when the settings publish builds, else no node.
         hooks: the test hooks (read from the environment if None; unset in production).
     """
     resources = ExitStack()
@@ -104,6 +103,8 @@ def build_coordinator(
         if lane is not None:
             resources.callback(lane.close)
         state_dir = settings.state_dir or settings.db_path.parent / "state"
+        if publish is None and publishes(settings):
+            publish = PublishHook()
         chosen = transport or LocalTransport()
         deps = GraphDeps(
             ledger=ledger,
@@ -172,7 +173,6 @@ def build_runtime(
         ConfigError: an integration cannot start (Slack refused the bot token, ...);
             whatever was built before it is closed first.
     """
-    from agent_team.integrations.github.integration import make_publisher
     from agent_team.integrations.registry import build_integrations
     from agent_team.transports.registry import make_transport
 
@@ -184,14 +184,11 @@ def build_runtime(
         close_transport = getattr(chosen, "close", None)
         if callable(close_transport):
             stack.callback(_close_quietly, close_transport, "the transport")
-        publisher = make_publisher(settings, ledger=ledger, transport=github_transport)
-        coordinator = build_coordinator(
-            settings, ledger=ledger, transport=chosen, publish=publisher
-        )
+        coordinator = build_coordinator(settings, ledger=ledger, transport=chosen)
         stack.callback(coordinator.close)
         runtime = Runtime(settings, ledger, coordinator, _stack=stack)
         for integration in build_integrations(
-            settings, coordinator, publisher=publisher, only=only
+            settings, coordinator, github_transport=github_transport, only=only
         ):
             stack.callback(_close_quietly, integration.close, f"the {integration.name} integration")
             coordinator.observers.extend(integration.observers())

@@ -11,10 +11,12 @@ from collections.abc import Container, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import httpx
+
     from agent_team.config import Settings
     from agent_team.coordinator import Coordinator
     from agent_team.integrations.base import Integration
-    from agent_team.integrations.github.pr import PullRequestPublisher
+
 
 __all__ = ["build_integrations", "integration_types"]
 
@@ -32,7 +34,7 @@ def build_integrations(
     settings: Settings,
     coordinator: Coordinator,
     *,
-    publisher: PullRequestPublisher | None = None,
+    github_transport: httpx.BaseTransport | None = None,
     only: Container[str] | None = None,
 ) -> Iterator[Integration]:
     """Build each enabled integration against `coordinator`, one at a time.
@@ -41,9 +43,7 @@ def build_integrations(
     knows what to close when a later one refuses to start.
 
     Args:
-        publisher: the draft-PR publisher already in the coordinator's graph (the
-            graph is compiled before any integration exists); the GitHub
-            integration closes it.
+        github_transport: an httpx transport for the GitHub clients (tests).
         only: the names to build (`agent-team tick` wants GitHub alone); None: all.
 
     Raises:
@@ -61,6 +61,6 @@ def build_integrations(
     if wanted(SlackIntegration):
         yield SlackIntegration(settings, coordinator)
     if wanted(GitHubIntegration):
-        yield GitHubIntegration.create(settings, coordinator, publisher=publisher)
+        yield GitHubIntegration.create(settings, coordinator, transport=github_transport)
     if wanted(ConfluenceIntegration):
         yield ConfluenceIntegration(settings)

@@ -31,6 +31,7 @@ from agent_team.integrations.github.pr import PullRequestPublisher
 from agent_team.integrations.github.status import StatusCommenter
 from agent_team.integrations.github.webhook import WebhookHandler
 from agent_team.loops import Loop
+from agent_team.nodes.publish import PublishHook
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -39,9 +40,14 @@ if TYPE_CHECKING:
     from agent_team.doctor import CheckFn
     from agent_team.health import Health
 
-__all__ = ["GitHubIntegration", "GitHubSettings", "make_publisher"]
+__all__ = ["GitHubIntegration", "GitHubSettings", "make_publisher", "publishes"]
 
 log = logging.getLogger(__name__)
+
+
+def publishes(settings: Settings) -> bool:
+    """Whether finished builds become draft pull requests (the graph then has `publish`)."""
+    return settings.github_open_pr and bool(settings.github_repos)
 
 
 def make_publisher(
@@ -55,7 +61,7 @@ def make_publisher(
     Args:
         ledger: the process's ledger, shared (None: it opens its own on first use).
     """
-    if not settings.github_open_pr or not settings.github_repos:
+    if not publishes(settings):
         return None
     token = settings.github_token.get_secret_value() if settings.github_token else None
     return PullRequestPublisher(
@@ -139,9 +145,19 @@ class GitHubIntegration:
     ) -> GitHubIntegration:
         """Build the parts against `coordinator`; the status commenter is in `observers()`.
 
+        When builds are published and no `publisher` is given, the draft-PR
+        publisher is made here on the coordinator's ledger and bound to the
+        graph's publish hook.
+
         Args:
-            publisher: the one given to the coordinator, so `close()` closes it too.
+            publisher: one the coordinator's graph already calls (tests), so
+                `close()` closes it too.
         """
+        if publisher is None and publishes(settings):
+            publisher = make_publisher(settings, ledger=coordinator.ledger, transport=transport)
+            hook = coordinator.deps.publish
+            if isinstance(hook, PublishHook) and publisher is not None:
+                hook.bind(publisher)
         client = make_client(settings, transport=transport)
         intake = GitHubIntake(
             settings, coordinator.ledger, coordinator.start_task, client, clock=coordinator.clock
@@ -159,26 +175,6 @@ class GitHubIntegration:
         return cls(
             GitHubSettings.from_settings(settings), client, intake, webhook, commenter, publisher
         )
-
-    @classmethod
-    def build(
-        cls,
-        settings: Settings,
-        coordinator: Coordinator,
-        *,
-        transport: httpx.BaseTransport | None = None,
-        publisher: PullRequestPublisher | None = None,
-    ) -> GitHubIntegration | None:
-        """`create`, then attach its observers to `coordinator` (`agent-team tick`); None if off.
-
-        Args:
-            publisher: the one given to the coordinator, so `close()` closes its client too.
-        """
-        if not cls.enabled(settings):
-            return None
-        made = cls.create(settings, coordinator, transport=transport, publisher=publisher)
-        coordinator.observers.extend(made.observers())
-        return made
 
     def routes(self) -> Sequence[BaseRoute]:
         return [self.webhook.route()]

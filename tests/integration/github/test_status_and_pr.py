@@ -16,7 +16,7 @@ from agent_team.config import Settings
 from agent_team.integrations.github.intake import task_id_for
 from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
 from agent_team.integrations.github.status import marker
-from agent_team.wiring import build_coordinator
+from agent_team.wiring import build_runtime
 from tests.fakes.github_api import FakeGitHub
 from tests.integration.github.conftest import (
     APP,
@@ -69,18 +69,17 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
 
 
 class Process:
-    """What one agent-team process builds: coordinator (with publisher) and the GitHub parts."""
+    """What one agent-team process builds (the composition root): coordinator and GitHub parts."""
 
     def __init__(self, settings: Settings) -> None:
-        publisher = make_publisher(settings)
-        self.coordinator = build_coordinator(settings, publish=publisher)
-        github = GitHubIntegration.build(settings, self.coordinator, publisher=publisher)
-        assert github is not None
+        self.runtime = build_runtime(settings, only={GitHubIntegration.name})
+        self.coordinator = self.runtime.coordinator
+        (github,) = self.runtime.integrations
+        assert isinstance(github, GitHubIntegration)
         self.github = github
 
     def close(self) -> None:
-        self.github.close()
-        self.coordinator.close()
+        self.runtime.close()
 
 
 def posts(fake: FakeGitHub, path: str) -> list[Any]:
