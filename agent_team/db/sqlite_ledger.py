@@ -8,12 +8,6 @@ up front with `BEGIN IMMEDIATE` (no lock upgrade, so no deadlock between
 readers turning writers), and retries a bounded number of times when the lock
 stays busy past the busy timeout.
 
-Writers of one process queue on a Python lock per file before they ask
-SQLite: a writer that finds the file locked sleeps in SQLite's busy handler
-(1 ms, then 2, 5, 10 ... 100 ms), which under a burst of answers costs far
-more than the few milliseconds each write takes. Other processes still meet
-SQLite's lock and busy timeout.
-
 Driver errors stop here: callers see `LedgerError` subclasses only.
 """
 
@@ -177,18 +171,6 @@ class _Snapshot:
 
 _WRITERS_PER_THREAD = 4
 _writers = threading.local()
-_write_locks: dict[tuple[int, Path], threading.RLock] = {}
-_write_locks_guard = threading.Lock()
-
-
-def _write_lock(path: Path) -> threading.RLock:
-    """This process's lock for writes to `path` (keyed by pid too: a lock must not cross a fork)."""
-    key = (os.getpid(), path)
-    with _write_locks_guard:
-        lock = _write_locks.get(key)
-        if lock is None:
-            lock = _write_locks[key] = threading.RLock()
-        return lock
 
 
 def _writer(path: Path) -> _Connection:
@@ -331,16 +313,15 @@ class SqliteLedger:
         path = self._path
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
-                with _write_lock(path):
-                    own = _writer(path)
-                    own.execute("BEGIN IMMEDIATE")
-                    try:
-                        result = work(_Tx(own, path))
-                        own.execute("COMMIT")
-                    except BaseException:
-                        if own.in_transaction:
-                            own.execute("ROLLBACK")
-                        raise
+                own = _writer(path)
+                own.execute("BEGIN IMMEDIATE")
+                try:
+                    result = work(_Tx(own, path))
+                    own.execute("COMMIT")
+                except BaseException:
+                    if own.in_transaction:
+                        own.execute("ROLLBACK")
+                    raise
                 return result
             except sqlite3.OperationalError as exc:
                 _drop_writer(path)

@@ -279,7 +279,6 @@ class AnswerHandler:
         """Record in the ledger that this delivery was acted on; False if it already was."""
         if not event_id:
             return True
-        # Concurrent answers queue on the ledger's own write lock, not in SQLite's busy handler.
         first = db.claim_event(
             self.transport.ledger, source="slack", event_id=event_id, now=self.clock()
         )
