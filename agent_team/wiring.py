@@ -27,6 +27,7 @@ from agent_team.coordinator import Coordinator, default_deadlines
 from agent_team.graph import build_graph
 from agent_team.integrations.base import Integration
 from agent_team.integrations.confluence.lane import lane_from_settings
+from agent_team.integrations.confluence.settings import ConfluenceSettings
 from agent_team.integrations.github.integration import publishes
 from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.models.caller import ModelCaller
@@ -100,7 +101,7 @@ def build_coordinator(
             claude_bin=settings.claude_bin,
             billing_mode=settings.billing_mode,
         )
-        lane = lane_from_settings(settings)
+        lane = lane_from_settings(ConfluenceSettings.from_settings(settings))
         if lane is not None:
             resources.callback(lane.close)
         state_dir = settings.state_dir or settings.db_path.parent / "state"
