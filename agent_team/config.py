@@ -243,11 +243,6 @@ class Settings(BaseSettings):
                 raise ValueError("must be `owner/repo=/path/to/clone` entries, comma-separated")
         return value
 
-    def github_checkout_paths(self) -> dict[str, Path]:
-        """`owner/repo` (lower case) -> the local clone its tasks build in."""
-        pairs = (entry.partition("=") for entry in self.github_checkouts)
-        return {repo.strip().lower(): Path(path.strip()) for repo, _, path in pairs}
-
     @field_validator(
         "slack_api_url", "github_api_url", "confluence_base_url", "confluence_token_url"
     )

@@ -27,7 +27,9 @@ from agent_team.coordinator import Coordinator, default_deadlines
 from agent_team.graph import build_graph
 from agent_team.integrations.base import Integration
 from agent_team.integrations.confluence.lane import lane_from_settings
+from agent_team.integrations.confluence.settings import ConfluenceSettings
 from agent_team.integrations.github.integration import publishes
+from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
@@ -99,11 +101,11 @@ def build_coordinator(
             claude_bin=settings.claude_bin,
             billing_mode=settings.billing_mode,
         )
-        lane = lane_from_settings(settings)
+        lane = lane_from_settings(ConfluenceSettings.from_settings(settings))
         if lane is not None:
             resources.callback(lane.close)
         state_dir = settings.state_dir or settings.db_path.parent / "state"
-        if publish is None and publishes(settings):
+        if publish is None and publishes(GitHubSettings.from_settings(settings)):
             publish = PublishHook()
         chosen = transport or LocalTransport()
         deps = GraphDeps(

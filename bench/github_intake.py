@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent_team import db, inbox
 from agent_team.config import load_settings
 from agent_team.integrations.github.intake import GitHubIntake, make_client
+from agent_team.integrations.github.settings import GitHubSettings
 from tests.fakes.github_api import FakeGitHub
 
 REPO = "acme/app"
@@ -82,8 +83,9 @@ def main() -> None:
             )
             db.init_db(path)
             conn = db.open_ledger(path)
+            github = GitHubSettings.from_settings(settings)
             return GitHubIntake(
-                settings, conn, lambda **r: inbox.submit_task(conn, **r), make_client(settings)
+                github, conn, lambda **r: inbox.submit_task(conn, **r), make_client(github)
             )
 
         warm = fresh_intake()

@@ -19,7 +19,8 @@ def make_transport(settings: Settings, *, ledger: db.Ledger | None = None) -> Tr
     """
     if settings.transport == "slack":
         # Imported here so the local transport never loads slack-bolt.
+        from agent_team.integrations.slack.settings import SlackSettings
         from agent_team.integrations.slack.transport import SlackTransport
 
-        return SlackTransport(settings, ledger=ledger)
+        return SlackTransport(SlackSettings.from_settings(settings), ledger=ledger)
     return LocalTransport()

@@ -40,9 +40,9 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from agent_team.config import Settings
 from agent_team.exceptions import ConfigError, ConfluenceError, ConfluenceRefusedError
 from agent_team.integrations.confluence import adf
+from agent_team.integrations.confluence.settings import ConfluenceSettings
 from agent_team.redact import redact
 
 __all__ = [
@@ -230,37 +230,37 @@ class ConfluenceClient:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings, **kwargs: Any) -> ConfluenceClient:
-        """Build from `Settings`; OAuth when a client id is set, else Basic.
+    def from_settings(cls, settings: ConfluenceSettings, **kwargs: Any) -> ConfluenceClient:
+        """Build from the Confluence settings group; OAuth when a client id is set, else Basic.
 
         Raises:
             ConfigError: no base URL or no complete set of credentials.
         """
-        if not settings.confluence_base_url:
+        if not settings.base_url:
             raise ConfigError(
                 "AGENT_TEAM_CONFLUENCE_BASE_URL is not set (e.g. https://example.atlassian.net/wiki)"
             )
         auth: Auth
-        if settings.confluence_client_id:
-            if settings.confluence_client_secret is None:
+        if settings.client_id:
+            if settings.client_secret is None:
                 raise ConfigError(
                     "AGENT_TEAM_CONFLUENCE_CLIENT_ID is set but "
                     "AGENT_TEAM_CONFLUENCE_CLIENT_SECRET is not"
                 )
             auth = OAuthClientCredentials(
-                settings.confluence_client_id,
-                settings.confluence_client_secret,
-                settings.confluence_token_url,
+                settings.client_id,
+                settings.client_secret,
+                settings.token_url,
             )
-        elif settings.confluence_email and settings.confluence_api_token is not None:
-            auth = BasicAuth(settings.confluence_email, settings.confluence_api_token)
+        elif settings.email and settings.api_token is not None:
+            auth = BasicAuth(settings.email, settings.api_token)
         else:
             raise ConfigError(
                 "Confluence credentials are missing: set AGENT_TEAM_CONFLUENCE_EMAIL and "
                 "AGENT_TEAM_CONFLUENCE_API_TOKEN, or AGENT_TEAM_CONFLUENCE_CLIENT_ID and "
                 "AGENT_TEAM_CONFLUENCE_CLIENT_SECRET"
             )
-        return cls(settings.confluence_base_url, auth, **kwargs)
+        return cls(settings.base_url, auth, **kwargs)
 
     def close(self) -> None:
         self._http.close()

@@ -10,6 +10,7 @@ from agent_team.config import Settings
 from agent_team.doctor import CheckResult
 from agent_team.exceptions import AgentTeamError
 from agent_team.integrations.confluence.client import ConfluenceClient
+from agent_team.integrations.confluence.settings import ConfluenceSettings
 
 __all__ = ["check_confluence"]
 
@@ -17,11 +18,12 @@ NAME = "confluence"
 
 
 def check_confluence(settings: Settings) -> CheckResult:
-    if not settings.confluence_enabled:
+    confluence = ConfluenceSettings.from_settings(settings)
+    if not confluence.enabled:
         return CheckResult(NAME, True, "off (AGENT_TEAM_CONFLUENCE_ENABLED=false)")
-    mode = "dry-run: writes are recorded, not sent" if settings.confluence_dry_run else "writes on"
-    if not settings.confluence_base_url:
-        if settings.confluence_dry_run and settings.confluence_space_id:
+    mode = "dry-run: writes are recorded, not sent" if confluence.dry_run else "writes on"
+    if not confluence.base_url:
+        if confluence.dry_run and confluence.space_id:
             return CheckResult(
                 NAME,
                 True,
@@ -34,7 +36,7 @@ def check_confluence(settings: Settings) -> CheckResult:
             "on, but AGENT_TEAM_CONFLUENCE_BASE_URL is not set",
             "set AGENT_TEAM_CONFLUENCE_BASE_URL (e.g. https://example.atlassian.net/wiki)",
         )
-    if not settings.confluence_space_id:
+    if not confluence.space_id:
         return CheckResult(
             NAME,
             False,
@@ -42,11 +44,11 @@ def check_confluence(settings: Settings) -> CheckResult:
             "set AGENT_TEAM_CONFLUENCE_SPACE_ID (the space's numeric id)",
         )
     try:
-        client = ConfluenceClient.from_settings(settings, max_attempts=2, timeout_s=10.0)
+        client = ConfluenceClient.from_settings(confluence, max_attempts=2, timeout_s=10.0)
     except AgentTeamError as exc:
         return CheckResult(NAME, False, str(exc), "set the Confluence credentials")
     try:
-        found = client.space_exists(settings.confluence_space_id)
+        found = client.space_exists(confluence.space_id)
     except AgentTeamError as exc:
         return CheckResult(
             NAME, False, str(exc), "check AGENT_TEAM_CONFLUENCE_BASE_URL and the credentials"
@@ -57,10 +59,8 @@ def check_confluence(settings: Settings) -> CheckResult:
         return CheckResult(
             NAME,
             False,
-            f"space {settings.confluence_space_id} does not exist or is not visible",
+            f"space {confluence.space_id} does not exist or is not visible",
             "fix AGENT_TEAM_CONFLUENCE_SPACE_ID or give the account access to the space",
         )
-    auth = "OAuth client credentials" if settings.confluence_client_id else "Basic (API token)"
-    return CheckResult(
-        NAME, True, f"on, {mode}; space {settings.confluence_space_id} visible via {auth}"
-    )
+    auth = "OAuth client credentials" if confluence.client_id else "Basic (API token)"
+    return CheckResult(NAME, True, f"on, {mode}; space {confluence.space_id} visible via {auth}")

@@ -9,12 +9,10 @@ loop or observer of its own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import SecretStr
-
 from agent_team.config import Settings
+from agent_team.integrations.confluence.settings import ConfluenceSettings
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -25,43 +23,6 @@ if TYPE_CHECKING:
     from agent_team.loops import Loop
 
 __all__ = ["ConfluenceIntegration", "ConfluenceSettings"]
-
-
-@dataclass(frozen=True)
-class ConfluenceSettings:
-    """The `AGENT_TEAM_CONFLUENCE_*` settings."""
-
-    enabled: bool
-    base_url: str | None
-    space_id: str | None
-    parent_id: str | None
-    email: str | None
-    api_token: SecretStr | None
-    client_id: str | None
-    client_secret: SecretStr | None
-    token_url: str
-    dry_run: bool
-    mermaid_macros: tuple[str, ...]
-    retry_cap_s: float
-    deadline_h: float
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ConfluenceSettings:
-        return cls(
-            enabled=settings.confluence_enabled,
-            base_url=settings.confluence_base_url,
-            space_id=settings.confluence_space_id,
-            parent_id=settings.confluence_parent_id,
-            email=settings.confluence_email,
-            api_token=settings.confluence_api_token,
-            client_id=settings.confluence_client_id,
-            client_secret=settings.confluence_client_secret,
-            token_url=settings.confluence_token_url,
-            dry_run=settings.confluence_dry_run,
-            mermaid_macros=tuple(settings.confluence_mermaid_macros),
-            retry_cap_s=settings.confluence_retry_cap_s,
-            deadline_h=settings.confluence_deadline_h,
-        )
 
 
 class ConfluenceIntegration:

@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agent_team.config import Settings
 from agent_team.exceptions import ConfigError, ConfluenceRefusedError
 from agent_team.integrations.confluence.client import ConfluenceClient
+from agent_team.integrations.confluence.settings import ConfluenceSettings
 
 __all__ = ["ConfluenceLane", "lane_from_settings"]
 
@@ -58,18 +58,18 @@ class ConfluenceLane:
                 self._client = None
 
 
-def lane_from_settings(settings: Settings) -> ConfluenceLane | None:
-    """The lane for these settings, or None when `confluence_enabled` is off."""
-    if not settings.confluence_enabled:
+def lane_from_settings(settings: ConfluenceSettings) -> ConfluenceLane | None:
+    """The lane for these settings, or None when `AGENT_TEAM_CONFLUENCE_ENABLED` is off."""
+    if not settings.enabled:
         return None
 
     def make() -> ConfluenceClient:
-        return ConfluenceClient.from_settings(settings, retry_cap_s=settings.confluence_retry_cap_s)
+        return ConfluenceClient.from_settings(settings, retry_cap_s=settings.retry_cap_s)
 
     return ConfluenceLane(
-        space_id=settings.confluence_space_id,
-        parent_id=settings.confluence_parent_id,
-        dry_run=settings.confluence_dry_run,
-        macro_keys=tuple(settings.confluence_mermaid_macros),
-        make_client=make if settings.confluence_base_url else None,
+        space_id=settings.space_id,
+        parent_id=settings.parent_id,
+        dry_run=settings.dry_run,
+        macro_keys=settings.mermaid_macros,
+        make_client=make if settings.base_url else None,
     )

@@ -35,8 +35,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_team import __version__, db
-from agent_team.config import Settings
 from agent_team.exceptions import AgentTeamError
+from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.redact import redact
 from agent_team.task_model import TaskKind
 from agent_team.testhooks import wall_clock
@@ -355,10 +355,13 @@ class GitHubClient:
 
 
 def make_client(
-    settings: Settings, *, transport: httpx.BaseTransport | None = None, timeout_s: float = 20.0
+    settings: GitHubSettings,
+    *,
+    transport: httpx.BaseTransport | None = None,
+    timeout_s: float = 20.0,
 ) -> GitHubClient:
-    token = settings.github_token.get_secret_value() if settings.github_token else None
-    return GitHubClient(settings.github_api_url, token, transport=transport, timeout_s=timeout_s)
+    token = settings.token.get_secret_value() if settings.token else None
+    return GitHubClient(settings.api_url, token, transport=transport, timeout_s=timeout_s)
 
 
 @dataclass
@@ -387,7 +390,7 @@ class GitHubIntake:
     """Polls the configured repositories and turns labelled issues into tasks.
 
     Args:
-        settings: the `github_*` settings (and `confluence_enabled`).
+        settings: the GitHub settings group (with `confluence_enabled`).
         ledger: the process's ledger (the coordinator's).
         start_task: `Coordinator.start_task`; takes keyword arguments.
         client: the GitHub client.
@@ -398,7 +401,7 @@ class GitHubIntake:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: GitHubSettings,
         ledger: db.Ledger,
         start_task: StartTask,
         client: GitHubClient,
@@ -412,8 +415,8 @@ class GitHubIntake:
         self.client = client
         self.clock = clock or wall_clock
         self.claim_grace_s = claim_grace_s
-        self.repos = {repo.lower(): repo for repo in settings.github_repos}
-        self.checkouts = settings.github_checkout_paths()
+        self.repos = {repo.lower(): repo for repo in settings.repos}
+        self.checkouts = settings.checkout_paths()
         self._paused_until: datetime | None = None  # token-wide rate limit
         # Claims the sweep failed to start: (repo, number) -> (failures, not before).
         self._claim_backoff: dict[tuple[str, int], tuple[int, datetime]] = {}
@@ -424,23 +427,23 @@ class GitHubIntake:
 
     def labels(self) -> list[tuple[str, str]]:
         """(label, task kind) pairs to poll; the docs label only with the Confluence lane on."""
-        pairs = [(self.settings.github_label, TaskKind.CODE.value)]
+        pairs = [(self.settings.label, TaskKind.CODE.value)]
         if self.settings.confluence_enabled:
-            pairs.append((self.settings.github_docs_label, TaskKind.CONFLUENCE.value))
+            pairs.append((self.settings.docs_label, TaskKind.CONFLUENCE.value))
         elif not self._told_docs_off:
             self._told_docs_off = True
             log.info(
                 "github intake: not polling label %r: the Confluence lane is off "
                 "(AGENT_TEAM_CONFLUENCE_ENABLED)",
-                self.settings.github_docs_label,
+                self.settings.docs_label,
             )
         return pairs
 
     def label_for(self, kind: str) -> str:
         """The label that makes tasks of `kind` (the cursor a task is counted under)."""
         if kind == TaskKind.CONFLUENCE.value:
-            return self.settings.github_docs_label
-        return self.settings.github_label
+            return self.settings.docs_label
+        return self.settings.label
 
     def kind_for(self, labels: set[str]) -> str | None:
         for label, kind in self.labels():
@@ -532,7 +535,7 @@ class GitHubIntake:
         """One pass over every repository and label, then the claim sweep."""
         report = PollReport()
         with self._lock:
-            for repo in self.settings.github_repos:
+            for repo in self.settings.repos:
                 for label, kind in self.labels():
                     try:
                         self._poll(repo, label, kind, report)
@@ -672,7 +675,7 @@ class GitHubIntake:
         elif exc.status in (403, 429):
             wait = min(MIN_BACKOFF_S * 2**failures, MAX_BACKOFF_S)
         else:
-            wait = min(self.settings.github_poll_s * 2**failures, MAX_BACKOFF_S)
+            wait = min(self.settings.poll_s * 2**failures, MAX_BACKOFF_S)
         next_poll = now + timedelta(seconds=wait)
         report.errors.append(f"{source} [{label}]: {message}")
         log.warning("github intake: %s [%s]: %s; next try in %.0f s", source, label, message, wait)
@@ -739,7 +742,7 @@ class GitHubIntake:
 
     def _back_off_claim(self, repo_key: str, number: int) -> None:
         failures = self._claim_backoff.get((repo_key, number), (0, self.clock()))[0]
-        wait = min(self.settings.github_poll_s * 2**failures, MAX_BACKOFF_S)
+        wait = min(self.settings.poll_s * 2**failures, MAX_BACKOFF_S)
         self._claim_backoff[repo_key, number] = (
             failures + 1,
             self.clock() + timedelta(seconds=wait),

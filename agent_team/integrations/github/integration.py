@@ -17,7 +17,6 @@ from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
 import httpx
-from pydantic import SecretStr
 
 from agent_team import db
 from agent_team.config import Settings
@@ -28,6 +27,7 @@ from agent_team.integrations.github.intake import (
     make_client,
 )
 from agent_team.integrations.github.pr import PullRequestPublisher
+from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.integrations.github.status import StatusCommenter
 from agent_team.integrations.github.webhook import WebhookHandler
 from agent_team.loops import Loop
@@ -45,13 +45,13 @@ __all__ = ["GitHubIntegration", "GitHubSettings", "make_publisher", "publishes"]
 log = logging.getLogger(__name__)
 
 
-def publishes(settings: Settings) -> bool:
+def publishes(settings: GitHubSettings) -> bool:
     """Whether finished builds become draft pull requests (the graph then has `publish`)."""
-    return settings.github_open_pr and bool(settings.github_repos)
+    return settings.open_pr and bool(settings.repos)
 
 
 def make_publisher(
-    settings: Settings,
+    settings: GitHubSettings,
     *,
     ledger: db.Ledger | None = None,
     transport: httpx.BaseTransport | None = None,
@@ -63,47 +63,16 @@ def make_publisher(
     """
     if not publishes(settings):
         return None
-    token = settings.github_token.get_secret_value() if settings.github_token else None
+    token = settings.token.get_secret_value() if settings.token else None
     return PullRequestPublisher(
         make_client(settings, transport=transport),
         ledger=ledger,
         connect=None if ledger is not None else (lambda: db.open_ledger(settings.db_path)),
         token=token,
-        repos=settings.github_repos,
+        repos=settings.repos,
         default_repo_path=settings.repo_path,
-        api_url=settings.github_api_url,
+        api_url=settings.api_url,
     )
-
-
-@dataclass(frozen=True)
-class GitHubSettings:
-    """The `AGENT_TEAM_GITHUB_*` settings."""
-
-    repos: tuple[str, ...]
-    label: str
-    docs_label: str
-    token: SecretStr | None
-    api_url: str
-    poll_s: float
-    webhook_secret: SecretStr | None
-    comment: bool
-    open_pr: bool
-    checkouts: tuple[str, ...]
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> GitHubSettings:
-        return cls(
-            repos=tuple(settings.github_repos),
-            label=settings.github_label,
-            docs_label=settings.github_docs_label,
-            token=settings.github_token,
-            api_url=settings.github_api_url,
-            poll_s=settings.github_poll_s,
-            webhook_secret=settings.github_webhook_secret,
-            comment=settings.github_comment,
-            open_pr=settings.github_open_pr,
-            checkouts=tuple(settings.github_checkouts),
-        )
 
 
 @dataclass
@@ -153,28 +122,27 @@ class GitHubIntegration:
             publisher: one the coordinator's graph already calls (tests), so
                 `close()` closes it too.
         """
-        if publisher is None and publishes(settings):
-            publisher = make_publisher(settings, ledger=coordinator.ledger, transport=transport)
+        github = GitHubSettings.from_settings(settings)
+        if publisher is None and publishes(github):
+            publisher = make_publisher(github, ledger=coordinator.ledger, transport=transport)
             hook = coordinator.deps.publish
             if isinstance(hook, PublishHook) and publisher is not None:
                 hook.bind(publisher)
-        client = make_client(settings, transport=transport)
+        client = make_client(github, transport=transport)
         intake = GitHubIntake(
-            settings, coordinator.ledger, coordinator.start_task, client, clock=coordinator.clock
+            github, coordinator.ledger, coordinator.start_task, client, clock=coordinator.clock
         )
-        secret = settings.github_webhook_secret
+        secret = github.webhook_secret
         webhook = WebhookHandler(intake, secret.get_secret_value() if secret else None)
         commenter = None
-        if settings.github_comment:
+        if github.comment:
             commenter = StatusCommenter(
                 client,
                 coordinator.ledger,
-                repos=settings.github_repos,
-                dashboard_url=settings.dashboard_url,
+                repos=github.repos,
+                dashboard_url=github.dashboard_url,
             )
-        return cls(
-            GitHubSettings.from_settings(settings), client, intake, webhook, commenter, publisher
-        )
+        return cls(github, client, intake, webhook, commenter, publisher)
 
     def routes(self) -> Sequence[BaseRoute]:
         return [self.webhook.route()]

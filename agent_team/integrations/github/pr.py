@@ -37,7 +37,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,7 @@ class PullRequestPublisher:
         ledger: db.Ledger | None = None,
         connect: Callable[[], db.Ledger] | None = None,
         token: str | None,
-        repos: list[str],
+        repos: Sequence[str],
         default_repo_path: Path | None,
         api_url: str = "https://api.github.com",
     ) -> None:

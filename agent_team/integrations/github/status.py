@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from agent_team import db
@@ -56,7 +57,7 @@ class StatusCommenter:
         client: GitHubClient,
         ledger: db.Ledger,
         *,
-        repos: list[str],
+        repos: Sequence[str],
         dashboard_url: str | None = None,
     ) -> None:
         self.client = client

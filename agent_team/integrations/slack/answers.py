@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 from agent_team import db, inbox
 from agent_team.answers import parse_answer
-from agent_team.config import Settings
 from agent_team.exceptions import InvalidAnswerError, QuestionClosedError, UnknownTaskError
 from agent_team.integrations.slack.blocks import (
     BUTTON_ANSWERS,
@@ -37,6 +36,7 @@ from agent_team.integrations.slack.blocks import (
     REVISE_INPUT,
 )
 from agent_team.integrations.slack.followups import FollowUps
+from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport, split_ref
 from agent_team.task_model import QuestionStatus
 
@@ -68,7 +68,7 @@ class AnswerHandler:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: SlackSettings,
         transport: SlackTransport,
         followups: FollowUps,
         *,
@@ -79,7 +79,7 @@ class AnswerHandler:
         self.followups = followups
         self.clock = clock
         self._answer_fn: AnswerFn = answer or self._answer_in_ledger
-        self.allowed = frozenset(settings.slack_allowed_users)
+        self.allowed = frozenset(settings.allowed_users)
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._recent_lock = threading.Lock()
         if not self.allowed:

@@ -12,6 +12,7 @@ not ping a channel, and `<http://x|y>` must not become a disguised link.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -67,7 +68,7 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def mention(user_ids: list[str]) -> str:
+def mention(user_ids: Sequence[str]) -> str:
     return " ".join(f"<@{user}>" for user in user_ids)
 
 

@@ -7,6 +7,7 @@ from slack_sdk.errors import SlackApiError
 from agent_team.config import Settings
 from agent_team.doctor import CheckResult
 from agent_team.exceptions import ConfigError
+from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import make_web_client, require_slack_settings
 from agent_team.redact import redact
 
@@ -15,15 +16,16 @@ __all__ = ["check_slack", "check_slack_allowed_users"]
 
 def check_slack(settings: Settings) -> CheckResult:
     """The settings are complete and the bot token works (`auth.test`)."""
-    if settings.transport != "slack":
+    slack = SlackSettings.from_settings(settings)
+    if slack.transport != "slack":
         return CheckResult("slack", True, "not used (AGENT_TEAM_TRANSPORT=local)")
     try:
-        require_slack_settings(settings)
+        require_slack_settings(slack)
     except ConfigError as exc:
         return CheckResult("slack", False, str(exc), "set the variables named above")
-    mode = "socket mode" if settings.slack_app_token else "HTTP mode at POST /slack/events"
+    mode = "socket mode" if slack.app_token else "HTTP mode at POST /slack/events"
     try:
-        data = make_web_client(settings).auth_test().data
+        data = make_web_client(slack).auth_test().data
     except SlackApiError as exc:
         error = exc.response.get("error", "error") if exc.response is not None else "error"
         return CheckResult(
@@ -36,23 +38,24 @@ def check_slack(settings: Settings) -> CheckResult:
         return CheckResult(
             "slack",
             False,
-            f"cannot reach {settings.slack_api_url}: {redact(str(exc))}",
+            f"cannot reach {slack.api_url}: {redact(str(exc))}",
             "check the network, or AGENT_TEAM_SLACK_API_URL",
         )
     who = data.get("user_id") if isinstance(data, dict) else None
-    return CheckResult("slack", True, f"bot {who} posts to {settings.slack_channel}; {mode}")
+    return CheckResult("slack", True, f"bot {who} posts to {slack.channel}; {mode}")
 
 
 def check_slack_allowed_users(settings: Settings) -> CheckResult:
     """Fail closed is safe but useless: say so when nobody may answer."""
-    if settings.transport != "slack":
+    slack = SlackSettings.from_settings(settings)
+    if slack.transport != "slack":
         return CheckResult("slack allowed users", True, "not used")
-    if not settings.slack_allowed_users:
+    if not slack.allowed_users:
         return CheckResult(
             "slack allowed users",
             False,
             "AGENT_TEAM_SLACK_ALLOWED_USERS is empty: nobody can answer questions in Slack",
             "set AGENT_TEAM_SLACK_ALLOWED_USERS to the Slack user ids, comma-separated",
         )
-    count = len(settings.slack_allowed_users)
+    count = len(slack.allowed_users)
     return CheckResult("slack allowed users", True, f"{count} user(s) may answer")

@@ -35,11 +35,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agent_team.config import Settings
 from agent_team.exceptions import ConfigError
 from agent_team.integrations.slack.answers import AnswerFn, AnswerHandler
 from agent_team.integrations.slack.blocks import ACTION_PREFIX, REVISE_CALLBACK
 from agent_team.integrations.slack.followups import TIMERS_S, FollowUps
+from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport, make_web_client
 
 __all__ = ["EVENTS_PATH", "SlackListener"]
@@ -56,7 +56,7 @@ class SlackListener:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: SlackSettings,
         transport: SlackTransport,
         *,
         answer: AnswerFn | None = None,
@@ -78,8 +78,8 @@ class SlackListener:
         self.settings = settings
         self.transport = transport
         self.clock: Callable[[], datetime] = clock or transport.clock
-        self.socket_mode = settings.slack_app_token is not None
-        secret = settings.slack_signing_secret
+        self.socket_mode = settings.app_token is not None
+        secret = settings.signing_secret
         self._signing_secret = secret.get_secret_value() if secret is not None else ""
         # First, before any thread starts: with `verify_token` this is where a bad token stops us.
         self.app = _build_app(
@@ -113,7 +113,7 @@ class SlackListener:
 
     def socket_mode_handler(self) -> SocketModeHandler:
         """Built, not connected: `connect()` opens the WebSocket (the daemon's loop does)."""
-        token = self.settings.slack_app_token
+        token = self.settings.app_token
         if token is None:
             raise ValueError("Socket Mode needs AGENT_TEAM_SLACK_APP_TOKEN")
         app_token = token.get_secret_value()

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import SecretStr
-
 from agent_team.config import Settings
+from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.loops import Loop
 
 if TYPE_CHECKING:
@@ -21,40 +19,6 @@ if TYPE_CHECKING:
     from agent_team.integrations.slack.transport import SlackTransport
 
 __all__ = ["SlackIntegration", "SlackSettings"]
-
-
-@dataclass(frozen=True)
-class SlackSettings:
-    """The `AGENT_TEAM_SLACK_*` settings (and the transport switch that turns Slack on)."""
-
-    transport: str
-    bot_token: SecretStr | None
-    signing_secret: SecretStr | None
-    app_token: SecretStr | None
-    channel: str | None
-    allowed_users: tuple[str, ...]
-    escalate_to: tuple[str, ...]
-    api_url: str
-    reminders: tuple[str, ...]
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> SlackSettings:
-        return cls(
-            transport=settings.transport,
-            bot_token=settings.slack_bot_token,
-            signing_secret=settings.slack_signing_secret,
-            app_token=settings.slack_app_token,
-            channel=settings.slack_channel,
-            allowed_users=tuple(settings.slack_allowed_users),
-            escalate_to=tuple(settings.slack_escalate_to),
-            api_url=settings.slack_api_url,
-            reminders=tuple(settings.slack_reminders),
-        )
-
-    @property
-    def socket_mode(self) -> bool:
-        """An app-level token means Socket Mode instead of `POST /slack/events`."""
-        return self.app_token is not None
 
 
 class SlackIntegration:
@@ -79,10 +43,12 @@ class SlackIntegration:
         transport = coordinator.transport
         self._owns_transport = not isinstance(transport, SlackTransport)
         if not isinstance(transport, SlackTransport):  # a test handed in its own transport
-            transport = SlackTransport(settings, clock=coordinator.clock, ledger=coordinator.ledger)
+            transport = SlackTransport(
+                self._settings, clock=coordinator.clock, ledger=coordinator.ledger
+            )
         self.transport: SlackTransport = transport
         self.listener: SlackListener = SlackListener(
-            settings,
+            self._settings,
             transport,
             answer=coordinator.answer,
             clock=coordinator.clock,

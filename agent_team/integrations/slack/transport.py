@@ -31,7 +31,6 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from agent_team import db
-from agent_team.config import Settings
 from agent_team.exceptions import ConfigError
 from agent_team.integrations.slack.blocks import (
     closed_blocks,
@@ -41,6 +40,7 @@ from agent_team.integrations.slack.blocks import (
     question_blocks,
     question_fallback,
 )
+from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.redact import redact, tail
 from agent_team.task_model import EffectState, QuestionStatus
 from agent_team.testhooks import wall_clock
@@ -63,18 +63,18 @@ OUTCOME_WINDOW = timedelta(days=2)  # how far back `reconcile_answered` looks
 OUTCOME_GRACE = timedelta(seconds=60)  # the listener's own redraw gets this long first
 
 
-def require_slack_settings(settings: Settings) -> None:
+def require_slack_settings(settings: SlackSettings) -> None:
     """Refuse to start a Slack transport that could not work, naming every missing variable.
 
     Raises:
         ConfigError: a required setting is missing.
     """
     missing = []
-    if settings.slack_bot_token is None:
+    if settings.bot_token is None:
         missing.append("AGENT_TEAM_SLACK_BOT_TOKEN")
-    if not settings.slack_channel:
+    if not settings.channel:
         missing.append("AGENT_TEAM_SLACK_CHANNEL")
-    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+    if settings.app_token is None and settings.signing_secret is None:
         missing.append("AGENT_TEAM_SLACK_SIGNING_SECRET (or AGENT_TEAM_SLACK_APP_TOKEN)")
     if missing:
         raise ConfigError(
@@ -83,13 +83,13 @@ def require_slack_settings(settings: Settings) -> None:
         )
 
 
-def make_web_client(settings: Settings, token: str | None = None) -> WebClient:
+def make_web_client(settings: SlackSettings, token: str | None = None) -> WebClient:
     """The Web API client: our base URL, and 429s retried after Slack's `Retry-After`."""
-    base_url = settings.slack_api_url
+    base_url = settings.api_url
     if not base_url.endswith("/"):
         base_url += "/"
-    if token is None and settings.slack_bot_token is not None:
-        token = settings.slack_bot_token.get_secret_value()
+    if token is None and settings.bot_token is not None:
+        token = settings.bot_token.get_secret_value()
     return WebClient(
         token=token,
         base_url=base_url,
@@ -120,7 +120,7 @@ class SlackTransport:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: SlackSettings,
         *,
         client: WebClient | None = None,
         clock: Callable[[], datetime] | None = None,
@@ -128,15 +128,15 @@ class SlackTransport:
     ) -> None:
         require_slack_settings(settings)
         self.settings = settings
-        self.channel: str = settings.slack_channel or ""
+        self.channel: str = settings.channel or ""
         self.client = client or make_web_client(settings)
         self.clock: Callable[[], datetime] = clock or wall_clock
         self._secrets = [
             s.get_secret_value()
             for s in (
-                settings.slack_bot_token,
-                settings.slack_signing_secret,
-                settings.slack_app_token,
+                settings.bot_token,
+                settings.signing_secret,
+                settings.app_token,
             )
             if s is not None
         ]
@@ -389,8 +389,8 @@ class SlackTransport:
         if event == "parked":
             if task.parked_reason == "question_expired":
                 line = f"⌛ {title} is parked: {body}. Nobody answered in time."
-                if self.settings.slack_escalate_to:
-                    line += f" {mention(self.settings.slack_escalate_to)}: please decide or reopen."
+                if self.settings.escalate_to:
+                    line += f" {mention(self.settings.escalate_to)}: please decide or reopen."
                 return line
             if task.parked_reason == "budget_exhausted":
                 how = "it continues by itself after midnight UTC, or raise the daily budget"
@@ -544,7 +544,7 @@ class SlackTransport:
         left = deadline - now
         hours = left.total_seconds() / 3600
         when = f"{hours:.1f} h" if hours >= 1 else f"{max(1, int(left.total_seconds() // 60))} min"
-        who = mention(self.settings.slack_allowed_users)
+        who = mention(self.settings.allowed_users)
         if not who:
             who = "(nobody may answer yet: set AGENT_TEAM_SLACK_ALLOWED_USERS)"
         text = (

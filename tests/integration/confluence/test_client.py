@@ -23,6 +23,7 @@ from agent_team.integrations.confluence.client import (
     create_request,
     update_request,
 )
+from agent_team.integrations.confluence.settings import ConfluenceSettings
 from tests.fakes import confluence_api as fc
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "adf"
@@ -193,17 +194,25 @@ def test_from_settings_picks_the_auth_and_refuses_half_configs(
         confluence_client_secret=fc.CLIENT_SECRET,
         confluence_token_url=fake.token_url,
     )
-    assert isinstance(ConfluenceClient.from_settings(oauth).auth, OAuthClientCredentials)
+    assert isinstance(
+        ConfluenceClient.from_settings(ConfluenceSettings.from_settings(oauth)).auth,
+        OAuthClientCredentials,
+    )
     basic_settings = load_settings(
         confluence_base_url=fake.base_url,
         confluence_email=fc.EMAIL,
         confluence_api_token=fc.API_TOKEN,
     )
-    assert isinstance(ConfluenceClient.from_settings(basic_settings).auth, BasicAuth)
+    assert isinstance(
+        ConfluenceClient.from_settings(ConfluenceSettings.from_settings(basic_settings)).auth,
+        BasicAuth,
+    )
     with pytest.raises(ConfigError, match="credentials are missing"):
-        ConfluenceClient.from_settings(load_settings(confluence_base_url=fake.base_url))
+        ConfluenceClient.from_settings(
+            ConfluenceSettings.from_settings(load_settings(confluence_base_url=fake.base_url))
+        )
     with pytest.raises(ConfigError, match="BASE_URL"):
-        ConfluenceClient.from_settings(load_settings())
+        ConfluenceClient.from_settings(ConfluenceSettings.from_settings(load_settings()))
 
 
 def test_fake_records_json_bodies(fake: fc.FakeConfluence) -> None:

@@ -15,6 +15,7 @@ import pytest
 from agent_team import db, inbox
 from agent_team.config import Settings, load_settings
 from agent_team.integrations.github.intake import GitHubIntake, make_client
+from agent_team.integrations.github.settings import GitHubSettings
 from tests.fakes.github_api import FakeGitHub
 
 TOKEN = "ghp_" + "T0kenForTests" * 3  # token-shaped, so the pattern redaction applies too
@@ -105,10 +106,11 @@ def make_intake(tmp_path: Path, world: World) -> Iterator[MakeIntake]:
         settings = make_settings(tmp_path, world.fake, **overrides)
         db.init_db(settings.db_path)
         conn = db.open_ledger(settings.db_path)
-        client = make_client(settings)
+        github = GitHubSettings.from_settings(settings)
+        client = make_client(github)
         opened.extend([conn, client])
         starter = Starter(conn)
-        intake = GitHubIntake(settings, conn, starter, client, claim_grace_s=claim_grace_s)
+        intake = GitHubIntake(github, conn, starter, client, claim_grace_s=claim_grace_s)
         return intake, starter
 
     yield make

@@ -7,6 +7,7 @@ from pathlib import Path
 from agent_team import db
 from agent_team.integrations.github.doctor import check_github_intake, check_github_last_poll
 from agent_team.integrations.github.intake import GitHubIntake, make_client
+from agent_team.integrations.github.settings import GitHubSettings
 from tests.integration.github.conftest import APP, TOKEN, World, make_settings
 
 
@@ -30,9 +31,10 @@ def test_unreachable_repositories_and_a_failing_last_poll(tmp_path: Path, world:
 
     db.init_db(settings.db_path)
     conn = db.open_ledger(settings.db_path)
-    client = make_client(settings)
+    github = GitHubSettings.from_settings(settings)
+    client = make_client(github)
     try:
-        GitHubIntake(settings, conn, lambda **_: "", client).poll_once()
+        GitHubIntake(github, conn, lambda **_: "", client).poll_once()
     finally:
         client.close()
         conn.close()

@@ -15,6 +15,7 @@ from agent_team import db
 from agent_team.config import Settings
 from agent_team.integrations.github.intake import task_id_for
 from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
+from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.integrations.github.status import marker
 from agent_team.wiring import build_runtime
 from tests.fakes.github_api import FakeGitHub
@@ -131,7 +132,7 @@ def test_the_comment_is_edited_across_a_restart_and_one_draft_pr_is_opened(
 
     # Run the publisher again (a replayed node): the recorded PR comes back, nothing is sent.
     before = len(fake.requests)
-    publisher = make_publisher(setup.settings)
+    publisher = make_publisher(GitHubSettings.from_settings(setup.settings))
     assert publisher is not None
     assert publisher(state) == state["pull_request"]
     assert len(fake.requests) == before and len(fake.repos[APP].pulls) == 1
@@ -161,7 +162,7 @@ def test_a_pending_pr_record_after_a_crash_finds_the_pr_instead_of_opening_anoth
         assert db.finish_effect(
             conn, effect_id=effect_id, state="pending", request={**request, "posting": posting}
         )
-        publisher = make_publisher(setup.settings)
+        publisher = make_publisher(GitHubSettings.from_settings(setup.settings))
         assert publisher is not None
         assert publisher(state) == state["pull_request"]
         publisher.client.close()
@@ -268,7 +269,7 @@ def test_the_push_ignores_hooks_and_remotes_planted_in_the_checkout(
     commit = git(setup.clone, "rev-parse", "HEAD")
     process = Process(setup.settings)
     process.github.poll()
-    publisher = make_publisher(setup.settings)
+    publisher = make_publisher(GitHubSettings.from_settings(setup.settings))
     assert publisher is not None
     state: Any = {
         "task_id": setup.task_id,
@@ -329,7 +330,7 @@ def test_a_shallow_checkout_pushes_too(setup: Setup, tmp_path: Path) -> None:
     commit = git(shallow, "rev-parse", "HEAD")
     process = Process(setup.settings)
     process.github.poll()
-    publisher = make_publisher(setup.settings)
+    publisher = make_publisher(GitHubSettings.from_settings(setup.settings))
     assert publisher is not None
     state: Any = {
         "task_id": setup.task_id,

@@ -32,6 +32,7 @@ from agent_team import db
 from agent_team.config import ENV_PREFIX, Settings, load_settings
 from agent_team.coordinator import Coordinator
 from agent_team.integrations.slack.ingress import EVENTS_PATH, SlackListener
+from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport
 from agent_team.wiring import build_coordinator
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
@@ -245,9 +246,10 @@ def make_world(tmp_path: Path, fake: FakeSlack) -> Iterator[Any]:
     def make(**overrides: Any) -> SlackWorld:
         settings = slack_settings(tmp_path, fake, **overrides)
         clock = Clock()
-        transport = SlackTransport(settings, clock=clock)
+        slack = SlackSettings.from_settings(settings)
+        transport = SlackTransport(slack, clock=clock)
         coordinator = build_coordinator(settings, transport=transport, clock=clock)
-        listener = SlackListener(settings, transport, answer=coordinator.answer, clock=clock)
+        listener = SlackListener(slack, transport, answer=coordinator.answer, clock=clock)
         server = Server(Starlette(routes=[listener.route()]))
         world = SlackWorld(
             settings,

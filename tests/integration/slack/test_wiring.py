@@ -18,6 +18,7 @@ from agent_team.daemon import Daemon
 from agent_team.doctor import run_checks
 from agent_team.exceptions import ConfigError
 from agent_team.integrations.slack.ingress import SlackListener
+from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport
 from agent_team.transports.registry import make_transport
 from tests.fakes.slack_api import FakeSlack
@@ -66,8 +67,9 @@ def test_transport_slack_without_its_settings_names_the_missing_variables(
 
 def test_socket_mode_is_wired_without_touching_the_network(tmp_path: Path, fake: FakeSlack) -> None:
     settings = slack_settings(tmp_path, fake, slack_signing_secret=None, slack_app_token=APP_TOKEN)
-    transport = SlackTransport(settings)
-    listener = SlackListener(settings, transport)
+    slack = SlackSettings.from_settings(settings)
+    transport = SlackTransport(slack)
+    listener = SlackListener(slack, transport)
     try:
         handler = listener.socket_mode_handler()
         assert isinstance(handler, SocketModeHandler)
@@ -181,8 +183,9 @@ def test_failed_socket_mode_connects_do_not_leak_threads(tmp_path: Path, fake: F
     fails at once, on loopback, with no WebSocket ever opened.
     """
     settings = slack_settings(tmp_path, fake, slack_signing_secret=None, slack_app_token=APP_TOKEN)
-    transport = SlackTransport(settings)
-    listener = SlackListener(settings, transport)
+    slack = SlackSettings.from_settings(settings)
+    transport = SlackTransport(slack)
+    listener = SlackListener(slack, transport)
     stop = threading.Event()
     try:
         before = threading.active_count()

@@ -12,6 +12,7 @@ import pytest
 
 from agent_team.config import load_settings
 from agent_team.integrations.slack.ingress import SlackListener
+from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport
 
 SECRET = "unit-test-signing-secret"
@@ -28,7 +29,8 @@ def listener(tmp_path: Path) -> Iterator[SlackListener]:
         slack_allowed_users=["U0001"],
         slack_api_url="http://127.0.0.1:9/api/",
     )
-    made = SlackListener(settings, SlackTransport(settings))
+    slack = SlackSettings.from_settings(settings)
+    made = SlackListener(slack, SlackTransport(slack))
     yield made
     made.close()
 

@@ -1,0 +1,58 @@
+"""The Slack settings group: what every module of this package reads, and nothing else.
+
+A module of its own so the transport, the listener and the doctor checks can
+import it without importing `integration.py` (which imports them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from agent_team.config import Settings
+
+__all__ = ["SlackSettings"]
+
+
+@dataclass(frozen=True)
+class SlackSettings:
+    """The `AGENT_TEAM_SLACK_*` settings, the transport switch, and the shared ones Slack uses."""
+
+    transport: str
+    bot_token: SecretStr | None
+    signing_secret: SecretStr | None
+    app_token: SecretStr | None
+    channel: str | None
+    allowed_users: tuple[str, ...]
+    escalate_to: tuple[str, ...]
+    api_url: str
+    reminders: tuple[str, ...]
+    dashboard_url: str | None
+    db_path: Path
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SlackSettings:
+        return cls(
+            transport=settings.transport,
+            bot_token=settings.slack_bot_token,
+            signing_secret=settings.slack_signing_secret,
+            app_token=settings.slack_app_token,
+            channel=settings.slack_channel,
+            allowed_users=tuple(settings.slack_allowed_users),
+            escalate_to=tuple(settings.slack_escalate_to),
+            api_url=settings.slack_api_url,
+            reminders=tuple(settings.slack_reminders),
+            dashboard_url=settings.dashboard_url,
+            db_path=settings.db_path,
+        )
+
+    @property
+    def socket_mode(self) -> bool:
+        """An app-level token means Socket Mode instead of `POST /slack/events`."""
+        return self.app_token is not None
+
+    def reminder_fractions(self) -> list[float]:
+        """Already validated and sorted by `Settings`; here only turned into numbers."""
+        return [float(part) for part in self.reminders]
