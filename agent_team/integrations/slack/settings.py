@@ -28,7 +28,7 @@ class SlackSettings:
     allowed_users: tuple[str, ...]
     escalate_to: tuple[str, ...]
     api_url: str
-    reminders: tuple[str, ...]
+    reminder_fractions: tuple[float, ...]  # of a question's deadline, validated and sorted
     dashboard_url: str | None
     db_path: Path
 
@@ -43,7 +43,7 @@ class SlackSettings:
             allowed_users=tuple(settings.slack_allowed_users),
             escalate_to=tuple(settings.slack_escalate_to),
             api_url=settings.slack_api_url,
-            reminders=tuple(settings.slack_reminders),
+            reminder_fractions=tuple(settings.reminder_fractions()),
             dashboard_url=settings.dashboard_url,
             db_path=settings.db_path,
         )
@@ -52,7 +52,3 @@ class SlackSettings:
     def socket_mode(self) -> bool:
         """An app-level token means Socket Mode instead of `POST /slack/events`."""
         return self.app_token is not None
-
-    def reminder_fractions(self) -> list[float]:
-        """Already validated and sorted by `Settings`; here only turned into numbers."""
-        return [float(part) for part in self.reminders]

@@ -497,7 +497,7 @@ class SlackTransport:
         """
         now = now or self.clock()
         posted_count = 0
-        fractions = self.settings.reminder_fractions()
+        fractions = self.settings.reminder_fractions
         for question in db.list_questions(self.ledger, status=QuestionStatus.OPEN.value):
             if question.transport != self.name or not question.channel_ref:
                 continue
