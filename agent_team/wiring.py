@@ -122,10 +122,12 @@ def build_coordinator(
             confluence=lane,
             publish=publish,
         )
-        graph = build_graph(deps, ledger.checkpointer())
+        checkpointer = ledger.checkpointer()
+        graph = build_graph(deps, checkpointer)
         return Coordinator(
             settings,
             ledger=ledger,
+            checkpointer=checkpointer,
             graph=graph,
             deps=deps,
             transport=chosen,

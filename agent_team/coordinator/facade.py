@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from agent_team import db, inbox
@@ -64,6 +65,7 @@ class Coordinator:
         settings: Settings,
         *,
         ledger: db.Ledger,
+        checkpointer: BaseCheckpointSaver[Any],
         graph: CompiledStateGraph[Any, Any, Any, Any],
         deps: GraphDeps,
         transport: Transport,
@@ -77,7 +79,7 @@ class Coordinator:
         self.runner = GraphRunner(
             ledger=ledger,
             graph=graph,
-            checkpointer=ledger.checkpointer(),
+            checkpointer=checkpointer,
             deps=deps,
             transport=transport,
             clock=clock,
