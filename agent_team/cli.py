@@ -472,11 +472,19 @@ def show(
 def answer(
     ctx: typer.Context,
     question_id: Annotated[str, typer.Argument(help="The question id (see `questions`).")],
-    text: Annotated[str, typer.Argument(help="The answer, e.g. 'approve' or 'revise add tests'.")],
+    words: Annotated[
+        list[str],
+        typer.Argument(
+            help="The answer: the rest of the line, quoted or not, e.g. approve, "
+            "or revise add tests (put -- before words that start with a dash).",
+            show_default=False,
+        ),
+    ],
     who: Annotated[str, typer.Option("--as", help="Who is answering.")] = "",
 ) -> None:
     """Answer a gate question. The first answer wins; the task resumes on the next pass."""
     responder = who.strip() or getpass.getuser()
+    text = " ".join(words)
     with _open_ready(ctx) as ledger:
         answered = inbox.submit_answer(
             ledger, question_id, text, via=f"cli:{responder}", now=_ctx(ctx).now()
@@ -644,7 +652,9 @@ def doctor(ctx: typer.Context) -> None:
 @app.command()
 def backup(
     ctx: typer.Context,
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the backups.")],
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Folder for the backups (created if missing).")
+    ] = Path("backups"),
     keep: Annotated[int, typer.Option("--keep", help="How many backups to keep.", min=1)] = 7,
 ) -> None:
     """An online backup of the ledger (safe while the daemon runs); keeps the newest N."""

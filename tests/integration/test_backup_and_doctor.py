@@ -71,6 +71,16 @@ def test_backup_command(ledger_file: Path, tmp_path: Path) -> None:
     assert len(db.list_backups(tmp_path / "b")) == 1
 
 
+def test_backup_without_out_goes_to_backups_in_the_working_folder(
+    ledger_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["--db", str(ledger_file), "backup"])
+    assert result.exit_code == 0, result.output
+    (made,) = db.list_backups(tmp_path / "backups")
+    assert made.name in "".join(result.output.split())  # Rich may wrap the long path
+
+
 def test_doctor_flags_a_busy_port_and_a_missing_builder(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

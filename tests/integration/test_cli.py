@@ -561,3 +561,55 @@ def test_migrate_names_the_newer_ledger_it_refuses(runner: CliRunner, tmp_path: 
     assert isinstance(result.exception, SchemaTooNewError)
     assert "newer.db" in str(result.exception)
     assert "  " not in str(result.exception)
+
+
+def _open_plan_question(conn: db.Ledger, task_id: str = "t-plan") -> str:
+    db.create_task(conn, task_id=task_id, kind="code", title="Plan me", body="")
+    question_id = f"{task_id}:q1"
+    db.ensure_question(
+        conn,
+        question_id=question_id,
+        thread_id=task_id,
+        turn=1,
+        kind="plan_decision",
+        transport="local",
+        deadline_at=None,
+        payload_json=json.dumps({"text": "Approve the plan?"}),
+    )
+    return question_id
+
+
+def test_answer_takes_the_rest_of_the_line_unquoted(runner: CliRunner, cwd_conn: db.Ledger) -> None:
+    question_id = _open_plan_question(cwd_conn)
+
+    result = runner.invoke(
+        app, ["answer", question_id, "revise", "please", "add", "X", "--as", "ann"]
+    )
+
+    assert result.exit_code == 0, result.output
+    stored = db.get_question(cwd_conn, question_id)
+    assert stored is not None and stored.status == "answered"
+    assert stored.answer == {"decision": "revise", "text": "please add X"}
+    assert stored.answered_via == "cli:ann"
+
+
+def test_answer_quoted_is_the_same_answer(runner: CliRunner, cwd_conn: db.Ledger) -> None:
+    question_id = _open_plan_question(cwd_conn)
+
+    result = runner.invoke(app, ["answer", question_id, "revise please add X"])
+
+    assert result.exit_code == 0, result.output
+    stored = db.get_question(cwd_conn, question_id)
+    assert stored is not None and stored.answer == {"decision": "revise", "text": "please add X"}
+
+
+def test_answer_without_text_is_refused_and_stores_nothing(
+    runner: CliRunner, cwd_conn: db.Ledger
+) -> None:
+    question_id = _open_plan_question(cwd_conn)
+
+    result = runner.invoke(app, ["answer", question_id])
+
+    assert result.exit_code == 2
+    stored = db.get_question(cwd_conn, question_id)
+    assert stored is not None and stored.status == "open"
