@@ -207,6 +207,31 @@ def questions(
             str(asks),
         )
     out.print(table)
+    for q in rows:
+        plan = _plan_text(q.payload)
+        if q.status == QuestionStatus.OPEN and plan:
+            out.print(f"\nthe plan {q.question_id} asks you to review:\n{plan}")
+
+
+def _plan_text(payload: Any) -> str | None:
+    """The plan a `plan_decision` question shows (its payload keeps it for redelivery)."""
+    plan = payload.get("plan_markdown") if isinstance(payload, dict) else None
+    return plan.strip() if isinstance(plan, str) and plan.strip() else None
+
+
+def _print_plan_and_clarify(questions: list[dict[str, Any]]) -> None:
+    """What a person needs to answer: the clarify exchange so far, and the newest plan."""
+    for q in questions:
+        if q["kind"] != "clarify":
+            continue
+        answer = q["answer"].get("text") if isinstance(q["answer"], dict) else None
+        out.print(f"\nclarify {q['question_id']}: {q['text'] or ''}")
+        out.print(f"  answer: {answer}" if answer else f"  ({q['status']}, no answer yet)")
+    plans = [(q, _plan_text(q["payload"])) for q in questions if q["kind"] == "plan_decision"]
+    shown = [(q, plan) for q, plan in plans if plan]
+    if shown:
+        q, plan = shown[-1]
+        out.print(f"\nthe plan ({q['question_id']}, {q['status']}):\n{plan}")
 
 
 def _parse_day(value: str | None) -> str:
@@ -465,6 +490,7 @@ def show(
                 json.dumps(q["answer"]) if q["answer"] is not None else "",
             )
         out.print(asked)
+        _print_plan_and_clarify(report["questions"])
     out.print(f"total ${report['total_usd']:.4f}, {report['total_tokens']} tokens")
 
 

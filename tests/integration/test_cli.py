@@ -613,3 +613,61 @@ def test_answer_without_text_is_refused_and_stores_nothing(
     assert result.exit_code == 2
     stored = db.get_question(cwd_conn, question_id)
     assert stored is not None and stored.status == "open"
+
+
+DETAILED_BODY = (
+    "The login page should remember the user's email address between visits.\n"
+    "- Store the email in a cookie after a successful login\n"
+    "- Prefill the email field when the cookie is present\n"
+    "- Add a test that covers both paths\n"
+)
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _run_to_the_gate(runner: CliRunner, title: str, body: str) -> str:
+    submitted = runner.invoke(app, ["submit", "--title", title, "--body", body])
+    assert submitted.exit_code == 0, submitted.output
+    ticked = runner.invoke(app, ["tick", "--until-idle", "--timeout", "60"])
+    assert ticked.exit_code == 0, ticked.output
+    return submitted.stdout.strip()
+
+
+def test_show_and_open_questions_print_the_plan_under_review(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_TEAM_STATE_DIR", str(tmp_path / "state"))
+    task_id = _run_to_the_gate(runner, "Remember the email", DETAILED_BODY)
+    with db.open_ledger(tmp_path / "agent-team.db") as ledger:
+        (asked,) = db.list_questions(ledger, status="open", thread_id=task_id)
+    plan = asked.payload["plan_markdown"]
+    assert asked.kind == "plan_decision" and plan.strip()
+
+    listed = runner.invoke(app, ["questions", "--status", "open"])
+    shown = runner.invoke(app, ["show", task_id])
+
+    assert listed.exit_code == 0 and shown.exit_code == 0, listed.output + shown.output
+    assert _flat(plan) in _flat(listed.stdout)
+    assert _flat(plan) in _flat(shown.stdout)
+    assert f"the plan ({asked.question_id}, open)" in shown.stdout
+
+
+def test_show_prints_the_clarify_question_and_its_answer(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_TEAM_STATE_DIR", str(tmp_path / "state"))
+    task_id = _run_to_the_gate(runner, "Login", "Make login nicer.")
+    with db.open_ledger(tmp_path / "agent-team.db") as ledger:
+        (asked,) = db.list_questions(ledger, status="open", thread_id=task_id)
+    assert asked.kind == "clarify"
+    reply = "Remember the email in a cookie and prefill it next time"
+    answered = runner.invoke(app, ["answer", asked.question_id, reply])
+    assert answered.exit_code == 0, answered.output
+
+    shown = runner.invoke(app, ["show", task_id])
+
+    assert shown.exit_code == 0, shown.output
+    assert _flat(f"clarify {asked.question_id}: {asked.payload['text']}") in _flat(shown.stdout)
+    assert f"answer: {reply}" in shown.stdout
