@@ -29,6 +29,7 @@ from agent_team.config import Settings, load_hooks, load_settings
 from agent_team.exceptions import AgentTeamError, ConfigError
 from agent_team.redact import redact
 from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
+from agent_team.timefmt import deadline_text
 
 __all__ = ["app", "main"]
 
@@ -182,6 +183,7 @@ def questions(
     if not rows:
         out.print("no questions" + (f" with status {status.value}" if status else ""))
         return
+    now = _ctx(ctx).now()
     table = _table(
         "question",
         "task",
@@ -202,7 +204,7 @@ def questions(
             str(q.turn),
             q.kind,
             q.status,
-            q.deadline_at or "",
+            _deadline(q.deadline_at, now),
             answered,
             str(asks),
         )
@@ -211,6 +213,11 @@ def questions(
         plan = _plan_text(q.payload)
         if q.status == QuestionStatus.OPEN and plan:
             out.print(f"\nthe plan {q.question_id} asks you to review:\n{plan}")
+
+
+def _deadline(stamp: str | None, now: datetime) -> str:
+    """`in 2d 23h (Fri 14:00 UTC)`, as the dashboard shows it; `--json` keeps the ISO stamp."""
+    return deadline_text(db.from_iso(stamp), now) if stamp else ""
 
 
 def _plan_text(payload: Any) -> str | None:
@@ -448,7 +455,8 @@ def show(
 ) -> None:
     """A task's journey: transitions with durations, questions, cost per stage."""
     with _open_ready(ctx) as ledger:
-        report = reports.task_report(ledger, task_id, _ctx(ctx).now())
+        now = _ctx(ctx).now()
+        report = reports.task_report(ledger, task_id, now)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
         return
@@ -485,7 +493,7 @@ def show(
                 q["question_id"],
                 q["kind"],
                 q["status"],
-                q["deadline_at"] or "",
+                _deadline(q["deadline_at"], now),
                 who,
                 json.dumps(q["answer"]) if q["answer"] is not None else "",
             )
@@ -530,7 +538,8 @@ def reopen(
     window = _parse_duration(deadline)
     with _open_ready(ctx) as ledger:
         reopened = inbox.reopen(ledger, question_id, deadline_at=_ctx(ctx).now() + window)
-    out.print(f"reopened {reopened.question_id}; deadline {reopened.deadline_at}")
+    now = _ctx(ctx).now()
+    out.print(f"reopened {reopened.question_id}; deadline {_deadline(reopened.deadline_at, now)}")
 
 
 @app.command()

@@ -39,6 +39,7 @@ from agent_team.models.pricing import price_for
 from agent_team.redact import redact
 from agent_team.reports import task_report
 from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus
+from agent_team.timefmt import relative, span
 
 __all__ = ["TEMPLATES_DIR", "render_page", "routes"]
 
@@ -76,27 +77,9 @@ class Stamp:
     relative: str
 
 
-def _span(seconds: float) -> str:
-    """A duration as people read it: `850 ms`, `12.4 s`, `3m 05s`, `2h 10m`, `3d 4h`."""
-    s = max(0.0, seconds)
-    if s < 1:
-        return f"{round(s * 1000)} ms"
-    if s < 60:
-        return f"{s:.1f} s"
-    whole = int(s)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {secs:02d}s"
-
-
 def _age(seconds: float) -> str:
     """An age to the second at most: `12 s`, `3m 05s`, `2h 10m`."""
-    return f"{max(0, int(seconds))} s" if seconds < 60 else _span(seconds)
+    return f"{max(0, int(seconds))} s" if seconds < 60 else span(seconds)
 
 
 def _stamp(text: str | None, now: datetime) -> Stamp | None:
@@ -104,12 +87,7 @@ def _stamp(text: str | None, now: datetime) -> Stamp | None:
         return None
     moment = db.from_iso(text)
     label = f"{moment:%Y-%m-%d %H:%M} UTC"
-    delta = (moment - now).total_seconds()
-    if delta > 0:
-        relative = f"in {_span(delta)}"
-    else:
-        relative = f"{_span(-delta)} ago" if delta <= -1 else "just now"
-    return Stamp(iso=db.to_iso(moment), label=label, relative=relative)
+    return Stamp(iso=db.to_iso(moment), label=label, relative=relative(moment, now))
 
 
 def _usd(amount: float) -> str:
@@ -407,7 +385,7 @@ class _Pages:
             cost = float(t.get("cost_usd") or 0.0)
             tokens = int(t.get("tokens") or 0)
             is_open = t["exited_at"] is None
-            duration = _span(seconds)
+            duration = span(seconds)
             segments.append(
                 Segment(
                     phase=t["to_phase"],
@@ -459,14 +437,14 @@ class _Pages:
             "totals": {
                 "cost": _usd(float(totals["cost_usd"])),
                 "tokens": _tokens(int(totals["tokens"])),
-                "wall": _span(float(totals["wall_s"])),
+                "wall": span(float(totals["wall_s"])),
                 "unattributed": _usd(float(totals["unattributed_cost_usd"])),
                 "has_unattributed": float(totals["unattributed_cost_usd"]) > 0,
             },
             "segments": segments,
             "steps": steps,
             "timeline_start": steps[0].entered if steps else None,
-            "timeline_total": _span(total_s),
+            "timeline_total": span(total_s),
             "questions": questions,
             "open_count": sum(1 for q in questions if q.is_open),
             "plan_html": render_markdown(self._clean(plan_markdown)) if plan_markdown else None,

@@ -671,3 +671,26 @@ def test_show_prints_the_clarify_question_and_its_answer(
     assert shown.exit_code == 0, shown.output
     assert _flat(f"clarify {asked.question_id}: {asked.payload['text']}") in _flat(shown.stdout)
     assert f"answer: {reply}" in shown.stdout
+
+
+def test_questions_show_deadlines_as_people_read_them(
+    runner: CliRunner, cwd_conn: db.Ledger
+) -> None:
+    due = datetime.now(UTC) + timedelta(days=3, minutes=30)
+    db.create_task(cwd_conn, task_id="t-due", kind="code", title="Due", body="")
+    db.ensure_question(
+        cwd_conn,
+        question_id="t-due:q1",
+        thread_id="t-due",
+        turn=1,
+        kind="clarify",
+        transport="local",
+        deadline_at=due,
+        payload_json=json.dumps({"text": "When?"}),
+    )
+
+    result = runner.invoke(app, ["questions", "--status", "open"])
+
+    assert result.exit_code == 0, result.output
+    assert f"in 3d 0h ({due:%a %H:%M} UTC)" in result.stdout
+    assert db.to_iso(due) not in result.stdout  # the raw stamp stays in --json
