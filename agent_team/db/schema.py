@@ -463,8 +463,11 @@ def assert_ready(path: str | Path) -> None:
     """
     file = Path(path)
     if not file.is_file():
+        where = file.resolve()
         raise LedgerNotReadyError(
-            f"no ledger at {file}; create it with `agent-team migrate --db {file}`"
+            f"no ledger at {where}; if yours is elsewhere, point to it with --db PATH or "
+            "AGENT_TEAM_DB_PATH (a relative path is read from the working folder); to start "
+            f"a new, empty one, run `agent-team migrate --db {where}`"
         )
     conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
     try:

@@ -694,3 +694,15 @@ def test_questions_show_deadlines_as_people_read_them(
     assert result.exit_code == 0, result.output
     assert f"in 3d 0h ({due:%a %H:%M} UTC)" in result.stdout
     assert db.to_iso(due) not in result.stdout  # the raw stamp stays in --json
+
+
+def test_a_read_in_a_folder_without_the_ledger_points_to_db_and_creates_nothing(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    result = runner.invoke(app, ["tasks"])
+
+    assert isinstance(result.exception, LedgerNotReadyError)
+    message = str(result.exception)
+    assert str(tmp_path / "agent-team.db") in message  # the path it looked at, in full
+    assert "--db PATH" in message and "AGENT_TEAM_DB_PATH" in message
+    assert not (tmp_path / "agent-team.db").exists()
