@@ -15,7 +15,6 @@ from typing import Any
 
 from agent_team import db
 from agent_team.exceptions import UnknownTaskError
-from agent_team.integrations.confluence.pages import result_note
 from agent_team.task_model import TERMINAL_STATUSES, TaskStatus
 
 __all__ = [
@@ -26,6 +25,7 @@ __all__ = [
     "lane_off_notice",
     "parked_notice",
     "question_view",
+    "result_note",
     "task_report",
 ]
 
@@ -54,6 +54,29 @@ def completion_notice(values: Mapping[str, Any]) -> tuple[str | None, str | None
     told = [note, f"pull request {pull['url']}" if pull.get("url") else None, docs]
     text = "; ".join(part for part in told if part) or None
     return note or docs, text
+
+
+def result_note(confluence: dict[str, Any] | None) -> str | None:
+    """One line about the lane's outcome for the task's final note, or None."""
+    conf = confluence or {}
+    result = conf.get("result")
+    if isinstance(result, dict):
+        if result.get("dry_run"):
+            note = (
+                f"confluence dry run: {result.get('method')} {result.get('path')} recorded as "
+                f"{result.get('effect_id')}, nothing sent"
+            )
+            if result.get("approval_was_dry_run"):
+                note += (
+                    "; the approval was for a dry run, so a real write needs a new approval: "
+                    "submit the task again"
+                )
+            return note
+        where = result.get("url") or f"page {result.get('page_id')}"
+        return f"confluence {where} at version {result.get('version')}"
+    if conf.get("decision") == "reject":
+        return "confluence page rejected; nothing written"
+    return None
 
 
 def parked_notice(task_id: str, reason: str, why: str) -> str:

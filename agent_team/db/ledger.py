@@ -14,9 +14,10 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+if TYPE_CHECKING:  # LangGraph loads only where a graph runs, not for every CLI read
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = [
     "Cursor",

@@ -23,9 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
-
-from langgraph.checkpoint.sqlite import SqliteSaver
+from typing import TYPE_CHECKING, TypeVar
 
 from agent_team.db.ledger import Cursor, Dialect, Params, Row, Transaction
 from agent_team.exceptions import (
@@ -35,6 +33,9 @@ from agent_team.exceptions import (
     LedgerIntegrityError,
     LedgerStorageError,
 )
+
+if TYPE_CHECKING:  # LangGraph loads only where a graph runs, not for every CLI read
+    from langgraph.checkpoint.sqlite import SqliteSaver
 
 __all__ = ["BUSY_TIMEOUT_S", "SQLITE", "WRITE_ATTEMPTS", "SqliteLedger", "open_ledger"]
 
@@ -376,6 +377,8 @@ class SqliteLedger:
             raise LedgerError(
                 f"the ledger {self._path} was opened read-only; it keeps no checkpoints"
             )
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
         with self._saver_guard:
             if self._saver is None:
                 try:

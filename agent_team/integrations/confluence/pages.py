@@ -29,7 +29,6 @@ __all__ = [
     "page_result",
     "read_page",
     "request_for",
-    "result_note",
     "version_message",
 ]
 
@@ -169,26 +168,3 @@ def page_result(page: Page, *, recovered: bool = False) -> dict[str, Any]:
         "url": page.url,
         "recovered": recovered,
     }
-
-
-def result_note(confluence: dict[str, Any] | None) -> str | None:
-    """One line about the lane's outcome for the task's final note, or None."""
-    conf = confluence or {}
-    result = conf.get("result")
-    if isinstance(result, dict):
-        if result.get("dry_run"):
-            note = (
-                f"confluence dry run: {result.get('method')} {result.get('path')} recorded as "
-                f"{result.get('effect_id')}, nothing sent"
-            )
-            if result.get("approval_was_dry_run"):
-                note += (
-                    "; the approval was for a dry run, so a real write needs a new approval: "
-                    "submit the task again"
-                )
-            return note
-        where = result.get("url") or f"page {result.get('page_id')}"
-        return f"confluence {where} at version {result.get('version')}"
-    if conf.get("decision") == "reject":
-        return "confluence page rejected; nothing written"
-    return None
