@@ -19,6 +19,7 @@ operator as one line with no traceback.
     │   ├── InvalidAnswerError      an answer outside the question's grammar
     │   ├── QuestionClosedError     answering a question that is no longer open
     │   └── TaskRefusedError        a submission we will not run (e.g. a lane that is off)
+    │       └── TaskTooLargeError   a title or body over the task limits
     ├── ParkingError                the task must wait for an operator or time;
     │   │                           `parked_reason` says which
     │   ├── BudgetExhaustedError    today's cap would be exceeded
@@ -60,6 +61,7 @@ __all__ = [
     "SchemaTooNewError",
     "TaskError",
     "TaskRefusedError",
+    "TaskTooLargeError",
     "UnknownTaskError",
 ]
 
@@ -118,6 +120,14 @@ class QuestionClosedError(TaskError):
 
 class TaskRefusedError(TaskError):
     """A submission agent-team will not run, e.g. a lane that is turned off."""
+
+
+class TaskTooLargeError(TaskRefusedError):
+    """A title or body over the task limits (`agent_team.limits`); nothing was stored."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ParkingError(AgentTeamError):

@@ -17,6 +17,7 @@ from typing import Any
 from agent_team import db
 from agent_team.answers import parse_answer
 from agent_team.exceptions import QuestionClosedError, TaskRefusedError, UnknownTaskError
+from agent_team.limits import check_task_size
 from agent_team.task_model import (
     TERMINAL_STATUSES,
     CommandKind,
@@ -53,8 +54,10 @@ def submit_task(
     process dies between the two writes, the recovery sweep starts the task.
 
     Raises:
+        TaskTooLargeError: a title or body over the limits in `agent_team.limits`.
         TaskRefusedError: a `confluence` task while the docs lane is off.
     """
+    check_task_size(title, body)
     if kind == TaskKind.CONFLUENCE and not confluence_enabled:
         raise TaskRefusedError(
             "confluence tasks need the documentation lane, which is off in this build; "

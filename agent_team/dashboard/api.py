@@ -41,9 +41,11 @@ from agent_team.exceptions import (
     LedgerInputError,
     QuestionClosedError,
     TaskRefusedError,
+    TaskTooLargeError,
     UnknownTaskError,
 )
 from agent_team.health import LoopStatus
+from agent_team.limits import MAX_TITLE_CHARS
 from agent_team.redact import redact
 from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind, TaskStatus
 
@@ -54,7 +56,6 @@ log = logging.getLogger(__name__)
 MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
 MAX_BODY_BYTES = 1_000_000
-MAX_TITLE_CHARS = 300
 MAX_NAME_CHARS = 100
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ACCEPTED: dict[str, str] = {
@@ -104,6 +105,8 @@ def _translate(exc: Exception) -> ApiError:
         return ApiError(404, str(exc))
     if isinstance(exc, QuestionClosedError):
         return ApiError(409, str(exc))
+    if isinstance(exc, TaskTooLargeError):
+        return ApiError(413, f"{exc.field}: {exc}", extra={"field": exc.field})
     if isinstance(exc, InvalidAnswerError | TaskRefusedError):
         return ApiError(422, str(exc))
     if isinstance(exc, LedgerInputError):

@@ -35,6 +35,7 @@ from agent_team import db
 from agent_team.dashboard.app import STATIC_DIR, DashboardContext
 from agent_team.dashboard.safe_markdown import render_markdown
 from agent_team.exceptions import ConfigError, LedgerError, UnknownTaskError
+from agent_team.limits import PAGE_BODY_CHARS
 from agent_team.models.pricing import price_for
 from agent_team.redact import redact
 from agent_team.reports import task_report
@@ -423,7 +424,8 @@ class _Pages:
             "task": {
                 "id": task["id"],
                 "title": self._clean(task["title"]),
-                "body": self._clean(task["body"]),
+                "body": self._clean(task["body"][:PAGE_BODY_CHARS]),
+                "body_left": max(0, len(task["body"]) - PAGE_BODY_CHARS),
                 "kind": task["kind"],
                 "source": task["source"],
                 "source_ref": self._clean(task["source_ref"]) if task["source_ref"] else None,

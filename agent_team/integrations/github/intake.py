@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agent_team import __version__, db
 from agent_team.exceptions import AgentTeamError
 from agent_team.integrations.github.settings import GitHubSettings
+from agent_team.limits import MAX_BODY_CHARS, MAX_TITLE_CHARS
 from agent_team.redact import redact
 from agent_team.task_model import TaskKind
 from agent_team.testhooks import wall_clock
@@ -61,8 +62,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SOURCE = "github"  # tasks.source of every GitHub task
-BODY_LIMIT = 64 * 1024  # characters of an issue body kept in the task (GitHub allows 65536)
-TITLE_LIMIT = 300
+# An issue cannot be refused, so it is cut to the task limits, the note about the cut included.
+_CUT_NOTE_ROOM = 300
+BODY_LIMIT = MAX_BODY_CHARS - _CUT_NOTE_ROOM
+TITLE_LIMIT = MAX_TITLE_CHARS
 MIN_BACKOFF_S = 60.0  # a 403/429 without retry-after waits at least this (GitHub's advice)
 MAX_BACKOFF_S = 3600.0
 API_VERSION = "2022-11-28"
