@@ -71,12 +71,13 @@
   }
 
   function errorText(status, body) {
+    // The API's 401 text is written for scripts too; a person in the page needs this.
+    if (status === 401) return "Your sign-in has ended; sign in again to answer.";
     if (body && typeof body === "object") {
       var msg = body.error || body.detail || body.message;
       if (typeof msg === "string" && msg) return msg;
       if (msg && typeof msg.message === "string") return msg.message;
     }
-    if (status === 401) return "You are not signed in any more; sign in again.";
     return "The answer was not accepted (HTTP " + status + ").";
   }
 
