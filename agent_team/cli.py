@@ -569,36 +569,49 @@ def daemon(
         bool,
         typer.Option(
             "--demo",
-            help="First-run mode: generate a dashboard token (printed once) and print "
-            "how to submit and answer a task.",
+            help="First-run mode: create the demo dashboard token when no token is configured "
+            "(shown once on a terminal) and print how to submit and answer a task.",
         ),
     ] = False,
 ) -> None:
     """Run agent-team as a service: worker, timers, dashboard and API, until SIGTERM."""
-    from agent_team.daemon import Daemon, ensure_demo_token
+    from agent_team.access import demo_token_path, ensure_demo_token
+    from agent_team.daemon import Daemon
 
     settings = _ctx(ctx).settings()
-    token: str | None = None
-    if demo:
-        settings, token = ensure_demo_token(settings, settings.db_path.parent / "state")
+    created = ensure_demo_token(settings) if demo else None
     service = Daemon(settings, announce=lambda line: out.print(line))
+    _token_lines(service.ctx.auth.tokens.describe(), created, demo_token_path(settings))
     if demo:
-        service.announce = lambda line: _demo_banner(line, token, settings)
+        service.announce = lambda line: _demo_banner(line, settings)
     code = service.run()
     if service.cut_short:
         os._exit(code)  # runs still in flight resume on the next start; don't wait for them
     raise typer.Exit(code)
 
 
-def _demo_banner(line: str, token: str | None, settings: Settings) -> None:
+def _token_lines(where: str, created: str | None, path: Path) -> None:
+    """Where the dashboard's tokens come from, on every start; a new demo token once.
+
+    Printed before the server binds, so a start that fails (a busy port) still says where
+    the token is. The token itself is shown only on a terminal, never into a log.
+    """
+    out.print(where)
+    if created is None:
+        return
+    if sys.stdout.isatty():
+        out.print(f"dashboard token (new; shown once, kept in {path}): {created}")
+    else:
+        out.print(f"a new dashboard token was written to {path}; read it there to sign in")
+
+
+def _demo_banner(line: str, settings: Settings) -> None:
     exe = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "agent-team"
     cli = f".venv/bin/{exe}" if Path(".venv/bin", exe).exists() else exe
     db_flag = f" --db {settings.db_path}" if settings.db_path != Path("agent-team.db") else ""
     out.print(line)
-    if token:
-        out.print(
-            f"dashboard token (shown once, kept in {settings.db_path.parent / 'state'}): {token}"
-        )
+    url = line.split()[-1]
+    out.print(f"Sign in on {url}login with the dashboard token to answer in the browser.")
     out.print("In another terminal:")
     out.print(
         f'  {cli}{db_flag} submit --title "Try agent-team" --body "Add a short greeting to the '
@@ -606,7 +619,6 @@ def _demo_banner(line: str, token: str | None, settings: Settings) -> None:
     )
     out.print("  (it prints the task id; the daemon plans it within a second or two)")
     out.print(f"  {cli}{db_flag} questions --status open      # the plan waits: <task id>:q1")
-    url = line.split()[-1]
     out.print(f"  {cli}{db_flag} answer <task id>:q1 approve   # then watch it finish on {url}")
     out.print("Stop with Ctrl-C; everything is kept in the ledger and resumes on the next start.")
 

@@ -24,6 +24,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agent_team.access import parse_named_tokens
 from agent_team.exceptions import ConfigError
 from agent_team.testhooks import Hooks
 
@@ -118,7 +119,25 @@ class Settings(BaseSettings):
     dashboard_port: int = Field(default=8765, ge=0, le=65535, description="0 picks a free port.")
     dashboard_token: SecretStr | None = Field(
         default=None,
-        description="Bearer token for the dashboard's write endpoints; unset disables writes.",
+        description="One unnamed token for the dashboard's writes (kept for older scripts; "
+        "prefer named tokens).",
+    )
+    dashboard_tokens: SecretStr | None = Field(
+        default=None,
+        description="Named dashboard tokens, `name:token,...`: answers are attributed by name.",
+    )
+    dashboard_tokens_file: Path | None = Field(
+        default=None,
+        description="A file of named dashboard tokens, one `name:token` a line (`#` comments); "
+        "re-read when it changes.",
+    )
+    dashboard_session_key: SecretStr | None = Field(
+        default=None,
+        description="Signs the dashboard's sign-in cookies "
+        "(default: a key generated into the state folder).",
+    )
+    dashboard_session_h: float = Field(
+        default=12.0, gt=0, le=24 * 30, description="How long a dashboard sign-in lasts, in hours."
     )
     dashboard_url: str | None = Field(
         default=None, description="Public URL of the dashboard, for links in messages."
@@ -251,6 +270,17 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value
+
+    @field_validator("dashboard_tokens")
+    @classmethod
+    def _named_tokens(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_named_tokens(value.get_secret_value(), unit="entry")  # ValueError names it
+        return value
+
+    def state_folder(self) -> Path:
+        """Worktrees, generated repositories and the dashboard's demo token and session key."""
+        return self.state_dir or self.db_path.parent / "state"
 
     def reminder_fractions(self) -> list[float]:
         return [float(part) for part in self.slack_reminders]

@@ -16,18 +16,15 @@ order, after the last run.
 from __future__ import annotations
 
 import logging
-import secrets
 import signal
 import socket
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from types import FrameType
 
 import uvicorn
-from pydantic import SecretStr
 from starlette.routing import BaseRoute
 
 from agent_team.builders import kill_running_children
@@ -44,7 +41,7 @@ from agent_team.systemd import Notifier
 from agent_team.transports.base import Transport
 from agent_team.wiring import build_runtime
 
-__all__ = ["Daemon", "DaemonError", "ensure_demo_token"]
+__all__ = ["Daemon", "DaemonError"]
 
 log = logging.getLogger(__name__)
 
@@ -265,24 +262,3 @@ class Daemon:
                 killed,
             )
         return 0
-
-
-def ensure_demo_token(settings: Settings, state_dir: Path) -> tuple[Settings, str | None]:
-    """For the newcomer's first run: a dashboard token, generated once and kept 0600.
-
-    Returns:
-        The settings with the token, and the token if it was generated now
-        (so it is printed exactly once).
-    """
-    if settings.dashboard_token is not None:
-        return settings, None
-    path = state_dir / "dashboard-token"
-    fresh: str | None = None
-    if path.is_file():
-        token = path.read_text(encoding="utf-8").strip()
-    else:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        token = fresh = secrets.token_urlsafe(24)
-        path.touch(mode=0o600)
-        path.write_text(token + "\n", encoding="utf-8")
-    return settings.model_copy(update={"dashboard_token": SecretStr(token)}), fresh

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent_team import db
+from agent_team.access import DashboardTokens
 from agent_team.config import Settings
-from agent_team.exceptions import AgentTeamError
+from agent_team.exceptions import AgentTeamError, ConfigError
 from agent_team.models.registry import PROVIDERS, parse_model_spec
 
 __all__ = ["CHECKS", "CheckFn", "CheckResult", "check", "run_checks"]
@@ -92,7 +93,10 @@ def check_dashboard_port(settings: Settings) -> CheckResult:
                 f"{host}:{port} is not free ({exc.strerror})",
                 "stop what uses it (a running daemon?) or set AGENT_TEAM_DASHBOARD_PORT",
             )
-    writes = "writes enabled" if settings.dashboard_token else "writes disabled (no token)"
+    try:
+        writes = DashboardTokens(settings).describe()
+    except ConfigError as exc:
+        return CheckResult("dashboard tokens", False, str(exc), "fix the named setting or file")
     return CheckResult("dashboard port", True, f"{host}:{port} is free; {writes}")
 
 

@@ -6,15 +6,14 @@ the CLI and Slack use), then wake the coordinator. Every refusal is JSON
 `{"error": ...}` naming the parameter or field at fault; an unexpected
 exception is logged and answered with a bare 500, never a traceback.
 
-Writes need `Authorization: Bearer <AGENT_TEAM_DASHBOARD_TOKEN>`. A bearer
-header cannot be sent by a cross-site form, so the token also guards
-against CSRF; with no token configured, writes are off.
+Writes need a dashboard token: `Authorization: Bearer <token>` from scripts,
+or a signed-in session plus its CSRF token from the pages (`auth`). With no
+token configured, writes are off.
 """
 
 from __future__ import annotations
 
 import functools
-import hmac
 import json
 import logging
 import math
@@ -33,6 +32,7 @@ from starlette.routing import BaseRoute, Route
 from agent_team import db, inbox, reports
 from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP
 from agent_team.dashboard.app import DashboardContext
+from agent_team.dashboard.auth import AuthRefused, Caller
 from agent_team.dashboard.metrics import make_registry
 from agent_team.exceptions import (
     InvalidAnswerError,
@@ -63,7 +63,6 @@ _ACCEPTED: dict[str, str] = {
     QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
     QuestionKind.CONFLUENCE_APPROVAL.value: PUBLISH_HELP,
 }
-_TOKEN_HINT = "send `Authorization: Bearer <AGENT_TEAM_DASHBOARD_TOKEN>`"
 
 
 class ApiError(Exception):
@@ -415,26 +414,12 @@ class _Api:
 
     # writes
 
-    def _authorize(self, request: Request) -> None:
-        """Bearer token, compared in constant time; no token configured means no writes."""
-        secret = self.ctx.settings.dashboard_token
-        expected = secret.get_secret_value() if secret is not None else ""
-        if not expected:
-            raise ApiError(403, "writes are disabled: set AGENT_TEAM_DASHBOARD_TOKEN")
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        given = given.strip()
-        if scheme.lower() != "bearer" or not given:
-            raise ApiError(
-                401,
-                f"a bearer token is required; {_TOKEN_HINT}",
-                headers={"WWW-Authenticate": 'Bearer realm="agent-team"'},
-            )
-        if not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
-            raise ApiError(
-                401,
-                f"the bearer token is wrong; {_TOKEN_HINT}",
-                headers={"WWW-Authenticate": 'Bearer realm="agent-team", error="invalid_token"'},
-            )
+    def _authorize(self, request: Request) -> Caller:
+        """A bearer token, or a signed-in session with its CSRF token (see `auth`)."""
+        try:
+            return self.ctx.auth.authorize_write(request)
+        except AuthRefused as exc:
+            raise ApiError(exc.status, exc.message, headers=exc.headers) from None
 
     async def submit_task(self, request: Request) -> Response:
         self._authorize(request)
@@ -465,15 +450,13 @@ class _Api:
         )
 
     async def answer(self, request: Request) -> Response:
-        self._authorize(request)
+        caller = self._authorize(request)
         question_id = str(request.path_params["question_id"]).strip()
         data = await _json_body(request)
         _no_other_fields(data, {"answer", "name"})
         text = _text_field(data, "answer", required=True)
-        name = _text_field(data, "name", required=True, max_chars=MAX_NAME_CHARS)
-        assert text is not None and name is not None
-        if not name.strip().isprintable():
-            raise _bad_field("name", "must be printable text on one line")
+        name = _answerer(caller, _text_field(data, "name", required=False))
+        assert text is not None
 
         def work() -> db.Question:
             with self.ctx.write() as ledger:
@@ -482,7 +465,7 @@ class _Api:
                         ledger,
                         question_id,
                         text,
-                        via=f"dashboard:{name.strip()}",
+                        via=f"dashboard:{name}",
                         now=self.ctx.clock(),
                     )
                 except InvalidAnswerError as exc:
@@ -493,6 +476,31 @@ class _Api:
         answered = await run_in_threadpool(work)
         self.ctx.wake()
         return JSONResponse({"question": reports.question_view(answered)})
+
+
+def _answerer(caller: Caller, given: str | None) -> str:
+    """Who the answer is recorded as: a named token's owner, else the `name` field.
+
+    A named token already says who is calling, so `name` may be left out; a different
+    name is refused rather than recorded, so an answer is never attributed to someone
+    whose token was not used.
+    """
+    if caller.name is not None:
+        if given is not None and given.strip() and given.strip() != caller.name:
+            raise _bad_field(
+                "name", f"this token is {caller.name!r}'s; leave name out or send {caller.name!r}"
+            )
+        return caller.name
+    if given is None:
+        raise _bad_field("name", "is required with the unnamed token (a named token sets it)")
+    name = given.strip()
+    if not name:
+        raise _bad_field("name", "must not be blank")
+    if len(name) > MAX_NAME_CHARS:
+        raise _bad_field("name", f"is longer than {MAX_NAME_CHARS} characters")
+    if not name.isprintable():
+        raise _bad_field("name", "must be printable text on one line")
+    return name
 
 
 def routes(ctx: DashboardContext) -> list[BaseRoute]:

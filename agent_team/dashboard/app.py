@@ -24,6 +24,7 @@ from agent_team.health import Health
 
 if TYPE_CHECKING:
     from agent_team.coordinator import Coordinator
+    from agent_team.dashboard.auth import Auth
 
 __all__ = ["DashboardContext", "create_app"]
 
@@ -38,6 +39,13 @@ class DashboardContext:
     health: Health = field(default_factory=Health)
     coordinator: Coordinator | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    auth: Auth = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        """The tokens are resolved here, so a bad tokens file stops the start (ConfigError)."""
+        from agent_team.dashboard.auth import Auth
+
+        self.auth = Auth(self.settings)
 
     @property
     def db_path(self) -> Path:
@@ -72,11 +80,12 @@ class DashboardContext:
 
 def create_app(ctx: DashboardContext, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The daemon's HTTP app: API, pages, static files, and the integrations' routes."""
-    from agent_team.dashboard import api, pages
+    from agent_team.dashboard import api, auth, pages
 
     routes: list[BaseRoute] = [
         *api.routes(ctx),
         *pages.routes(ctx),
+        *auth.routes(ctx.auth),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
         *extra_routes,
     ]

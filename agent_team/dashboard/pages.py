@@ -9,8 +9,9 @@ is given. Every shown text also goes through `redact`, and errors render a
 short page: the dashboard never shows a token, a secret or a traceback.
 
 Writing (answering a question) is not done here: the task page's form posts
-with `fetch` to the JSON API (`POST /api/questions/{id}/answer`, bearer
-token), which owns authorization and validation.
+with `fetch` to the JSON API (`POST /api/questions/{id}/answer`, with the
+signed-in session and its CSRF token), which owns authorization and
+validation. Every page knows who is signed in (`viewer`, from `auth`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from starlette.routing import BaseRoute, Route
 
 from agent_team import db
 from agent_team.dashboard.app import STATIC_DIR, DashboardContext
+from agent_team.dashboard.auth import login_path
 from agent_team.dashboard.safe_markdown import render_markdown
 from agent_team.exceptions import ConfigError, LedgerError, UnknownTaskError
 from agent_team.limits import PAGE_BODY_CHARS
@@ -233,8 +235,20 @@ def render_page(
         version = _VERSIONS.get(name)
         return f"{base}/static/{name}" + (f"?v={version}" if version else "")
 
+    ctx = getattr(request.app.state, "ctx", None) if "app" in request.scope else None
+    viewer = ctx.auth.viewer(request) if isinstance(ctx, DashboardContext) else None
+    sign_in_on = isinstance(ctx, DashboardContext) and ctx.auth.tokens.enabled
+    here = request.url.path[len(base) :] if request.url.path.startswith(base) else "/"
     html = _ENV.get_template(template).render(
-        {"base": base, "static": static, "live": False, **context}
+        {
+            "base": base,
+            "static": static,
+            "live": False,
+            "viewer": viewer,
+            "sign_in_on": sign_in_on,
+            "login_href": login_path(base, "/" if here == "/login" else here),
+            **context,
+        }
     )
     # The pages are live views of changing state: never serve one from a cache.
     headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
@@ -258,12 +272,10 @@ class _Pages:
 
     def __init__(self, ctx: DashboardContext) -> None:
         self.ctx = ctx
-        token = ctx.settings.dashboard_token
-        self._secrets = (token.get_secret_value(),) if token is not None else ()
 
     def _clean(self, text: str | None) -> str:
         """Text fit to show: secrets and credential-shaped strings removed."""
-        return redact(text or "", self._secrets)
+        return redact(text or "", self.ctx.auth.tokens.secrets())
 
     # -- overview --------------------------------------------------------------------------
 

@@ -79,7 +79,7 @@ def live(
 ) -> Iterator[Live]:
     """A coordinator serving its inbox and a uvicorn server with the dashboard, in threads."""
     for name in list(os.environ):
-        if name.startswith("AGENT_TEAM_"):
+        if name.startswith("AGENT_TEAM_") and name != "AGENT_TEAM_SCREENSHOT_DIR":  # not a setting
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)  # no developer's `.env` leaks into the settings
     settings = load_settings(

@@ -3,7 +3,7 @@
 Runs Debian's chromium (`/usr/bin/chromium`) through Playwright against a real
 uvicorn server and a real coordinator serving in threads, so the page's
 JavaScript (countdowns, live refresh, the answer form's `fetch` with the
-bearer token) is exercised end to end. Screenshots of each page at laptop
+signed-in session's CSRF token) is exercised end to end. Screenshots of each page at laptop
 and phone widths land in the test's `tmp_path` for a person to look at.
 """
 
@@ -57,10 +57,15 @@ def test_approve_a_plan_in_the_browser_and_watch_the_task_finish(
     expect(page.locator(".plan")).to_contain_text("Steps")
     expect(page.locator(".timeline .seg.ph-plan_review.st-waiting")).to_have_count(1)
     assert timeline_fills_its_bar(page)
+    # Signed out, the question offers a sign-in that comes back here.
+    page.get_by_role("link", name="Sign in to answer").click()
+    page.get_by_label("Dashboard token").fill(TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(re.compile(rf"/task/{task_id}$"))
     form = page.locator("form[data-answer-form]")
+    expect(form.get_by_label("Dashboard token")).to_have_count(0)
     form.get_by_label("Answer").fill("approve")
-    form.get_by_label("Your name").fill("Ada")
-    form.get_by_label("Dashboard token").fill(TOKEN)
+    form.get_by_label("Your name").fill("Ada")  # the unnamed token does not say who you are
     shot(page, tmp_path, "task-waiting")
 
     form.get_by_role("button", name="Send answer").click()
@@ -75,8 +80,9 @@ def test_approve_a_plan_in_the_browser_and_watch_the_task_finish(
 
     answered = db.get_question(live.coordinator.ledger, question_id)
     assert answered is not None and answered.answered_via == "dashboard:Ada"
-    # The token is remembered for the next answer, in this browser only.
-    assert page.evaluate("localStorage.getItem('agent-team.dashboard-token')") == TOKEN
+    # The token stays out of the page's reach: no storage, and the cookie is HttpOnly.
+    assert page.evaluate("localStorage.getItem('agent-team.dashboard-token')") is None
+    assert TOKEN not in page.evaluate("document.cookie")
     assert errors == []
 
     phone = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
@@ -89,18 +95,21 @@ def test_approve_a_plan_in_the_browser_and_watch_the_task_finish(
     page.close()
 
 
-def test_typing_survives_a_refresh_and_a_wrong_token_is_reported_inline(
+def test_typing_survives_a_refresh_and_a_lost_sign_in_is_reported_inline(
     browser: Browser, live: Live
 ) -> None:
     task_id, question_id = task_waiting_on_plan(live.coordinator)
-    page = browser.new_page(viewport=LAPTOP)
+    context = browser.new_context(viewport=LAPTOP)
+    page = context.new_page()
     page.clock.install()  # so the test can move the 10 s refresh timer on instead of waiting
-    page.goto(f"{live.url}/task/{task_id}")
+    page.goto(f"{live.url}/login?next=/task/{task_id}")
+    page.get_by_label("Dashboard token").fill(TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(re.compile(rf"/task/{task_id}$"))
     form = page.locator("form[data-answer-form]")
     answer = form.get_by_label("Answer")
     answer.fill("revise split the cookie step in two")
     form.get_by_label("Your name").fill("Ada")
-    form.get_by_label("Dashboard token").fill("not-the-token")
 
     page.locator("h1").click()  # focus leaves the form: only its typed text protects it now
     stamp = page.locator(".live-label")
@@ -109,12 +118,16 @@ def test_typing_survives_a_refresh_and_a_wrong_token_is_reported_inline(
     expect(stamp).to_contain_text("updated")  # a refresh happened...
     expect(answer).to_have_value("revise split the cookie step in two")  # ...around the form
 
+    other = context.new_page()  # signing out in another tab ends this tab's sign-in too
+    other.goto(f"{live.url}/")
+    other.get_by_role("button", name="Sign out").click()
+    expect(other.get_by_role("link", name="Sign in")).to_be_visible()
+    other.close()
     form.get_by_role("button", name="Send answer").click()
     result = form.locator(".form-result")
-    expect(result).to_contain_text("the bearer token is wrong", timeout=WAIT_MS)
+    expect(result).to_contain_text("sign in again to answer", timeout=WAIT_MS)
     expect(result).to_have_class(re.compile(r"\berror\b"))
     expect(answer).to_have_value("revise split the cookie step in two")
-    assert page.evaluate("localStorage.getItem('agent-team.dashboard-token')") is None
     question = db.get_question(live.coordinator.ledger, question_id)
     assert question is not None and question.status == "open"
 
@@ -124,4 +137,4 @@ def test_typing_survives_a_refresh_and_a_wrong_token_is_reported_inline(
     page.clock.fast_forward(73 * 3600 * 1000)  # ms: past the 72 h plan deadline
     expect(countdown).to_have_text(re.compile(r"^overdue by 1h 0\dm$"))
     expect(countdown).to_have_class(re.compile(r"\boverdue\b"))
-    page.close()
+    context.close()

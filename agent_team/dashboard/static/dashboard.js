@@ -7,7 +7,8 @@
   "use strict";
 
   var REFRESH_MS = 10000;
-  var TOKEN_KEY = "agent-team.dashboard-token";
+  // Where older versions kept a pasted token; it is removed on load (sign-in replaced it).
+  var OLD_TOKEN_KEY = "agent-team.dashboard-token";
   var NAME_KEY = "agent-team.answer-name";
 
   // ---- countdowns ------------------------------------------------------------------------
@@ -70,21 +71,20 @@
   }
 
   function errorText(status, body) {
+    // The API's 401 text is written for scripts too; a person in the page needs this.
+    if (status === 401) return "Your sign-in has ended; sign in again to answer.";
     if (body && typeof body === "object") {
       var msg = body.error || body.detail || body.message;
       if (typeof msg === "string" && msg) return msg;
       if (msg && typeof msg.message === "string") return msg.message;
     }
-    if (status === 401 || status === 403) return "The token was not accepted.";
     return "The answer was not accepted (HTTP " + status + ").";
   }
 
   function bindForm(form) {
     if (form.getAttribute("data-bound")) return;
     form.setAttribute("data-bound", "1");
-    var token = form.querySelector("input[name=token]");
     var name = form.querySelector("input[name=name]");
-    if (token && !token.value) token.value = load(TOKEN_KEY);
     if (name && !name.value) name.value = load(NAME_KEY);
     form.addEventListener("input", function () {
       form.setAttribute("data-dirty", "1");
@@ -109,12 +109,16 @@
     var result = form.querySelector(".form-result");
     var button = form.querySelector("button[type=submit]");
     var answer = form.querySelector("input[name=answer]").value.trim();
-    var name = form.querySelector("input[name=name]").value.trim();
-    var token = form.querySelector("input[name=token]").value.trim();
-    if (!answer || !name || !token) {
-      show(result, "error", "Fill in the answer, your name and the token.");
+    // Only a sign-in with the shared (unnamed) token asks for a name.
+    var nameField = form.querySelector("input[name=name]");
+    var name = nameField ? nameField.value.trim() : "";
+    var csrf = document.querySelector("meta[name=csrf-token]");
+    if (!answer || (nameField && !name)) {
+      show(result, "error", nameField ? "Fill in the answer and your name." : "Fill in the answer.");
       return;
     }
+    var payload = { answer: answer };
+    if (nameField) payload.name = name;
     form.setAttribute("data-busy", "1");
     button.disabled = true;
     show(result, "", "Sending…");
@@ -123,9 +127,9 @@
       headers: {
         "Content-Type": "application/json",
         Accept: "application/json",
-        Authorization: "Bearer " + token,
+        "X-CSRF-Token": csrf ? csrf.getAttribute("content") : "",
       },
-      body: JSON.stringify({ answer: answer, name: name }),
+      body: JSON.stringify(payload),
       cache: "no-store",
       credentials: "same-origin",
     })
@@ -141,15 +145,13 @@
       })
       .then(function (r) {
         if (r.res.ok) {
-          save(TOKEN_KEY, token);
-          save(NAME_KEY, name);
+          if (nameField) save(NAME_KEY, name);
           show(result, "ok", "Accepted — the task resumes. Reloading…");
           window.setTimeout(function () {
             window.location.reload();
           }, 1200);
           return;
         }
-        if (r.res.status === 401 || r.res.status === 403) save(TOKEN_KEY, "");
         show(result, "error", errorText(r.res.status, r.body));
         form.removeAttribute("data-busy");
         button.disabled = false;
@@ -214,6 +216,7 @@
   }
 
   function start() {
+    save(OLD_TOKEN_KEY, "");
     bindAll(document);
     tickCountdowns();
     window.setInterval(tickCountdowns, 1000);

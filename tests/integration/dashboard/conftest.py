@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -363,3 +364,23 @@ def client(app: Starlette) -> Iterator[TestClient]:
 
 def auth(token: str = TOKEN) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def sign_in(client: TestClient, token: str = TOKEN, next_path: str = "/") -> Any:
+    """Sign in as a browser does: the login page's CSRF cookie and field, then the form."""
+    page = client.get(f"/login?next={next_path}")
+    assert page.status_code == 200, page.text
+    match = re.search(r'name="login_csrf" value="([^"]+)"', page.text)
+    assert match, "the login page has no CSRF field"
+    return client.post(
+        "/login",
+        data={"token": token, "next": next_path, "login_csrf": match.group(1)},
+        follow_redirects=False,
+    )
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token a signed-in page carries for its forms and fetches."""
+    match = re.search(r'<meta name="csrf-token" content="([^"]+)">', html)
+    assert match, "the page carries no CSRF token (not signed in?)"
+    return match.group(1)

@@ -369,7 +369,8 @@ def test_writes_are_off_without_a_token(seeded: Seeded) -> None:
             response = client.post(path, json=body, headers=auth())
             assert response.status_code == 403
             assert response.json() == {
-                "error": "writes are disabled: set AGENT_TEAM_DASHBOARD_TOKEN"
+                "error": "writes are disabled: set AGENT_TEAM_DASHBOARD_TOKENS "
+                "(name:token,...) or start the daemon once with --demo"
             }
 
 

@@ -25,6 +25,7 @@ from tests.integration.dashboard.conftest import (
     at,
     iso,
     make_settings,
+    sign_in,
 )
 
 PLAN_V1 = "# Plan\n\nFirst try.\n\n## Steps\n\n1. Old step\n"
@@ -209,11 +210,18 @@ def test_task_page_shows_the_open_plan_escaped_with_an_answer_form(
     assert "<i>" not in html and "&lt;i&gt;more&lt;/i&gt;" in html  # the answer text too
     form = _live_region(html, "questions")
     form = form[form.index('id="q-tP:q2"') :]
+    # Not signed in: a way to sign in (coming back here), and the help; no form.
+    assert 'href="/login?next=/task/tP">Sign in to answer</a>' in form
+    assert 'name="answer"' not in form
+    assert "<code>approve [comment]</code>" in form  # help text rendered, still escaped
+    # Signed in with the unnamed token: the form, asking for a name but never a token.
+    assert sign_in(client, next_path="/task/tP").status_code == 303
+    form = _live_region(client.get("/task/tP").text, "questions")
+    form = form[form.index('id="q-tP:q2"') :]
     assert 'data-action="/api/questions/tP%3Aq2/answer"' in form
     assert 'name="answer"' in form and 'name="name"' in form
-    assert re.search(r'name="token" type="password"', form)
+    assert 'name="token"' not in form
     assert 'data-fill="approve"' in form
-    assert "<code>approve [comment]</code>" in form  # help text rendered, still escaped
 
 
 def test_task_page_falls_back_to_the_last_plan_asked(seeded: Seeded, client: TestClient) -> None:

@@ -1,0 +1,392 @@
+"""Signing in to the dashboard, and deciding who is behind a write.
+
+A person signs in once on `/login` with their dashboard token and gets a
+session cookie: signed with `itsdangerous`, HttpOnly, SameSite=Strict,
+`Path=/`, Secure when the dashboard's URL is https. The cookie carries the
+token's name and a keyed digest of the token, and every request checks both
+against the tokens configured *now*, so a sign-in ends the moment its token
+is removed or changed.
+
+Every state-changing request made with the cookie also needs the session's
+CSRF token (a form field, or the `X-CSRF-Token` header for `fetch`), derived
+from the session with HMAC and compared in constant time. The sign-in form
+itself is protected by a double-submit cookie, so no other site can sign a
+browser in as someone else. Scripts keep using `Authorization: Bearer
+<token>`: a bearer header cannot be sent cross-site, so it needs no CSRF
+token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import parse_qsl, quote, urlsplit
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from agent_team.access import DashboardToken, DashboardTokens, create_secret_file
+
+if TYPE_CHECKING:
+    from agent_team.config import Settings
+
+__all__ = [
+    "CSRF_FIELD",
+    "CSRF_HEADER",
+    "LOGIN_CSRF_COOKIE",
+    "SESSION_COOKIE",
+    "Auth",
+    "AuthRefused",
+    "Caller",
+    "Viewer",
+    "login_path",
+]
+
+log = logging.getLogger(__name__)
+
+SESSION_COOKIE = "agent_team_session"
+LOGIN_CSRF_COOKIE = "agent_team_login_csrf"
+CSRF_FIELD = "csrf"
+CSRF_HEADER = "x-csrf-token"
+SESSION_KEY_FILE = "dashboard-session-key"
+MAX_FORM_BYTES = 16_384
+_LOGIN_CSRF_S = 3600
+_SALT = "agent-team.dashboard.session"
+_TOKENS_HINT = (
+    "set AGENT_TEAM_DASHBOARD_TOKENS (name:token,...) or start the daemon once with --demo"
+)
+BEARER_HINT = "sign in on the dashboard, or send `Authorization: Bearer <a dashboard token>`"
+
+
+class AuthRefused(Exception):
+    """A write refused before anything was read: `status`, a message safe to show, headers."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a write comes from; `name` is None for the unnamed token."""
+
+    name: str | None
+    how: Literal["bearer", "session"]
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """The signed-in person a page is rendered for, with the CSRF token its forms carry."""
+
+    name: str | None
+    csrf: str
+
+    @property
+    def label(self) -> str:
+        return self.name or "the shared token"
+
+
+def login_path(base: str, next_path: str) -> str:
+    """The sign-in page's address, coming back to `next_path` (an app-relative path)."""
+    return f"{base}/login?next={quote(next_path, safe='/')}"
+
+
+def safe_next(raw: str | None) -> str:
+    """Only a path on this site may be redirected to after signing in: no open redirect.
+
+    `//evil.example` and `/\\evil.example` are taken as other hosts by browsers, so they are
+    refused along with anything carrying a scheme or a host.
+    """
+    if not raw or len(raw) > 2000 or not raw.startswith("/") or raw.startswith("//"):
+        return "/"
+    if "\\" in raw or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in raw):
+        return "/"
+    parts = urlsplit(raw)
+    if parts.scheme or parts.netloc:
+        return "/"
+    return raw
+
+
+class Auth:
+    """Tokens, the session key and the checks, for one dashboard."""
+
+    def __init__(self, settings: Settings) -> None:
+        """Raises ConfigError: a bad tokens file (see `DashboardTokens`)."""
+        self.settings = settings
+        self.tokens = DashboardTokens(settings)
+        self._key: bytes | None = None
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def _session_key(self, *, create: bool) -> bytes | None:
+        """The signing key: the setting, else a file in the state folder made on first sign-in."""
+        if self._key is not None:
+            return self._key
+        configured = self.settings.dashboard_session_key
+        if configured is not None and configured.get_secret_value().strip():
+            self._key = configured.get_secret_value().strip().encode("utf-8")
+            return self._key
+        path = self.settings.state_folder() / SESSION_KEY_FILE
+        if create:
+            create_secret_file(path, secrets.token_urlsafe(32))
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None  # nobody has signed in yet, so no cookie can be valid
+        if not text:
+            return None
+        self._key = text.encode("utf-8")
+        return self._key
+
+    def _serializer(self, key: bytes) -> URLSafeTimedSerializer:
+        return URLSafeTimedSerializer(key, salt=_SALT)
+
+    @staticmethod
+    def _csrf_for(key: bytes, session_id: str) -> str:
+        return hmac.new(key, b"csrf:" + session_id.encode("ascii"), hashlib.sha256).hexdigest()
+
+    @property
+    def max_age_s(self) -> int:
+        return int(self.settings.dashboard_session_h * 3600)
+
+    def secure_cookies(self, request: Request) -> bool:
+        """Secure on https: the request's own scheme, or the https dashboard URL it came by.
+
+        The host must match, so opening the same daemon on http://127.0.0.1 still signs in.
+        """
+        if request.url.scheme == "https":
+            return True
+        url = urlsplit(self.settings.dashboard_url or "")
+        return url.scheme == "https" and url.hostname == request.url.hostname
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def session_cookie(self, token: DashboardToken) -> str:
+        key = self._session_key(create=True)
+        assert key is not None
+        payload = {"n": token.name, "t": token.tag(key), "s": secrets.token_urlsafe(16)}
+        return str(self._serializer(key).dumps(payload))
+
+    def viewer(self, request: Request) -> Viewer | None:
+        """The person signed in on this request, or None; checked once per request."""
+        state = request.scope.setdefault("state", {})
+        if "agent_team_viewer" not in state:
+            state["agent_team_viewer"] = self._check_session(request.cookies.get(SESSION_COOKIE))
+        found: Viewer | None = state["agent_team_viewer"]
+        return found
+
+    def _check_session(self, cookie: str | None) -> Viewer | None:
+        if not cookie or not self.tokens.enabled:
+            return None
+        key = self._session_key(create=False)
+        if key is None:
+            return None
+        try:
+            data = self._serializer(key).loads(cookie, max_age=self.max_age_s)
+        except BadSignature:  # forged, altered or expired
+            return None
+        if not isinstance(data, dict):
+            return None
+        name, tag, session_id = data.get("n"), data.get("t"), data.get("s")
+        if not (name is None or isinstance(name, str)) or not isinstance(tag, str):
+            return None
+        if not isinstance(session_id, str) or not session_id.isascii():
+            return None
+        if self.tokens.by_tag(name, tag, key) is None:
+            return None  # the token was removed or changed since
+        return Viewer(name=name, csrf=self._csrf_for(key, session_id))
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def authorize_write(self, request: Request) -> Caller:
+        """A bearer token, or a session cookie with its CSRF token; else `AuthRefused`."""
+        if not self.tokens.enabled:
+            raise AuthRefused(403, f"writes are disabled: {_TOKENS_HINT}")
+        header = request.headers.get("authorization")
+        if header is not None:
+            return self._bearer(header)
+        viewer = self.viewer(request)
+        if viewer is None:
+            again = " again" if request.cookies.get(SESSION_COOKIE) else ""
+            raise AuthRefused(
+                401,
+                f"not signed in{again}; {BEARER_HINT}",
+                headers={"WWW-Authenticate": 'Bearer realm="agent-team"'},
+            )
+        check_csrf(viewer, request.headers.get(CSRF_HEADER))
+        return Caller(name=viewer.name, how="session")
+
+    def _bearer(self, header: str) -> Caller:
+        scheme, _, given = header.partition(" ")
+        given = given.strip()
+        if scheme.lower() != "bearer" or not given:
+            raise AuthRefused(
+                401,
+                f"a bearer token is required; {BEARER_HINT}",
+                headers={"WWW-Authenticate": 'Bearer realm="agent-team"'},
+            )
+        token = self.tokens.match(given)
+        if token is None:
+            raise AuthRefused(
+                401,
+                f"the bearer token is wrong; {BEARER_HINT}",
+                headers={"WWW-Authenticate": 'Bearer realm="agent-team", error="invalid_token"'},
+            )
+        return Caller(name=token.name, how="bearer")
+
+
+def check_csrf(viewer: Viewer, given: str | None) -> None:
+    if not given or not hmac.compare_digest(given.encode("utf-8"), viewer.csrf.encode("ascii")):
+        raise AuthRefused(
+            403,
+            "CSRF check failed: this request did not carry the page's CSRF token; "
+            "reload the page and try again",
+        )
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """A small urlencoded form body (the sign-in and sign-out forms), size-capped."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise AuthRefused(413, f"the form is over {MAX_FORM_BYTES} bytes")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AuthRefused(400, "the form is not UTF-8") from None
+    return dict(parse_qsl(text, keep_blank_values=True))
+
+
+class _LoginPages:
+    """The sign-in page and its two form posts."""
+
+    def __init__(self, auth: Auth) -> None:
+        self.auth = auth
+
+    def _set(
+        self, request: Request, response: Response, name: str, value: str, max_age: int
+    ) -> None:
+        response.set_cookie(
+            name,
+            value,
+            max_age=max_age,
+            path="/",
+            secure=self.auth.secure_cookies(request),
+            httponly=True,
+            samesite="strict",
+        )
+
+    def _clear(self, request: Request, response: Response, name: str) -> None:
+        secure = self.auth.secure_cookies(request)
+        response.delete_cookie(name, path="/", secure=secure, httponly=True, samesite="strict")
+
+    def _page(
+        self, request: Request, *, next_path: str, error: str | None = None, status_code: int = 200
+    ) -> Response:
+        from agent_team.dashboard.pages import render_page
+
+        # Double-submit: the same random value in a SameSite=Strict cookie and in the form.
+        # A page on another site can post the form but cannot send (or read) the cookie.
+        login_csrf = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+        if len(login_csrf) < 32 or not login_csrf.isascii():
+            login_csrf = secrets.token_urlsafe(32)
+        response = render_page(
+            request,
+            "login.html",
+            {
+                "next_path": next_path,
+                "login_csrf": login_csrf,
+                "error": error,
+                "sign_in_on": self.auth.tokens.enabled,
+                "hint": _TOKENS_HINT,
+            },
+            status_code=status_code,
+        )
+        self._set(request, response, LOGIN_CSRF_COOKIE, login_csrf, _LOGIN_CSRF_S)
+        return response
+
+    async def show(self, request: Request) -> Response:
+        return self._page(request, next_path=safe_next(request.query_params.get("next")))
+
+    async def sign_in(self, request: Request) -> Response:
+        try:
+            form = await read_form(request)
+        except AuthRefused as exc:
+            return _error(request, exc.status, "Not signed in", exc.message)
+        next_path = safe_next(form.get("next"))
+        if not self.auth.tokens.enabled:
+            return self._page(
+                request,
+                next_path=next_path,
+                error=f"Sign-in is off: no dashboard token is configured; {_TOKENS_HINT}.",
+                status_code=403,
+            )
+        expected = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+        given = form.get("login_csrf", "")
+        if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+            return self._page(
+                request,
+                next_path=next_path,
+                error="CSRF check failed: the sign-in form was not this page's (or it is an "
+                "hour old). Try again on this page.",
+                status_code=403,
+            )
+        token = self.auth.tokens.match(form.get("token", "").strip())
+        if token is None:
+            return self._page(
+                request,
+                next_path=next_path,
+                error="That is not one of the dashboard's tokens. Ask the operator for yours.",
+                status_code=401,
+            )
+        log.info("dashboard: %s signed in", token.name or "the unnamed token")
+        base = str(request.scope.get("root_path", "")).rstrip("/")
+        response = redirect(base + next_path)
+        self._set(
+            request, response, SESSION_COOKIE, self.auth.session_cookie(token), self.auth.max_age_s
+        )
+        self._clear(request, response, LOGIN_CSRF_COOKIE)
+        return response
+
+    async def sign_out(self, request: Request) -> Response:
+        try:
+            form = await read_form(request)
+            viewer = self.auth.viewer(request)
+            if viewer is not None:
+                check_csrf(viewer, form.get(CSRF_FIELD))
+        except AuthRefused as exc:
+            return _error(request, exc.status, "Not signed out", exc.message)
+        base = str(request.scope.get("root_path", "")).rstrip("/")
+        response = redirect(f"{base}/")
+        self._clear(request, response, SESSION_COOKIE)
+        return response
+
+
+def _error(request: Request, status_code: int, heading: str, message: str) -> Response:
+    from agent_team.dashboard.pages import render_page
+
+    context = {"status_code": status_code, "heading": heading, "message": message}
+    return render_page(request, "error.html", context, status_code=status_code)
+
+
+def routes(auth: Auth) -> list[BaseRoute]:
+    """`GET/POST /login` and `POST /logout`."""
+    pages = _LoginPages(auth)
+    return [
+        Route("/login", pages.show, methods=["GET"], name="login"),
+        Route("/login", pages.sign_in, methods=["POST"]),
+        Route("/logout", pages.sign_out, methods=["POST"], name="logout"),
+    ]
+
+
+def redirect(to: str) -> Response:
+    return RedirectResponse(to, status_code=303, headers={"Cache-Control": "no-store"})
