@@ -145,6 +145,15 @@ def question_view(question: db.Question) -> dict[str, Any]:
     }
 
 
+def _plain(value: Any) -> Any:
+    """A record as JSON has it (tuples become lists), so the report equals its JSON round trip."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
 def _seconds(start: str, end: datetime) -> float:
     return round((end - db.from_iso(start)).total_seconds(), 3)
 
@@ -222,8 +231,8 @@ def task_report(ledger: db.Reader, task_id: str, now: datetime) -> dict[str, Any
     return {
         "task": asdict(task),
         "transitions": transitions,
-        "steps": [asdict(step) for step in steps],
-        "plans": [asdict(version) for version in plan_versions(questions)],
+        "steps": [_plain(asdict(step)) for step in steps],
+        "plans": [_plain(asdict(version)) for version in plan_versions(questions)],
         "questions": [question_view(q) for q in questions],
         "usage": [asdict(u) for u in usage],
         "cost_by_stage": cost_by_stage,
