@@ -113,8 +113,12 @@ def _group(transitions: Sequence[db.Transition]) -> list[list[db.Transition]]:
     return groups
 
 
-def _outcome(last: db.Transition, answered: bool) -> str:
+def _outcome(last: db.Transition, answered: bool, task_status: str | None) -> str:
     if last.exited_at is None:
+        if task_status in _ENDINGS:
+            # The task row says it ended and its last row is not closed yet (the
+            # coordinator writes the two one after the other): nothing runs any more.
+            return task_status
         return last.status if last.status in _CURRENT else TaskStatus.RUNNING.value
     if last.status in _ENDINGS:
         return last.status
@@ -126,6 +130,7 @@ def journey_steps(
     questions: Sequence[db.Question],
     *,
     costs: Mapping[int, db.Spend] | None = None,
+    task_status: str | None = None,
     parked_reason: str | None = None,
     now: datetime,
 ) -> list[Step]:
@@ -135,6 +140,7 @@ def journey_steps(
         transitions: the task's rows in the order they happened (`db.list_transitions`).
         questions: the task's questions (`db.list_questions`).
         costs: spend per transition row (`db.transition_costs`); none means no cost.
+        task_status: the task's status; a task that ended has no running step.
         parked_reason: the task's reason, shown on the step it is parked in now.
         now: the wall clock, for the open step's duration.
     """
@@ -155,7 +161,7 @@ def journey_steps(
             return sum(_seconds(r.entered_at, r.exited_at, now) for r in rows if r.status == status)
 
         wait_s, parked_s = time_in(TaskStatus.WAITING), time_in(TaskStatus.PARKED)
-        outcome = _outcome(last, bool(answered))
+        outcome = _outcome(last, bool(answered), task_status)
         parts = [f"waited {span(wait_s)}"] if answered and wait_s else []
         if parked_s and outcome != TaskStatus.PARKED:
             parts.append(f"parked {span(parked_s)}")
@@ -182,7 +188,7 @@ def journey_steps(
                 cost_usd=sum(s.usd_cost for s in spend),
                 tokens=sum(s.tokens for s in spend),
                 note=" · ".join(notes) if notes else None,
-                is_open=last.exited_at is None,
+                is_open=last.exited_at is None and outcome not in _ENDINGS,
                 question_ids=tuple(q.question_id for q in in_step),
                 transition_ids=tuple(r.transition_id for r in rows),
             )

@@ -226,7 +226,12 @@ def task_report(ledger: db.Reader, task_id: str, now: datetime) -> dict[str, Any
     build = build_from_note(done_rows[-1].note) if done_rows else None
     questions = db.list_questions(ledger, thread_id=task_id)
     steps = journey_steps(
-        rows, questions, costs=row_costs, parked_reason=task.parked_reason, now=now
+        rows,
+        questions,
+        costs=row_costs,
+        task_status=task.status,
+        parked_reason=task.parked_reason,
+        now=now,
     )
     return {
         "task": asdict(task),

@@ -204,6 +204,16 @@ def test_a_failed_or_cancelled_step_is_the_one_the_task_ended_in() -> None:
     assert review.outcome == "cancelled" and review.wait_s == 89
 
 
+def test_a_task_that_ended_has_no_running_step_even_before_its_last_row_is_closed() -> None:
+    # The coordinator marks the task done, then closes its last row: between the two
+    # writes a reader sees an open row of a finished task.
+    ending = rows(("build", "running", 0, 10, None), ("done", "running", 10, None, None))
+    steps = journey_steps(ending, [], task_status="done", now=T0 + timedelta(seconds=11))
+    assert [(s.phase, s.outcome) for s in steps] == [("build", "done"), ("done", "done")]
+    assert not steps[-1].is_open
+    assert journey_steps(ending, [], task_status="running", now=T0)[-1].outcome == "running"
+
+
 def test_two_clarify_rounds_in_one_step_name_both_answers() -> None:
     journey = rows(
         ("clarify", "running", 0, 1, None),
