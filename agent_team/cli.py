@@ -27,9 +27,11 @@ from rich.table import Table
 from agent_team import __version__, db, inbox, reports
 from agent_team.config import Settings, load_hooks, load_settings
 from agent_team.exceptions import AgentTeamError, ConfigError
+from agent_team.journey import who_answered
+from agent_team.plandiff import DiffLine, changes_text
 from agent_team.redact import redact
 from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
-from agent_team.timefmt import deadline_text
+from agent_team.timefmt import deadline_text, span
 
 __all__ = ["app", "main"]
 
@@ -239,6 +241,21 @@ def _print_plan_and_clarify(questions: list[dict[str, Any]]) -> None:
     if shown:
         q, plan = shown[-1]
         out.print(f"\nthe plan ({q['question_id']}, {q['status']}):\n{plan}")
+
+
+def _print_plan_changes(plans: list[dict[str, Any]]) -> None:
+    """After a revise: what the newest plan changed against the one the reviewer sent back."""
+    if not plans or plans[-1]["base"] is None:
+        return
+    newest, base = plans[-1], plans[plans[-1]["base"] - 1]
+    asked = f"{base['decision'] or base['status']}"
+    if base["answered_via"]:
+        asked += f" by {who_answered(base['answered_via'])}"
+    if base["feedback"]:
+        asked += f": {base['feedback']}"
+    diff = [DiffLine(line["op"], line["text"]) for line in newest["diff"]]
+    out.print(f"\nchanged since plan {base['number']} ({asked}):")
+    out.print(changes_text(diff, limit=20_000))
 
 
 def _parse_day(value: str | None) -> str:
@@ -453,7 +470,7 @@ def show(
     task_id: Annotated[str, typer.Argument(help="The task id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """A task's journey: transitions with durations, questions, cost per stage."""
+    """A task's journey: each step's outcome, duration and cost; questions; the plan."""
     with _open_ready(ctx) as ledger:
         now = _ctx(ctx).now()
         report = reports.task_report(ledger, task_id, now)
@@ -464,16 +481,16 @@ def show(
     out.print(f"{task['id']}: {task['title']} ({task['kind']}, from {task['source']})")
     parked = f", parked: {task['parked_reason']}" if task["parked_reason"] else ""
     out.print(f"status {task['status']}, phase {task['phase']}{parked}")
-    journey = Table("from", "to", "status", "entered", "duration s", "USD", "note", title="journey")
-    for t in report["transitions"]:
+    journey = Table("#", "step", "outcome", "entered", "duration", "USD", "note", title="steps")
+    for step in report["steps"]:
         journey.add_row(
-            t["from_phase"] or "",
-            t["to_phase"],
-            t["status"],
-            t["entered_at"],
-            f"{t['duration_s']:.3f}",
-            f"{t['cost_usd']:.4f}",
-            t["note"] or "",
+            str(step["number"]),
+            step["phase"],
+            step["label"],
+            step["entered_at"],
+            span(step["duration_s"]) + (" so far" if step["is_open"] else ""),
+            f"{step['cost_usd']:.4f}",
+            step["note"] or "",
         )
     out.print(journey)
     if report["questions"]:
@@ -499,6 +516,7 @@ def show(
             )
         out.print(asked)
         _print_plan_and_clarify(report["questions"])
+        _print_plan_changes(report["plans"])
     out.print(f"total ${report['total_usd']:.4f}, {report['total_tokens']} tokens")
 
 

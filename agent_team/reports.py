@@ -15,6 +15,8 @@ from typing import Any
 
 from agent_team import db
 from agent_team.exceptions import UnknownTaskError
+from agent_team.journey import journey_steps
+from agent_team.plandiff import plan_versions
 from agent_team.task_model import TERMINAL_STATUSES, TaskStatus
 
 __all__ = [
@@ -143,6 +145,15 @@ def question_view(question: db.Question) -> dict[str, Any]:
     }
 
 
+def _plain(value: Any) -> Any:
+    """A record as JSON has it (tuples become lists), so the report equals its JSON round trip."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
 def _seconds(start: str, end: datetime) -> float:
     return round((end - db.from_iso(start)).total_seconds(), 3)
 
@@ -169,7 +180,10 @@ def task_report(ledger: db.Reader, task_id: str, now: datetime) -> dict[str, Any
     the cost of its stage's model calls made while that row was open (a
     time-window join, see `db.transition_costs`), so a stage entered several
     times is never counted twice. Spend the windows cannot place is reported
-    as `totals.unattributed_cost_usd` rather than hidden.
+    as `totals.unattributed_cost_usd` rather than hidden. `steps` are the
+    rows folded as people read them (`journey.journey_steps`), and `plans`
+    every plan version with its diff against the one it revises
+    (`plandiff.plan_versions`).
 
     Args:
         ledger: the ledger or one snapshot of it (reads only).
@@ -210,10 +224,21 @@ def task_report(ledger: db.Reader, task_id: str, now: datetime) -> dict[str, Any
         wall_end = now
     done_rows = [t for t in rows if t.status == TaskStatus.DONE]
     build = build_from_note(done_rows[-1].note) if done_rows else None
+    questions = db.list_questions(ledger, thread_id=task_id)
+    steps = journey_steps(
+        rows,
+        questions,
+        costs=row_costs,
+        task_status=task.status,
+        parked_reason=task.parked_reason,
+        now=now,
+    )
     return {
         "task": asdict(task),
         "transitions": transitions,
-        "questions": [question_view(q) for q in db.list_questions(ledger, thread_id=task_id)],
+        "steps": [_plain(asdict(step)) for step in steps],
+        "plans": [_plain(asdict(version)) for version in plan_versions(questions)],
+        "questions": [question_view(q) for q in questions],
         "usage": [asdict(u) for u in usage],
         "cost_by_stage": cost_by_stage,
         "totals": {

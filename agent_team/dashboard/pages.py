@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,8 +34,10 @@ from starlette.routing import BaseRoute, Route
 from agent_team import db
 from agent_team.dashboard.app import STATIC_DIR, DashboardContext
 from agent_team.dashboard.auth import login_path
+from agent_team.dashboard.plan_view import PlanChoiceError, plan_context
 from agent_team.dashboard.safe_markdown import render_markdown
 from agent_team.exceptions import ConfigError, LedgerError, UnknownTaskError
+from agent_team.journey import who_answered
 from agent_team.limits import PAGE_BODY_CHARS
 from agent_team.models.pricing import price_for
 from agent_team.redact import redact
@@ -108,12 +109,7 @@ def _tokens(count: int) -> str:
     return f"{count:,}"
 
 
-def _who(answered_via: str | None) -> str:
-    """`dashboard:alice` -> `alice via dashboard`; the transport comes first in the ledger."""
-    if not answered_via:
-        return "someone"
-    transport, _, name = answered_via.partition(":")
-    return f"{name} via {transport}" if name else transport
+_who = who_answered
 
 
 # ---- view objects --------------------------------------------------------------------------
@@ -161,6 +157,7 @@ class Segment:
     label: str
     title: str
     is_open: bool
+    waited: bool = False  # time on a person: drawn striped
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +170,7 @@ class Step:
     tokens: str
     note: str
     is_open: bool
+    detail: str = ""  # the outcome in words when the status word alone does not say it
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,51 +381,60 @@ class _Pages:
 
     # -- task ------------------------------------------------------------------------------
 
-    def _task_context(self, task_id: str) -> dict[str, Any]:
+    def _task_context(self, task_id: str, plan: str | None = None) -> dict[str, Any]:
         now = self.ctx.clock()
         with self.ctx.read() as view:
             report = task_report(view, task_id, now)
         task = report["task"]
-        transitions: list[dict[str, Any]] = report["transitions"]
-        total_s = sum(float(t["duration_s"]) for t in transitions)
+        # One row per step, as `agent-team show` lists them (`journey.journey_steps`).
+        journey: list[dict[str, Any]] = report["steps"]
+        total_s = sum(float(t["duration_s"]) for t in journey)
         segments: list[Segment] = []
         steps: list[Step] = []
-        for t in transitions:
+        for t in journey:
             seconds = float(t["duration_s"])
-            share = seconds / total_s if total_s > 0 else 1 / max(1, len(transitions))
+            share = seconds / total_s if total_s > 0 else 1 / max(1, len(journey))
             cost = float(t.get("cost_usd") or 0.0)
             tokens = int(t.get("tokens") or 0)
-            is_open = t["exited_at"] is None
+            is_open = bool(t["is_open"])
             duration = span(seconds)
+            label = self._clean(t["label"])
             segments.append(
                 Segment(
-                    phase=t["to_phase"],
-                    status=t["status"],
+                    phase=t["phase"],
+                    status=t["outcome"],
                     # Flex grow as a percentage of the whole: grows summing below 1 would
                     # leave the bar part empty (CSS flexbox). A zero-length step still gets
                     # the CSS min width.
                     grow=round(share * 100, 4),
-                    label=t["to_phase"] if share >= _LABEL_SHARE else "",
-                    title=f"{t['to_phase']} ({t['status']}): {duration}"
+                    label=t["phase"] if share >= _LABEL_SHARE else "",
+                    title=f"{t['phase']} ({label}): {duration}"
                     + (" so far" if is_open else "")
                     + f", {_usd(cost)}",
                     is_open=is_open,
+                    waited=float(t["wait_s"]) + float(t["parked_s"]) > 0,
                 )
             )
             steps.append(
                 Step(
-                    phase=t["to_phase"],
-                    status=t["status"],
+                    phase=t["phase"],
+                    status=t["outcome"],
                     entered=_stamp(t["entered_at"], now),
                     duration=duration,
                     cost=_usd(cost),
                     tokens=_tokens(tokens) if tokens else "",
                     note=self._clean(t["note"]),
                     is_open=is_open,
+                    detail=label if label != t["outcome"] else "",
                 )
             )
         questions = [self._question_card(q, now) for q in report["questions"]]
-        plan_markdown, plan_from = _plan_source(report["questions"])
+        plans = plan_context(
+            report["plans"],
+            plan,
+            clean=self._clean,
+            link=lambda number: f"/task/{quote(task_id, safe='')}?plan={number}#h-plan",
+        )
         totals: dict[str, Any] = report["totals"]
         build = report.get("build")
         return {
@@ -461,8 +468,7 @@ class _Pages:
             "timeline_total": span(total_s),
             "questions": questions,
             "open_count": sum(1 for q in questions if q.is_open),
-            "plan_html": render_markdown(self._clean(plan_markdown)) if plan_markdown else None,
-            "plan_from": plan_from,
+            **plans,
             "build": {k: self._clean(str(v)) for k, v in build.items()} if build else None,
             "effects": [
                 {
@@ -500,8 +506,11 @@ class _Pages:
     async def task(self, request: Request) -> Response:
         task_id = str(request.path_params["task_id"])
         try:
-            context = await run_in_threadpool(self._task_context, task_id)
+            plan = request.query_params.get("plan")
+            context = await run_in_threadpool(self._task_context, task_id, plan)
             return render_page(request, "task.html", context)
+        except PlanChoiceError as exc:
+            return _error_page(request, exc.status_code, "No such plan", exc.message)
         except UnknownTaskError:
             return _error_page(
                 request,
@@ -541,26 +550,6 @@ def _question_text(payload: Any) -> str:
         if isinstance(text, str):
             return text
     return ""
-
-
-def _plan_source(questions: Iterable[dict[str, Any]]) -> tuple[str | None, str | None]:
-    """The plan to show: the open plan question's, else the last one asked.
-
-    Returns:
-        (plan markdown, where it came from) or (None, None) if no plan was asked about.
-    """
-    plans = [
-        q
-        for q in questions
-        if q["kind"] == QuestionKind.PLAN_DECISION
-        and isinstance(q.get("payload"), dict)
-        and isinstance(q["payload"].get("plan_markdown"), str)
-    ]
-    if not plans:
-        return None, None
-    chosen = next((q for q in plans if q["status"] == QuestionStatus.OPEN), plans[-1])
-    where = f"question {chosen['question_id']} ({chosen['status']})"
-    return str(chosen["payload"]["plan_markdown"]), where
 
 
 def routes(ctx: DashboardContext) -> list[BaseRoute]:

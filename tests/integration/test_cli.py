@@ -673,6 +673,82 @@ def test_show_prints_the_clarify_question_and_its_answer(
     assert f"answer: {reply}" in shown.stdout
 
 
+def _steps_table(output: str) -> list[list[str]]:
+    """The rows of `show`'s steps table: (number, step, outcome...) cells split on the borders."""
+    table = output[output.index("steps") : output.index("questions")]
+    rows = [
+        [cell.strip() for cell in line.strip("│").split("│")]
+        for line in table.splitlines()
+        if line.startswith("│")
+    ]
+    return [row for row in rows if row and row[0].isdigit()]
+
+
+def test_show_lists_each_steps_own_outcome_and_the_plan_diff_after_a_revise(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_TEAM_STATE_DIR", str(tmp_path / "state"))
+    task_id = _run_to_the_gate(runner, "Remember the email", DETAILED_BODY)
+    revised = runner.invoke(app, ["answer", f"{task_id}:q1", "--as", "ada", "revise", "log it"])
+    assert revised.exit_code == 0, revised.output
+    assert runner.invoke(app, ["tick", "--until-idle", "--timeout", "60"]).exit_code == 0
+
+    waiting = runner.invoke(app, ["show", task_id])
+
+    assert waiting.exit_code == 0, waiting.output
+    steps = _steps_table(waiting.stdout)
+    assert [(row[1], row[2].split(" ")[0]) for row in steps] == [
+        ("intake", "done"),
+        ("clarify", "done"),
+        ("plan", "done"),
+        ("plan_review", "waited"),
+        ("plan", "done"),
+        ("plan_review", "waiting"),
+    ]
+    assert re.fullmatch(r"waited .+ · answered by ada via cli: revise", steps[3][2])
+    assert "so far" in steps[5][4]  # only the open step is still counting
+    # The new plan against the one ada asked to revise: the feedback step is the change.
+    assert "changed since plan 1 (revise by ada via cli: log it):" in waiting.stdout
+    assert "+ 4. Address review feedback: log it" in waiting.stdout
+
+    approved = runner.invoke(app, ["answer", f"{task_id}:q2", "--as", "bob", "approve"])
+    assert approved.exit_code == 0, approved.output
+    assert runner.invoke(app, ["tick", "--until-idle", "--timeout", "60"]).exit_code == 0
+    done = runner.invoke(app, ["show", task_id])
+    as_json = runner.invoke(app, ["show", task_id, "--json"])
+
+    steps = _steps_table(done.stdout)
+    outcomes = [row[2] for row in steps]
+    assert [row[1] for row in steps] == [
+        "intake",
+        "clarify",
+        "plan",
+        "plan_review",
+        "plan",
+        "plan_review",
+        "build",
+        "done",
+    ]
+    assert not any("running" in outcome for outcome in outcomes), outcomes
+    assert re.fullmatch(r"waited .+ · answered by bob via cli: approve", outcomes[5])
+    assert outcomes[6] == "done" and outcomes[7] == "done"
+    report = json.loads(as_json.stdout)
+    assert [s["outcome"] for s in report["steps"]] == [
+        "done",
+        "done",
+        "done",
+        "answered",
+        "done",
+        "answered",
+        "done",
+        "done",
+    ]
+    assert len(report["transitions"]) > len(report["steps"])  # the gates' rows are folded
+    first, second = report["plans"]
+    assert (first["decision"], first["feedback"], second["base"]) == ("revise", "log it", 1)
+    assert {"op": "+", "text": "4. Address review feedback: log it"} in second["diff"]
+
+
 def test_questions_show_deadlines_as_people_read_them(
     runner: CliRunner, cwd_conn: db.Ledger
 ) -> None:

@@ -17,6 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from agent_team.db import Question, Task, from_iso
+from agent_team.journey import who_answered
+from agent_team.plandiff import DiffLine, PlanVersion, changes_text
 from agent_team.task_model import QuestionKind
 
 __all__ = [
@@ -114,7 +116,35 @@ def _payload(question: Question) -> dict[str, Any]:
     return payload if isinstance(payload, dict) else {}
 
 
-def _summary_blocks(question: Question, task: Task, dashboard_url: str | None) -> list[Any]:
+def _code_line(line: DiffLine) -> str:
+    # A fence inside a plan line would end the code block early: break it with a zero-width space.
+    return escape(f"{line.op} {line.text}").replace("```", "`\u200b``")
+
+
+def _changes_block(question: Question, plans: Sequence[PlanVersion]) -> dict[str, Any] | None:
+    """For a revised plan: its changed lines against the plan the reviewer sent back."""
+    shown = next((p for p in plans if p.question_id == question.question_id), None)
+    if shown is None or shown.base is None:
+        return None
+    base = plans[shown.base - 1]
+    asked = base.decision or base.status
+    if base.answered_via:
+        asked += f" by {who_answered(base.answered_via)}"
+    if base.feedback:
+        asked += f": {_clip(base.feedback, 300)}"
+    head = f"*Changed since the last plan* (plan {base.number}, {escape(asked)}):\n"
+    fence = "```"
+    room = _SECTION_LIMIT - len(head) - 2 * len(fence)
+    lines = changes_text(shown.diff, limit=room, render=_code_line)
+    return {"type": "section", "text": {"type": "mrkdwn", "text": f"{head}{fence}{lines}{fence}"}}
+
+
+def _summary_blocks(
+    question: Question,
+    task: Task,
+    dashboard_url: str | None,
+    plans: Sequence[PlanVersion] = (),
+) -> list[Any]:
     payload = _payload(question)
     blocks: list[Any] = [
         {
@@ -134,6 +164,9 @@ def _summary_blocks(question: Question, task: Task, dashboard_url: str | None) -
             blocks.append(
                 {"type": "section", "text": {"type": "mrkdwn", "text": _clip(escape(value))}}
             )
+    changes = _changes_block(question, plans)
+    if changes is not None:
+        blocks.append(changes)
     return blocks
 
 
@@ -147,9 +180,19 @@ def question_fallback(question: Question, task: Task) -> str:
     return escape(_clip(f"{task.title}: {text}", 300))
 
 
-def question_blocks(question: Question, task: Task, dashboard_url: str | None) -> list[Any]:
-    """The question as posted: summary, deadline, and buttons or the reply hint."""
-    blocks = _summary_blocks(question, task, dashboard_url)
+def question_blocks(
+    question: Question,
+    task: Task,
+    dashboard_url: str | None,
+    *,
+    plans: Sequence[PlanVersion] = (),
+) -> list[Any]:
+    """The question as posted: summary, deadline, and buttons or the reply hint.
+
+    `plans` are the task's plan versions (`plandiff.plan_versions`): a plan
+    that revises an earlier one shows what changed since it.
+    """
+    blocks = _summary_blocks(question, task, dashboard_url, plans)
     help_text = str(_payload(question).get("help", ""))
     blocks.append(
         {
@@ -222,10 +265,15 @@ def outcome_line(answer: Any, via: str | None, when: datetime) -> str:
 
 
 def closed_blocks(
-    question: Question, task: Task, dashboard_url: str | None, line: str
+    question: Question,
+    task: Task,
+    dashboard_url: str | None,
+    line: str,
+    *,
+    plans: Sequence[PlanVersion] = (),
 ) -> list[Any]:
     """The question redrawn once it is closed: no buttons, the outcome underneath."""
-    blocks = _summary_blocks(question, task, dashboard_url)
+    blocks = _summary_blocks(question, task, dashboard_url, plans)
     blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": line}})
     return blocks
 

@@ -41,8 +41,9 @@ from agent_team.integrations.slack.blocks import (
     question_fallback,
 )
 from agent_team.integrations.slack.settings import SlackSettings
+from agent_team.plandiff import PlanVersion, plan_versions
 from agent_team.redact import redact, tail
-from agent_team.task_model import EffectState, QuestionStatus
+from agent_team.task_model import EffectState, QuestionKind, QuestionStatus
 from agent_team.testhooks import wall_clock
 
 __all__ = [
@@ -240,7 +241,9 @@ class SlackTransport:
             n = int(latest.request["n"])
         else:
             n = int(latest.request["n"]) + 1 if latest is not None else 1
-        blocks = question_blocks(question, task, self.settings.dashboard_url)
+        blocks = question_blocks(
+            question, task, self.settings.dashboard_url, plans=self._plans(question)
+        )
 
         def post() -> tuple[str, Any]:
             ref = self.post(self.channel, question_fallback(question, task), blocks=blocks)
@@ -262,6 +265,12 @@ class SlackTransport:
             "task %s: question %s posted at %s", task.id, question.question_id, effect.result_ref
         )
         return effect.result_ref
+
+    def _plans(self, question: db.Question) -> list[PlanVersion]:
+        """The task's plan versions, for a plan question's "changed since" section."""
+        if question.kind != QuestionKind.PLAN_DECISION:
+            return []
+        return plan_versions(db.list_questions(self.ledger, thread_id=question.thread_id))
 
     def redraw_superseded(self) -> int:
         """Take the buttons off older posts of reopened questions; returns how many now.
@@ -368,7 +377,9 @@ class SlackTransport:
         Returns True if the redraw is done (now or before), False if it failed.
         """
         channel, ts = split_ref(ref)
-        blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
+        blocks = closed_blocks(
+            question, task, self.settings.dashboard_url, line, plans=self._plans(question)
+        )
 
         def update() -> tuple[str, Any]:
             self.call("chat.update", channel=channel, ts=ts, text=line, blocks=blocks)
@@ -439,7 +450,9 @@ class SlackTransport:
         channel, ts = split_ref(question.channel_ref)
         when = db.from_iso(question.answered_at) if question.answered_at else self.clock()
         line = outcome_line(question.answer, question.answered_via, when)
-        blocks = closed_blocks(question, task, self.settings.dashboard_url, line)
+        blocks = closed_blocks(
+            question, task, self.settings.dashboard_url, line, plans=self._plans(question)
+        )
         done_now = False
 
         def show() -> tuple[str, Any]:

@@ -86,6 +86,12 @@ def _grows(html: str) -> list[float]:
     return [float(g) for g in re.findall(r'class="seg [^"]*" style="--grow: ([0-9.]+)"', html)]
 
 
+def _prose(plan: str) -> str:
+    """The rendered plan itself, without its diff or the list of versions."""
+    start = plan.index('class="prose plan"')
+    return plan[start : plan.index("</div>", start)]
+
+
 def _live_region(html: str, name: str) -> str:
     """The HTML of one `data-live` region (up to the next region or the end of main)."""
     start = html.index(f'data-live="{name}"')
@@ -164,22 +170,72 @@ def test_pages_mark_their_live_regions_and_link_versioned_assets(client: TestCli
 # ---- task page -----------------------------------------------------------------------------
 
 
+# tA's journey as steps: a gate's running/waiting/running rows are one step.
+TA_STEPS = [
+    ("intake", 10),
+    ("clarify", 60),
+    ("plan", 60),
+    ("plan_review", 1802),
+    ("plan", 60),
+    ("plan_review", 1802),
+    ("build", 600),
+    ("done", 0),
+]
+
+
+def _step_rows(timeline: str) -> list[tuple[str, str, str]]:
+    """(step, outcome chip, outcome words) of each row of the step table."""
+    rows = re.findall(
+        r'<td class="step">.*?</span>(\w+)</td>\s*<td class="outcome">'
+        r'<span class="chip chip-(\w+)">\w+</span>(?: <span class="detail">(.*?)</span>)?</td>',
+        timeline,
+    )
+    return [(step, chip, detail) for step, chip, detail in rows]
+
+
 def test_task_page_draws_the_timeline_to_scale_with_durations_and_cost(client: TestClient) -> None:
     html = client.get("/task/tA").text
     timeline = _live_region(html, "timeline")
-    durations = [exited - entered for _, _, entered, exited in TA_JOURNEY if exited is not None]
-    total = sum(durations)
+    total = sum(seconds for _, seconds in TA_STEPS)
+    assert total == TA_JOURNEY[-1][2]
     # flex-grow as each step's share of the whole: widths proportional to time.
-    assert _grows(timeline) == pytest.approx([100 * d / total for d in durations], abs=1e-4)
-    assert timeline.count('class="seg ph-plan_review st-waiting"') == 2  # striped human time
+    assert _grows(timeline) == pytest.approx([100 * s / total for _, s in TA_STEPS], abs=1e-4)
+    # Each review step was mostly a wait on a person: striped.
+    assert timeline.count('class="seg ph-plan_review st-answered waited"') == 2
     steps = re.findall(r"</span>(\w+)(?:<div class=\"note\">.*?</div>)?</td>", timeline)
-    assert steps == [phase for phase, _, _, _ in TA_JOURNEY]
-    assert ">30m 00s<" in timeline  # each wait on a person
+    assert steps == [phase for phase, _ in TA_STEPS]
+    assert timeline.count(">30m 02s<") == 2  # each review step, its wait on a person included
     assert ">10m 00s<" in timeline  # the build
     # The first plan row's window holds the $0.50 call; the $0.0625 call at its exit is in no row.
     assert ">$0.50" in timeline and ">$1.00" in timeline
     assert "$0.06 of spend falls in no step" in timeline
     assert "branch agent-team/tA at 0123456789" in timeline
+
+
+def test_task_page_gives_each_step_its_own_outcome_and_folds_a_gate(client: TestClient) -> None:
+    timeline = _live_region(client.get("/task/tA").text, "timeline")
+    assert _step_rows(timeline) == [
+        ("intake", "done", ""),
+        ("clarify", "done", ""),
+        ("plan", "done", ""),
+        ("plan_review", "answered", "waited 30m 00s · answered by alice via cli: revise"),
+        ("plan", "done", ""),
+        ("plan_review", "answered", "waited 30m 00s · answered by U2 via slack: approve"),
+        ("build", "done", ""),
+        ("done", "done", ""),
+    ]
+    assert "chip-running" not in timeline and "st-running" not in timeline
+    assert "8 steps" in timeline
+
+
+def test_only_the_step_a_task_is_in_now_is_waiting(client: TestClient) -> None:
+    timeline = _live_region(client.get("/task/tB").text, "timeline")
+    assert _step_rows(timeline) == [
+        ("intake", "done", ""),
+        ("clarify", "waiting", "waiting for an answer"),
+    ]
+    assert timeline.count('class="seg ph-clarify st-waiting waited open"') == 1
+    assert timeline.count('<span class="sofar">so far</span>') == 1
 
 
 def test_task_page_shows_answers_with_who_and_when(client: TestClient) -> None:
@@ -206,7 +262,7 @@ def test_task_page_shows_the_open_plan_escaped_with_an_answer_form(
     assert "<strong>email</strong>" in plan
     assert "<li>Store it in a cookie</li>" in plan and "<li>Prefill the field</li>" in plan
     assert "&lt;img src=x onerror=alert(1)&gt;" in plan and "<img" not in plan
-    assert "Old step" not in plan
+    assert "Old step" not in _prose(plan)  # only in the diff against plan 1
     assert "<i>" not in html and "&lt;i&gt;more&lt;/i&gt;" in html  # the answer text too
     form = _live_region(html, "questions")
     form = form[form.index('id="q-tP:q2"') :]
@@ -228,7 +284,64 @@ def test_task_page_falls_back_to_the_last_plan_asked(seeded: Seeded, client: Tes
     _add_plan_task(seeded.path, second_open=False)
     plan = _live_region(client.get("/task/tP").text, "plan")
     assert "from question tP:q2 (answered)" in plan
-    assert "Prefill the field" in plan and "Old step" not in plan
+    assert "Prefill the field" in _prose(plan) and "Old step" not in _prose(plan)
+
+
+def test_after_a_revise_the_task_page_shows_what_changed_and_every_plan(
+    seeded: Seeded, client: TestClient
+) -> None:
+    _add_plan_task(seeded.path, second_open=True)
+    plan = _live_region(client.get("/task/tP").text, "plan")
+
+    assert "2 of 2, from question tP:q2 (open)" in plan
+    changes = plan[plan.index('class="plan-changes"') : plan.index('class="prose plan"')]
+    assert "Changed since plan 1" in changes
+    assert "revise by bob via dashboard: &lt;i&gt;more&lt;/i&gt;" in changes  # the feedback
+    lines = re.findall(r'<li class="d-(\w+)">(.*?)</li>', changes)
+    text = [(kind, re.sub(r"<[^>]+>", "", line)) for kind, line in lines]
+    # Marked by a visible sign and by <ins>/<del>, not by colour alone.
+    assert ("del", "\N{MINUS SIGN} 1. Old step") in text
+    assert ("add", "+ 1. Store it in a cookie") in text
+    assert ("same", " ## Steps") in text
+    assert '<del><span class="mark">\N{MINUS SIGN}</span> 1. Old step</del>' in changes
+    assert '<ins><span class="mark">+</span> 2. Prefill the field</ins>' in changes
+    assert "<img" not in changes and "&lt;img src=x" in changes  # still escaped text
+    # Every plan stays reachable: plan 1 is a link, plan 2 is the one shown.
+    versions = plan[plan.index('class="plan-versions"') :]
+    assert '<a href="/task/tP?plan=1#h-plan">plan 1</a>' in versions
+    assert '<strong aria-current="page">plan 2</strong>' in versions
+
+
+def test_an_earlier_plan_version_is_one_link_away(seeded: Seeded, client: TestClient) -> None:
+    _add_plan_task(seeded.path, second_open=True)
+    response = client.get("/task/tP?plan=1")
+    assert response.status_code == 200
+    plan = _live_region(response.text, "plan")
+    assert "1 of 2, from question tP:q1 (answered)" in plan
+    assert "Old step" in _prose(plan) and "Prefill the field" not in _prose(plan)
+    assert "This is an earlier plan." in plan
+    assert 'href="/task/tP?plan=2#h-plan"' in plan
+    assert "Changed since" not in plan  # the first plan revises nothing
+    # The answer form still belongs to the open question.
+    assert 'id="q-tP:q2"' in _live_region(response.text, "questions")
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "message"),
+    [
+        ("plan=3", 404, "this task has plans 1 to 2; there is no plan 3"),
+        ("plan=0", 404, "there is no plan 0"),
+        ("plan=two", 400, "plan must be a plan number from 1 to 2, not &#39;two&#39;"),
+    ],
+)
+def test_a_plan_version_the_task_does_not_have_is_a_short_error_page(
+    seeded: Seeded, client: TestClient, query: str, status: int, message: str
+) -> None:
+    _add_plan_task(seeded.path, second_open=True)
+    response = client.get(f"/task/tP?{query}")
+    assert response.status_code == status
+    assert "No such plan" in response.text and message in response.text
+    assert client.get("/task/tB?plan=1").status_code == 404  # no plan at all yet
 
 
 def test_task_page_without_a_plan_says_so(client: TestClient) -> None:

@@ -133,6 +133,30 @@ def test_request_changes_opens_a_modal_whose_text_becomes_a_revise_answer(
     assert "Changes requested" in update.params["text"]
 
 
+def test_the_revised_plan_is_posted_with_what_changed_since_the_plan_sent_back(
+    world: SlackWorld,
+) -> None:
+    first = world.waiting_question()
+    world.send(message_event(first.channel_ref or "", ALICE, "revise sign the cookie"))
+    assert world.question(first.question_id).answer == {
+        "decision": "revise",
+        "text": "sign the cookie",
+    }
+    world.settle()
+    world.coordinator.tick(until_idle=True, timeout_s=60)
+
+    (second,) = db.list_questions(world.conn, status="open", thread_id=first.thread_id)
+    posts = [c for c in world.fake.of("chat.postMessage") if c.params.get("blocks")]
+    assert [p.params["blocks"][-1]["type"] for p in posts] == ["context", "context"]
+    sections = [b["text"]["text"] for b in posts[-1].params["blocks"] if b["type"] == "section"]
+    (changes,) = [s for s in sections if s.startswith("*Changed since the last plan*")]
+    assert f"(plan 1, revise by {ALICE} via slack: sign the cookie)" in changes
+    assert "+ 4. Address review feedback: sign the cookie" in changes
+    assert "\n- " not in changes  # nothing was taken out of the plan
+    assert not any("Changed since" in json.dumps(p.params["blocks"]) for p in posts[:-1])
+    assert second.turn == 2
+
+
 def test_a_button_on_an_outdated_message_is_refused(world: SlackWorld) -> None:
     question = world.waiting_question()
     stale = f"{CHANNEL}:1600000000.000009"

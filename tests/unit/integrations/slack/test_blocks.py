@@ -15,6 +15,7 @@ from agent_team.integrations.slack.blocks import (
     question_fallback,
     revise_modal,
 )
+from agent_team.plandiff import plan_versions
 
 
 def task(**changes: str) -> Task:
@@ -119,3 +120,73 @@ def test_the_fallback_text_is_escaped_like_the_blocks() -> None:
     )
     long = question_fallback(question("clarify", {"text": "&" * 400}), task(title="T"))
     assert long.endswith("&amp;…") and "&am…" not in long, "never cut inside an entity"
+
+
+PLAN_V1 = "# Plan\n\nLogin\n\n## Steps\n\n1. Store the email\n2. Prefill <it>\n"
+PLAN_V2 = "# Plan\n\nLogin\n\n## Steps\n\n1. Store the email\n2. Prefill <it> & test\n"
+
+
+def plan_question(turn: int, plan: str, answer: str | None) -> Question:
+    return Question(
+        question_id=f"t1:q{turn}",
+        thread_id="t1",
+        turn=turn,
+        kind="plan_decision",
+        status="answered" if answer else "open",
+        transport="slack",
+        channel_ref=None,
+        posted_at=None,
+        deadline_at="2026-03-05T10:00:00.000000Z",
+        answer_json=answer,
+        answered_at="2026-03-02T10:00:00.000000Z" if answer else None,
+        answered_via="slack:U1" if answer else None,
+        payload_json=json.dumps({"text": "Review the plan", "plan_markdown": plan}),
+    )
+
+
+def sections(blocks: list[dict[str, object]]) -> list[str]:
+    return [b["text"]["text"] for b in blocks if b["type"] == "section"]  # type: ignore[index]
+
+
+def test_a_revised_plan_says_what_changed_since_the_plan_sent_back() -> None:
+    first = plan_question(1, PLAN_V1, '{"decision": "revise", "text": "add <@U9> tests"}')
+    second = plan_question(2, PLAN_V2, None)
+    plans = plan_versions([first, second])
+
+    blocks = question_blocks(second, task(), None, plans=plans)
+
+    (changes,) = [s for s in sections(blocks) if "Changed since the last plan" in s]
+    assert changes == (
+        "*Changed since the last plan* (plan 1, revise by U1 via slack: add &lt;@U9&gt; tests):\n"
+        "```- 2. Prefill &lt;it&gt;\n+ 2. Prefill &lt;it&gt; &amp; test```"
+    )
+    # The buttons stay last, and the redrawn message keeps the changes.
+    assert actions(blocks) == ["agent_team.approve", "agent_team.revise", "agent_team.reject"]
+    closed = closed_blocks(second, task(), None, "✅ Approved", plans=plans)
+    assert changes in sections(closed)
+    # The first plan revises nothing; without the versions there is nothing to compare.
+    assert not any("Changed since" in s for s in sections(question_blocks(first, task(), None)))
+    assert not any(
+        "Changed since" in s for s in sections(question_blocks(first, task(), None, plans=plans))
+    )
+    assert not any("Changed since" in s for s in sections(question_blocks(second, task(), None)))
+
+
+def test_a_long_plan_diff_is_cut_at_a_line_within_slacks_section_limit() -> None:
+    steps = "\n".join(f"{n}. step {n} & <more> " + "x" * 60 for n in range(1, 300))
+    first = plan_question(1, "# Plan\n\n1. only step\n", '{"decision": "revise", "text": ""}')
+    second = plan_question(2, "# Plan\n\n0. keep ``` fences\n" + steps, None)
+
+    blocks = question_blocks(second, task(), None, plans=plan_versions([first, second]))
+
+    (changes,) = [s for s in sections(blocks) if "Changed since the last plan" in s]
+    assert len(changes) <= 3000
+    assert changes.endswith(" more changed lines```")
+    body = changes.split("```", 1)[1].removesuffix("```")
+    assert body.count("```") == 0  # a fence in the plan cannot close the block early
+    *shown, note = body.splitlines()
+    assert shown[0] == "- 1. only step" and shown[1] == "+ 0. keep `\u200b`` fences"
+    assert all(line.startswith(("+ ", "- ")) for line in shown)
+    assert all(line.endswith("x" * 60) for line in shown[2:])  # whole lines, never half of one
+    assert "&amp; &lt;more&gt;" in shown[2]
+    assert note == f"… and {301 - len(shown)} more changed lines"  # 299 steps, 2 more lines
