@@ -34,6 +34,13 @@ from agent_team import db, inbox, reports
 from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP
 from agent_team.dashboard.app import DashboardContext
 from agent_team.dashboard.metrics import make_registry
+from agent_team.dashboard.task_filters import (
+    MAX_LIMIT,
+    BadParameter,
+    choice,
+    list_filtered,
+    parse_task_filter,
+)
 from agent_team.exceptions import (
     InvalidAnswerError,
     LedgerBusyError,
@@ -45,14 +52,12 @@ from agent_team.exceptions import (
 )
 from agent_team.health import LoopStatus
 from agent_team.redact import redact
-from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind, TaskStatus
+from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind
 
 __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "ApiError", "routes"]
 
 log = logging.getLogger(__name__)
 
-MAX_LIMIT = 500
-DEFAULT_LIMIT = 50
 MAX_BODY_BYTES = 1_000_000
 MAX_TITLE_CHARS = 300
 MAX_NAME_CHARS = 100
@@ -100,6 +105,8 @@ def _translate(exc: Exception) -> ApiError:
     """Our errors as HTTP; anything else is logged and becomes a bare 500."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, BadParameter):
+        return _bad_parameter(exc.name, exc.message)
     if isinstance(exc, UnknownTaskError):
         return ApiError(404, str(exc))
     if isinstance(exc, QuestionClosedError):
@@ -150,27 +157,7 @@ def _guard_async(handler: _Async) -> _Async:
 
 def _choice(request: Request, name: str, allowed: type[StrEnum]) -> str | None:
     """An optional query parameter that must be one of an enum's values (blank: not given)."""
-    value = request.query_params.get(name, "").strip()
-    if not value:
-        return None
-    choices = [member.value for member in allowed]
-    if value not in choices:
-        raise _bad_parameter(name, f"{value!r} is not one of: {', '.join(choices)}")
-    return value
-
-
-def _integer(request: Request, name: str, default: int, low: int, high: int | None) -> int:
-    raw = request.query_params.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _bad_parameter(name, f"{raw[:40]!r} is not a whole number") from None
-    if value < low or (high is not None and value > high):
-        allowed = f"between {low} and {high}" if high is not None else f"{low} or more"
-        raise _bad_parameter(name, f"{value} is out of range; use {allowed}")
-    return value
+    return choice(request.query_params, name, allowed)
 
 
 def _day(request: Request, now: datetime) -> str:
@@ -312,21 +299,17 @@ class _Api:
         return JSONResponse(report)
 
     def tasks(self, request: Request) -> Response:
-        status = _choice(request, "status", TaskStatus)
-        kind = _choice(request, "kind", TaskKind)
-        limit = _integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-        offset = _integer(request, "offset", 0, 0, None)
+        wanted = parse_task_filter(request.query_params)
         now = self.ctx.clock()
         with self.ctx.read() as view:
-            rows = db.list_tasks(view, status=status, kind=kind, limit=limit, offset=offset)
+            rows, total = list_filtered(view, wanted)
             costs = db.task_costs(view, [task.id for task in rows])
-            total = db.count_tasks(view, status=status, kind=kind)
         return JSONResponse(
             {
                 "tasks": [_task_row(task, costs[task.id], now) for task in rows],
                 "total": total,
-                "limit": limit,
-                "offset": offset,
+                "limit": wanted.limit,
+                "offset": wanted.offset,
             }
         )
 

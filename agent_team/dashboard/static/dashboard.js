@@ -166,6 +166,26 @@
     for (var i = 0; i < forms.length; i++) bindForm(forms[i]);
   }
 
+  // ---- task filters -----------------------------------------------------------------------
+
+  // Blank fields mean "any": leave them out of the URL so it stays short and shareable.
+  function bindFilters() {
+    var forms = document.querySelectorAll("form[data-filter-form]");
+    for (var i = 0; i < forms.length; i++) {
+      forms[i].addEventListener("submit", function (ev) {
+        var fields = ev.currentTarget.querySelectorAll("select, input");
+        for (var j = 0; j < fields.length; j++) {
+          if (fields[j].name && !fields[j].value.trim()) fields[j].disabled = true;
+        }
+      });
+    }
+    // The back button may show this page from the browser's cache, fields still disabled.
+    window.addEventListener("pageshow", function () {
+      var off = document.querySelectorAll("form[data-filter-form] [disabled]");
+      for (var k = 0; k < off.length; k++) off[k].disabled = false;
+    });
+  }
+
   // ---- live refresh -----------------------------------------------------------------------
 
   function busy(region) {
@@ -215,6 +235,7 @@
 
   function start() {
     bindAll(document);
+    bindFilters();
     tickCountdowns();
     window.setInterval(tickCountdowns, 1000);
     if (document.querySelector("[data-live]")) {
