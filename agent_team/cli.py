@@ -452,6 +452,12 @@ def show(
     ctx: typer.Context,
     task_id: Annotated[str, typer.Argument(help="The task id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow", "-f", help="Then print the build output as it comes, until the step ends."
+        ),
+    ] = False,
 ) -> None:
     """A task's journey: transitions with durations, questions, cost per stage."""
     with _open_ready(ctx) as ledger:
@@ -500,6 +506,38 @@ def show(
         out.print(asked)
         _print_plan_and_clarify(report["questions"])
     out.print(f"total ${report['total_usd']:.4f}, {report['total_tokens']} tokens")
+    if follow:
+        _follow(ctx, task_id)
+
+
+def _follow(ctx: typer.Context, task_id: str) -> None:
+    """`show --follow`: the build output's tail, then what is added; Ctrl-C ends it quietly."""
+    from agent_team.build_watch import BuildOutput, build_output, follow_build
+    from agent_team.builders.live_log import read_build_log, state_dir_of
+
+    settings = _ctx(ctx).settings()
+    state_dir = state_dir_of(settings)
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    with db.open_ledger(settings.db_path, readonly=True) as ledger:
+
+        def look(after: int | None) -> tuple[str, str, BuildOutput]:
+            task = db.get_task(ledger, task_id)  # first the status, then the log
+            if task is None:
+                raise AgentTeamError(f"task {task_id} is gone from the ledger")
+            tail = read_build_log(state_dir, task_id)
+            output = build_output(task.id, task.status, tail, _ctx(ctx).now(), after=after)
+            return task.status, task.phase, output
+
+        try:
+            ending = follow_build(look, write)
+        except KeyboardInterrupt:
+            write("\n(stopped following; the task goes on)\n")
+            return
+    write(f"-- {ending}\n")
 
 
 @app.command()

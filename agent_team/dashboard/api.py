@@ -32,12 +32,15 @@ from starlette.routing import BaseRoute, Route
 
 from agent_team import db, inbox, reports
 from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP
+from agent_team.build_watch import build_output
+from agent_team.builders.live_log import read_build_log, state_dir_of
 from agent_team.dashboard.app import DashboardContext
 from agent_team.dashboard.metrics import make_registry
 from agent_team.dashboard.task_filters import (
     MAX_LIMIT,
     BadParameter,
     choice,
+    integer,
     list_filtered,
     parse_task_filter,
 )
@@ -298,6 +301,23 @@ class _Api:
                 raise ApiError(404, f"no task {task_id!r}", extra={"id": task_id}) from None
         return JSONResponse(report)
 
+    def task_log(self, request: Request) -> Response:
+        """The task's build output after offset `after` (all of the kept tail without it)."""
+        task_id = str(request.path_params["task_id"]).strip()
+        given = request.query_params.get("after", "").strip()
+        after = integer(request.query_params, "after", 0, 0, None) if given else None
+        with self.ctx.read() as view:
+            task = db.get_task(view, task_id)
+        if task is None:
+            raise ApiError(404, f"no task {task_id!r}", extra={"id": task_id})
+        tail = read_build_log(state_dir_of(self.ctx.settings), task_id)
+        secret = self.ctx.settings.dashboard_token
+        secrets = (secret.get_secret_value(),) if secret is not None else ()
+        output = build_output(
+            task.id, task.status, tail, self.ctx.clock(), after=after, secrets=secrets
+        )
+        return JSONResponse(output.as_json(), headers={"Cache-Control": "no-store"})
+
     def tasks(self, request: Request) -> Response:
         wanted = parse_task_filter(request.query_params)
         now = self.ctx.clock()
@@ -481,6 +501,7 @@ def routes(ctx: DashboardContext) -> list[BaseRoute]:
     return [
         Route("/api/task", _guard_sync(api.task_by_query), methods=["GET"]),
         Route("/api/task/{task_id}", _guard_sync(api.task_by_path), methods=["GET"]),
+        Route("/api/task/{task_id}/log", _guard_sync(api.task_log), methods=["GET"]),
         Route("/api/tasks", _guard_sync(api.tasks), methods=["GET"]),
         Route("/api/tasks", _guard_async(api.submit_task), methods=["POST"]),
         Route("/api/questions", _guard_sync(api.questions), methods=["GET"]),

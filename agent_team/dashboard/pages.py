@@ -32,6 +32,8 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agent_team import db
+from agent_team.build_watch import BuildOutput, build_output
+from agent_team.builders.live_log import read_build_log, state_dir_of
 from agent_team.dashboard.app import STATIC_DIR, DashboardContext
 from agent_team.dashboard.safe_markdown import render_markdown
 from agent_team.dashboard.task_filters import (
@@ -484,7 +486,13 @@ class _Pages:
                 }
                 for e in report["effects"]
             ],
+            "build_output": self._build_output(task["id"], task["status"], now),
         }
+
+    def _build_output(self, task_id: str, status: str, now: datetime) -> BuildOutput:
+        """The build output card: the kept tail, and whether the page should keep asking."""
+        tail = read_build_log(state_dir_of(self.ctx.settings), task_id)
+        return build_output(task_id, status, tail, now, secrets=self._secrets)
 
     def _question_card(self, q: dict[str, Any], now: datetime) -> QuestionCard:
         payload = q.get("payload") if isinstance(q.get("payload"), dict) else {}
