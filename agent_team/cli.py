@@ -469,6 +469,12 @@ def show(
     ctx: typer.Context,
     task_id: Annotated[str, typer.Argument(help="The task id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow", "-f", help="Then print the build output as it comes, until the step ends."
+        ),
+    ] = False,
 ) -> None:
     """A task's journey: each step's outcome, duration and cost; questions; the plan."""
     with _open_ready(ctx) as ledger:
@@ -518,6 +524,38 @@ def show(
         _print_plan_and_clarify(report["questions"])
         _print_plan_changes(report["plans"])
     out.print(f"total ${report['total_usd']:.4f}, {report['total_tokens']} tokens")
+    if follow:
+        _follow(ctx, task_id)
+
+
+def _follow(ctx: typer.Context, task_id: str) -> None:
+    """`show --follow`: the build output's tail, then what is added; Ctrl-C ends it quietly."""
+    from agent_team.build_watch import BuildOutput, build_output, follow_build
+    from agent_team.builders.live_log import read_build_log, state_dir_of
+
+    settings = _ctx(ctx).settings()
+    state_dir = state_dir_of(settings)
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    with db.open_ledger(settings.db_path, readonly=True) as ledger:
+
+        def look(after: int | None) -> tuple[str, str, BuildOutput]:
+            task = db.get_task(ledger, task_id)  # first the status, then the log
+            if task is None:
+                raise AgentTeamError(f"task {task_id} is gone from the ledger")
+            tail = read_build_log(state_dir, task_id)
+            output = build_output(task.id, task.status, tail, _ctx(ctx).now(), after=after)
+            return task.status, task.phase, output
+
+        try:
+            ending = follow_build(look, write)
+        except KeyboardInterrupt:
+            write("\n(stopped following; the task goes on)\n")
+            return
+    write(f"-- {ending}\n")
 
 
 @app.command()

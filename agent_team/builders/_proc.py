@@ -1,5 +1,8 @@
 """Run a child process with a hard deadline that takes its whole family down.
 
+Its output is read as it comes (a thread per pipe), so a caller can watch a
+long build while it runs (`on_output`) and still gets all of it at the end.
+
 Why a process group: a build command is usually a shell that starts more
 processes (`make`, a test runner, `sleep`). Killing only the shell would leave
 them running and holding our output pipes open, so on timeout we kill the
@@ -8,16 +11,20 @@ group the child leads (`start_new_session=True`).
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 __all__ = [
     "Completed",
+    "OutputSink",
     "ProcessTimeout",
     "inherited_env",
     "kill_running_children",
@@ -63,6 +70,12 @@ _GIT_LOCATION_VARS = frozenset(
 _AGENT_TEAM_PREFIX = "AGENT_TEAM_"
 # After the group is killed, how long we wait for the pipes to close.
 _DRAIN_S = 5.0
+_CHUNK = 65536
+
+log = logging.getLogger(__name__)
+
+# Takes a child's raw output as it is read; a build's goes to `agent_team.builders.live_log`.
+OutputSink = Callable[[bytes], None]
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,7 @@ def run_process(
     shell: bool = False,
     stdin_text: str | None = None,
     merge_stderr: bool = False,
+    on_output: OutputSink | None = None,
 ) -> Completed:
     """Run a child to completion or kill its process group at the deadline.
 
@@ -135,6 +149,9 @@ def run_process(
         shell: run `args` with `/bin/sh -c`.
         stdin_text: text for the child's stdin; `None` gives it `/dev/null`.
         merge_stderr: interleave stderr into stdout (one log, in order).
+        on_output: called with each chunk of output (stdout and stderr) as it is
+            read, from the reading threads; it must be quick, and if it raises it
+            is not called again (the output is still collected).
 
     Returns:
         The exit code and output.
@@ -156,31 +173,132 @@ def run_process(
     with _running_lock:
         _running_groups.add(proc.pid)
     try:
-        return _finish(proc, stdin_text, timeout_s)
+        return _finish(proc, stdin_text, timeout_s, on_output)
     finally:
         with _running_lock:
             _running_groups.discard(proc.pid)
 
 
-def _finish(proc: subprocess.Popen[bytes], stdin_text: str | None, timeout_s: float) -> Completed:
-    data = stdin_text.encode("utf-8") if stdin_text is not None else None
-    try:
-        out, err = proc.communicate(data, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
+class _Pump(threading.Thread):
+    """Reads one pipe to its end as data comes, keeping it all and handing it to the sink."""
+
+    def __init__(self, stream: IO[bytes], sink: _Sink) -> None:
+        super().__init__(name="proc-output", daemon=True)
+        self.stream = stream
+        self.sink = sink
+        self.data = bytearray()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
         try:
-            out, err = proc.communicate(timeout=_DRAIN_S)
+            fd = self.stream.fileno()
+            while True:
+                try:
+                    chunk = os.read(fd, _CHUNK)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                with self._lock:
+                    self.data += chunk
+                self.sink.send(chunk)
+        finally:
+            self.stream.close()
+
+    def collected(self) -> str:
+        with self._lock:
+            return _decode(bytes(self.data))
+
+
+class _Sink:
+    """The caller's `on_output`, shared by both pumps, dropped after its first failure."""
+
+    def __init__(self, on_output: OutputSink | None) -> None:
+        self._on_output = on_output
+        self._lock = threading.Lock()
+
+    def send(self, chunk: bytes) -> None:
+        with self._lock:
+            if self._on_output is None:
+                return
+            try:
+                self._on_output(chunk)
+            except Exception:
+                log.exception("process output: the live sink failed; it gets no more output")
+                self._on_output = None
+
+
+def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+    except (BrokenPipeError, OSError):
+        pass  # the child stopped reading; its exit code says what happened
+    finally:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+
+
+def _finish(
+    proc: subprocess.Popen[bytes],
+    stdin_text: str | None,
+    timeout_s: float,
+    on_output: OutputSink | None,
+) -> Completed:
+    """Wait for the child and for its pipes to close, reading them as they fill.
+
+    Output is read by a thread per pipe (not `communicate`), so each chunk can
+    go to `on_output` as soon as it is printed. The deadline covers both the
+    child and anything it left holding the pipes, as `communicate` did.
+    """
+    deadline = time.monotonic() + timeout_s
+    sink = _Sink(on_output)
+    pumps = [_Pump(stream, sink) for stream in (proc.stdout, proc.stderr) if stream is not None]
+    helpers: list[threading.Thread] = list(pumps)
+    if stdin_text is not None:
+        helpers.append(
+            threading.Thread(
+                target=_feed_stdin, args=(proc, stdin_text.encode("utf-8")), daemon=True
+            )
+        )
+    try:
+        for helper in helpers:
+            helper.start()
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            timed_out = False
         except subprocess.TimeoutExpired:
-            # Something left the group (setsid) and still holds our pipes: give up on it.
-            proc.kill()
-            proc.wait()
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-            out, err = b"", b""
-        raise ProcessTimeout(timeout_s, _decode(out), _decode(err)) from None
+            timed_out = True
+        for pump in pumps:
+            pump.join(timeout=max(0.0, deadline - time.monotonic()))
     except BaseException:
         _kill_group(proc)
         proc.wait()
+        _drain(pumps)
         raise
-    return Completed(proc.returncode, _decode(out), _decode(err))
+    if timed_out or any(pump.is_alive() for pump in pumps):
+        _kill_group(proc)
+        proc.wait()
+        _drain(pumps)
+        raise ProcessTimeout(timeout_s, *_outputs(pumps, proc))
+    return Completed(proc.returncode, *_outputs(pumps, proc))
+
+
+def _drain(pumps: list[_Pump]) -> None:
+    """Give the pipes a moment to close after a kill; then stop waiting for them.
+
+    Something that left the group (setsid) may still hold a pipe: its reader
+    is a daemon thread and is abandoned, with what it read so far kept.
+    """
+    stop = time.monotonic() + _DRAIN_S
+    for pump in pumps:
+        pump.join(timeout=max(0.0, stop - time.monotonic()))
+
+
+def _outputs(pumps: list[_Pump], proc: subprocess.Popen[bytes]) -> tuple[str, str]:
+    by_stream = {id(pump.stream): pump.collected() for pump in pumps}
+    out = by_stream.get(id(proc.stdout), "")
+    err = by_stream.get(id(proc.stderr), "") if proc.stderr is not None else ""
+    return out, err

@@ -15,7 +15,17 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["BuildResult", "BuildTask", "BuildUsage", "Builder", "Worktree", "plan_hash"]
+from agent_team.builders._proc import OutputSink
+
+__all__ = [
+    "BuildResult",
+    "BuildTask",
+    "BuildUsage",
+    "Builder",
+    "OutputSink",
+    "Worktree",
+    "plan_hash",
+]
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,9 @@ class Worktree:
         recorded: the build records `commit_all` made through this object, as
             `(commit, plan hash)`, oldest first. `run_build` reads it to know
             whether the builder recorded its work without asking git again.
+        output: where a builder sends what its process prints while it runs
+            (`run_process(..., on_output=worktree.output)`), so people can watch
+            the build; `run_build` sets it, None means nobody watches.
     """
 
     repo: Path
@@ -54,6 +67,7 @@ class Worktree:
     branch: str
     key: str
     recorded: list[tuple[str, str]] = field(default_factory=list, compare=False, repr=False)
+    output: OutputSink | None = field(default=None, compare=False, repr=False)
 
 
 class BuildUsage(BaseModel):

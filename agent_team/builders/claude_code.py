@@ -268,7 +268,13 @@ class ClaudeCodeBuilder:
             self.permission_mode,
         ]
         try:
-            done = run_process(argv, cwd=worktree.path, env=env, timeout_s=self.timeout_s)
+            done = run_process(
+                argv,
+                cwd=worktree.path,
+                env=env,
+                timeout_s=self.timeout_s,
+                on_output=worktree.output,
+            )
         except ProcessTimeout as exc:
             raise BuildError(
                 f"Claude Code timed out after {self.timeout_s:g} s and was stopped; raise "

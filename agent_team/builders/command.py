@@ -94,6 +94,7 @@ class CommandBuilder:
                 timeout_s=self.timeout_s,
                 shell=True,
                 merge_stderr=True,
+                on_output=worktree.output,
             )
         except ProcessTimeout as exc:
             raise BuildError(

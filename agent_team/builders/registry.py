@@ -10,11 +10,13 @@ is added or removed (see `agent_team.builders.worktree`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from agent_team.builders.base import Builder, BuildResult, BuildTask, plan_hash
 from agent_team.builders.claude_code import ClaudeCodeBuilder
 from agent_team.builders.command import CommandBuilder
+from agent_team.builders.live_log import open_build_log
 from agent_team.builders.offline import OfflineBuilder
 from agent_team.builders.worktree import (
     BUILDER_TRAILER,
@@ -110,10 +112,13 @@ def run_build(
         found = find_build(worktree, digest)
         if found is not None:
             return found
-        result = builder.run(task, plan_markdown, worktree)
+        # What the builder prints is kept as it comes, for the dashboard and `show --follow`.
+        with open_build_log(state_dir, task.task_id) as output:
+            watched = replace(worktree, output=output)
+            result = builder.run(task, plan_markdown, watched)
         # A builder that recorded through `record_build` with the worktree it was
-        # given shows in `worktree.recorded`; only for another one ask git.
-        recorded = any(plan == digest for _, plan in worktree.recorded)
+        # given shows in `watched.recorded`; only for another one ask git.
+        recorded = any(plan == digest for _, plan in watched.recorded)
         if not recorded and find_build(worktree, digest) is None:
             sha = commit_all(
                 worktree,

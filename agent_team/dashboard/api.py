@@ -31,9 +31,19 @@ from starlette.routing import BaseRoute, Route
 
 from agent_team import db, inbox, reports
 from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP
+from agent_team.build_watch import build_output
+from agent_team.builders.live_log import read_build_log, state_dir_of
 from agent_team.dashboard.app import DashboardContext
 from agent_team.dashboard.auth import AuthRefused, Caller
 from agent_team.dashboard.metrics import make_registry
+from agent_team.dashboard.task_filters import (
+    MAX_LIMIT,
+    BadParameter,
+    choice,
+    integer,
+    list_filtered,
+    parse_task_filter,
+)
 from agent_team.exceptions import (
     InvalidAnswerError,
     LedgerBusyError,
@@ -47,14 +57,12 @@ from agent_team.exceptions import (
 from agent_team.health import LoopStatus
 from agent_team.limits import MAX_TITLE_CHARS
 from agent_team.redact import redact
-from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind, TaskStatus
+from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind
 
 __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "ApiError", "routes"]
 
 log = logging.getLogger(__name__)
 
-MAX_LIMIT = 500
-DEFAULT_LIMIT = 50
 MAX_BODY_BYTES = 1_000_000
 MAX_NAME_CHARS = 100
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -100,6 +108,8 @@ def _translate(exc: Exception) -> ApiError:
     """Our errors as HTTP; anything else is logged and becomes a bare 500."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, BadParameter):
+        return _bad_parameter(exc.name, exc.message)
     if isinstance(exc, UnknownTaskError):
         return ApiError(404, str(exc))
     if isinstance(exc, QuestionClosedError):
@@ -152,27 +162,7 @@ def _guard_async(handler: _Async) -> _Async:
 
 def _choice(request: Request, name: str, allowed: type[StrEnum]) -> str | None:
     """An optional query parameter that must be one of an enum's values (blank: not given)."""
-    value = request.query_params.get(name, "").strip()
-    if not value:
-        return None
-    choices = [member.value for member in allowed]
-    if value not in choices:
-        raise _bad_parameter(name, f"{value!r} is not one of: {', '.join(choices)}")
-    return value
-
-
-def _integer(request: Request, name: str, default: int, low: int, high: int | None) -> int:
-    raw = request.query_params.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _bad_parameter(name, f"{raw[:40]!r} is not a whole number") from None
-    if value < low or (high is not None and value > high):
-        allowed = f"between {low} and {high}" if high is not None else f"{low} or more"
-        raise _bad_parameter(name, f"{value} is out of range; use {allowed}")
-    return value
+    return choice(request.query_params, name, allowed)
 
 
 def _day(request: Request, now: datetime) -> str:
@@ -313,22 +303,38 @@ class _Api:
                 raise ApiError(404, f"no task {task_id!r}", extra={"id": task_id}) from None
         return JSONResponse(report)
 
+    def task_log(self, request: Request) -> Response:
+        """The task's build output after offset `after` (all of the kept tail without it)."""
+        task_id = str(request.path_params["task_id"]).strip()
+        given = request.query_params.get("after", "").strip()
+        after = integer(request.query_params, "after", 0, 0, None) if given else None
+        with self.ctx.read() as view:
+            task = db.get_task(view, task_id)
+        if task is None:
+            raise ApiError(404, f"no task {task_id!r}", extra={"id": task_id})
+        tail = read_build_log(state_dir_of(self.ctx.settings), task_id)
+        output = build_output(
+            task.id,
+            task.status,
+            tail,
+            self.ctx.clock(),
+            after=after,
+            secrets=self.ctx.auth.tokens.secrets(),
+        )
+        return JSONResponse(output.as_json(), headers={"Cache-Control": "no-store"})
+
     def tasks(self, request: Request) -> Response:
-        status = _choice(request, "status", TaskStatus)
-        kind = _choice(request, "kind", TaskKind)
-        limit = _integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-        offset = _integer(request, "offset", 0, 0, None)
+        wanted = parse_task_filter(request.query_params)
         now = self.ctx.clock()
         with self.ctx.read() as view:
-            rows = db.list_tasks(view, status=status, kind=kind, limit=limit, offset=offset)
+            rows, total = list_filtered(view, wanted)
             costs = db.task_costs(view, [task.id for task in rows])
-            total = db.count_tasks(view, status=status, kind=kind)
         return JSONResponse(
             {
                 "tasks": [_task_row(task, costs[task.id], now) for task in rows],
                 "total": total,
-                "limit": limit,
-                "offset": offset,
+                "limit": wanted.limit,
+                "offset": wanted.offset,
             }
         )
 
@@ -509,6 +515,7 @@ def routes(ctx: DashboardContext) -> list[BaseRoute]:
     return [
         Route("/api/task", _guard_sync(api.task_by_query), methods=["GET"]),
         Route("/api/task/{task_id}", _guard_sync(api.task_by_path), methods=["GET"]),
+        Route("/api/task/{task_id}/log", _guard_sync(api.task_log), methods=["GET"]),
         Route("/api/tasks", _guard_sync(api.tasks), methods=["GET"]),
         Route("/api/tasks", _guard_async(api.submit_task), methods=["POST"]),
         Route("/api/questions", _guard_sync(api.questions), methods=["GET"]),

@@ -32,17 +32,26 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agent_team import db
+from agent_team.build_watch import BuildOutput, build_output
+from agent_team.builders.live_log import read_build_log, state_dir_of
 from agent_team.dashboard.app import STATIC_DIR, DashboardContext
 from agent_team.dashboard.auth import login_path
 from agent_team.dashboard.plan_view import PlanChoiceError, plan_context
 from agent_team.dashboard.safe_markdown import render_markdown
+from agent_team.dashboard.task_filters import (
+    DEFAULT_LIMIT,
+    BadParameter,
+    TaskFilter,
+    list_filtered,
+    parse_task_filter,
+)
 from agent_team.exceptions import ConfigError, LedgerError, UnknownTaskError
 from agent_team.journey import who_answered
 from agent_team.limits import PAGE_BODY_CHARS
 from agent_team.models.pricing import price_for
 from agent_team.redact import redact
 from agent_team.reports import task_report
-from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus
+from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind, TaskStatus
 from agent_team.timefmt import relative, span
 
 __all__ = ["TEMPLATES_DIR", "render_page", "routes"]
@@ -50,7 +59,7 @@ __all__ = ["TEMPLATES_DIR", "render_page", "routes"]
 log = logging.getLogger(__name__)
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
-TASK_LIMIT = 100
+TASK_LIMIT = DEFAULT_LIMIT
 # A budget bar turns amber from this share of the cap; red at the cap.
 _WARN_SHARE = 0.8
 # A timeline segment shows its phase name inside only when it has this share of the width.
@@ -317,10 +326,11 @@ class _Pages:
             note=note,
         )
 
-    def _overview_context(self) -> dict[str, Any]:
+    def _overview_context(self, wanted: TaskFilter) -> dict[str, Any]:
         now = self.ctx.clock()
         with self.ctx.read() as view:
-            tasks = db.list_tasks(view, limit=TASK_LIMIT)
+            tasks, matching = list_filtered(view, wanted)
+            sources = db.task_sources(view)
             costs = db.task_costs(view, [t.id for t in tasks])
             counts = db.count_tasks_by_status(view)
             questions = db.list_questions(view, status=QuestionStatus.OPEN.value)
@@ -367,6 +377,14 @@ class _Pages:
             "tasks": rows,
             "total_tasks": sum(counts.values()),
             "shown_tasks": len(rows),
+            "filter": wanted,
+            "default_limit": TASK_LIMIT,
+            "filter_options": {
+                "status": [status.value for status in TaskStatus],
+                "kind": [kind.value for kind in TaskKind],
+                "source": sorted({*sources, *([wanted.source] if wanted.source else [])}),
+            },
+            "paging": _paging(wanted, matching, len(rows)),
             "counts": [(status, n) for status, n in counts.items() if n],
             "open_questions": open_rows,
             "budget": budget,
@@ -374,7 +392,16 @@ class _Pages:
 
     async def overview(self, request: Request) -> Response:
         try:
-            context = await run_in_threadpool(self._overview_context)
+            wanted = parse_task_filter(request.query_params, default_limit=TASK_LIMIT)
+        except BadParameter as exc:
+            return _error_page(
+                request,
+                400,
+                "That filter cannot be used",
+                f"{exc} Change it, or go back to all tasks.",
+            )
+        try:
+            context = await run_in_threadpool(self._overview_context, wanted)
             return render_page(request, "overview.html", context)
         except Exception as exc:
             return _failure_page(request, exc)
@@ -479,7 +506,13 @@ class _Pages:
                 }
                 for e in report["effects"]
             ],
+            "build_output": self._build_output(task["id"], task["status"], now),
         }
+
+    def _build_output(self, task_id: str, status: str, now: datetime) -> BuildOutput:
+        """The build output card: the kept tail, and whether the page should keep asking."""
+        tail = read_build_log(state_dir_of(self.ctx.settings), task_id)
+        return build_output(task_id, status, tail, now, secrets=self.ctx.auth.tokens.secrets())
 
     def _question_card(self, q: dict[str, Any], now: datetime) -> QuestionCard:
         payload = q.get("payload") if isinstance(q.get("payload"), dict) else {}
@@ -541,6 +574,29 @@ def _failure_page(request: Request, exc: Exception) -> HTMLResponse:
         500,
         "Something went wrong",
         "This page could not be built. The daemon log has the details.",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Paging:
+    """Where one page of the task list sits in everything the filter selects."""
+
+    first: int  # 1-based position of the first row shown; 0 when none is
+    last: int
+    matching: int
+    prev_query: str | None  # the URL query of the page before, None on the first page
+    next_query: str | None
+
+
+def _paging(wanted: TaskFilter, matching: int, shown: int) -> Paging:
+    before = max(0, min(wanted.offset - wanted.limit, matching - wanted.limit))
+    after = wanted.offset + wanted.limit
+    return Paging(
+        first=wanted.offset + 1 if shown else 0,
+        last=wanted.offset + shown,
+        matching=matching,
+        prev_query=wanted.query(offset=before) if wanted.offset > 0 else None,
+        next_query=wanted.query(offset=after) if after < matching else None,
     )
 
 

@@ -106,7 +106,7 @@ from agent_team.db.views.dashboard import (
     unattributed_spend,
 )
 from agent_team.db.views.github import IssueClaim, list_issue_claims, task_ids_by_source
-from agent_team.db.views.pages import TaskCost, task_costs
+from agent_team.db.views.pages import TaskCost, task_costs, task_sources
 from agent_team.db.views.slack import answered_since, find_question_by_channel_ref
 
 __all__ = [
@@ -202,6 +202,7 @@ __all__ = [
     "table_counts",
     "task_costs",
     "task_ids_by_source",
+    "task_sources",
     "task_usage",
     "to_iso",
     "tokens_spent",

@@ -16,7 +16,11 @@ __all__ = [
     "list_tasks",
     "parked_before",
     "set_task_status",
+    "task_filter",
 ]
+
+# LIKE's wildcards and its escape character, each made literal.
+_LIKE_ESCAPES = str.maketrans({"\\": "\\\\", "%": "\\%", "_": "\\_"})
 
 
 def create_task(
@@ -55,21 +59,47 @@ def get_task(ledger: Reader, task_id: str) -> Task | None:
     return fetch_record(ledger, Task, "SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
+def task_filter(
+    *,
+    status: str | None = None,
+    kind: str | None = None,
+    source: str | None = None,
+    title_contains: str | None = None,
+) -> tuple[str, list[object]]:
+    """The `WHERE` clause `list_tasks` and `count_tasks` share, so a page and its count agree.
+
+    `title_contains` matches anywhere in the title, ignoring case (`LOWER` on
+    both sides: ASCII letters on SQLite, every letter where `LOWER` knows
+    Unicode). `%`, `_` and `\\` in it are escaped, so they match only themselves.
+    """
+    if status is not None:
+        require_member(status, TaskStatus, "task status")
+    if kind is not None:
+        require_member(kind, TaskKind, "task kind")
+    where, params = where_equal({"status": status, "kind": kind, "source": source})
+    if title_contains:
+        like = "%" + title_contains.translate(_LIKE_ESCAPES) + "%"
+        where += (" AND " if where else "WHERE ") + "LOWER(title) LIKE LOWER(?) ESCAPE '\\'"
+        params.append(like)
+    return where, params
+
+
 def list_tasks(
     ledger: Reader,
     status: str | None = None,
     kind: str | None = None,
     limit: int = 50,
     offset: int = 0,
+    *,
+    source: str | None = None,
+    title_contains: str | None = None,
 ) -> list[Task]:
-    """Tasks newest first, optionally filtered by status and kind."""
-    if status is not None:
-        require_member(status, TaskStatus, "task status")
-    if kind is not None:
-        require_member(kind, TaskKind, "task kind")
+    """Tasks newest first, optionally filtered (see `task_filter`)."""
+    where, params = task_filter(
+        status=status, kind=kind, source=source, title_contains=title_contains
+    )
     if limit < 1 or offset < 0:
         raise LedgerInputError("list_tasks needs limit >= 1 and offset >= 0")
-    where, params = where_equal({"status": status, "kind": kind})
     return fetch_records(
         ledger,
         Task,

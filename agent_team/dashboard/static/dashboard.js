@@ -9,6 +9,8 @@
   var REFRESH_MS = 10000;
   // Where older versions kept a pasted token; it is removed on load (sign-in replaced it).
   var OLD_TOKEN_KEY = "agent-team.dashboard-token";
+  var LOG_POLL_MS = 1500;
+  var LOG_MAX_CHARS = 65536;
   var NAME_KEY = "agent-team.answer-name";
 
   // ---- countdowns ------------------------------------------------------------------------
@@ -28,6 +30,19 @@
     if (h > 0) return h + "h " + two(m) + "m";
     if (m > 0) return m + "m " + two(sec) + "s";
     return sec + " s";
+  }
+
+  // A running build's elapsed time: the server's figure plus the time since it arrived.
+  function tickElapsed() {
+    var nodes = document.querySelectorAll("[data-elapsed-s]");
+    for (var i = 0; i < nodes.length; i++) {
+      var el = nodes[i];
+      var base = parseFloat(el.getAttribute("data-elapsed-s"));
+      if (isNaN(base)) continue;
+      if (!el.getAttribute("data-elapsed-at")) el.setAttribute("data-elapsed-at", String(Date.now()));
+      var since = Date.now() - parseInt(el.getAttribute("data-elapsed-at"), 10);
+      el.textContent = formatSpan(base * 1000 + since);
+    }
   }
 
   function tickCountdowns() {
@@ -168,9 +183,92 @@
     for (var i = 0; i < forms.length; i++) bindForm(forms[i]);
   }
 
+  // ---- task filters -----------------------------------------------------------------------
+
+  // Blank fields mean "any": leave them out of the URL so it stays short and shareable.
+  function bindFilters() {
+    var forms = document.querySelectorAll("form[data-filter-form]");
+    for (var i = 0; i < forms.length; i++) {
+      forms[i].addEventListener("submit", function (ev) {
+        var fields = ev.currentTarget.querySelectorAll("select, input");
+        for (var j = 0; j < fields.length; j++) {
+          if (fields[j].name && !fields[j].value.trim()) fields[j].disabled = true;
+        }
+      });
+    }
+    // The back button may show this page from the browser's cache, fields still disabled.
+    window.addEventListener("pageshow", function () {
+      var off = document.querySelectorAll("form[data-filter-form] [disabled]");
+      for (var k = 0; k < off.length; k++) off[k].disabled = false;
+    });
+  }
+
+  // ---- build output ---------------------------------------------------------------------
+
+  // The card follows the build with small JSON polls (only the text after `end`); when the
+  // build starts or stops, or the task can print no more, the card is drawn again by the
+  // server (a live refresh), which knows how to say how it ended.
+  var logBusy = false;
+
+  function scrollLog(pre, force) {
+    if (!pre) return;
+    var atEnd = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 24;
+    if (force || atEnd) pre.scrollTop = pre.scrollHeight;
+  }
+
+  function appendLog(pre, text) {
+    var atEnd = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 24;
+    var all = pre.textContent + text;
+    if (all.length > LOG_MAX_CHARS) {
+      all = all.slice(all.length - LOG_MAX_CHARS);
+      all = all.slice(all.indexOf("\n") + 1);
+    }
+    pre.textContent = all;
+    if (atEnd) pre.scrollTop = pre.scrollHeight;
+  }
+
+  function pollLog() {
+    var card = document.querySelector("[data-build-log]");
+    if (!card || logBusy || document.hidden) return;
+    if (card.getAttribute("data-log-follow") !== "1") return;
+    logBusy = true;
+    var url = card.getAttribute("data-log-src") + "?after=" + card.getAttribute("data-log-end");
+    fetch(url, { cache: "no-store", headers: { Accept: "application/json" } })
+      .then(function (res) {
+        if (!res.ok) throw new Error("HTTP " + res.status);
+        return res.json();
+      })
+      .then(function (body) {
+        var pre = card.querySelector("[data-log-text]");
+        if (pre && body.text) {
+          if (body.dropped) pre.textContent = "";
+          appendLog(pre, body.text);
+        }
+        card.setAttribute("data-log-end", String(body.end));
+        var elapsed = card.querySelector("[data-elapsed-s]");
+        if (elapsed && body.elapsed_s !== null) {
+          elapsed.setAttribute("data-elapsed-s", String(body.elapsed_s));
+          elapsed.setAttribute("data-elapsed-at", String(Date.now()));
+        }
+        var wasRunning = card.getAttribute("data-log-running") === "1";
+        if (!body.follow || body.running !== wasRunning || (body.exists && !pre)) {
+          card.setAttribute("data-log-follow", "0");
+          refresh();
+        }
+      })
+      .catch(function () {
+        stamp(false);
+      })
+      .then(function () {
+        logBusy = false;
+      });
+  }
+
   // ---- live refresh -----------------------------------------------------------------------
 
   function busy(region) {
+    // A build card that follows its build is kept up to date by pollLog instead.
+    if (region.querySelector('[data-log-follow="1"]')) return true;
     var active = document.activeElement;
     if (active && active !== document.body && region.contains(active)) return true;
     return region.querySelector("form[data-dirty], form[data-busy]") !== null;
@@ -206,8 +304,10 @@
           var node = document.importNode(next, true);
           region.replaceWith(node);
           bindAll(node);
+          scrollLog(node.querySelector("[data-log-text]"), true);
         }
         tickCountdowns();
+        tickElapsed();
         stamp(true);
       })
       .catch(function () {
@@ -218,8 +318,15 @@
   function start() {
     save(OLD_TOKEN_KEY, "");
     bindAll(document);
+    bindFilters();
     tickCountdowns();
-    window.setInterval(tickCountdowns, 1000);
+    tickElapsed();
+    scrollLog(document.querySelector("[data-log-text]"), true);
+    window.setInterval(function () {
+      tickCountdowns();
+      tickElapsed();
+    }, 1000);
+    if (document.querySelector("[data-live=build-output]")) window.setInterval(pollLog, LOG_POLL_MS);
     if (document.querySelector("[data-live]")) {
       window.setInterval(refresh, REFRESH_MS);
       document.addEventListener("visibilitychange", function () {

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from datetime import date
 
 from agent_team.db.clock import day_bucket
-from agent_team.db.ledger import Reader, where_equal
+from agent_team.db.ledger import Reader
 from agent_team.db.questions import resume_command_id
-from agent_team.db.validate import require_member
-from agent_team.task_model import CommandKind, CommandState, TaskKind, TaskStatus
+from agent_team.db.tasks import task_filter
+from agent_team.task_model import CommandKind, CommandState
 
 __all__ = [
     "AnswerResume",
@@ -59,17 +59,18 @@ class AnswerResume:
     done_at: str
 
 
-def _require_filters(status: str | None, kind: str | None) -> None:
-    if status is not None:
-        require_member(status, TaskStatus, "task status")
-    if kind is not None:
-        require_member(kind, TaskKind, "task kind")
-
-
-def count_tasks(ledger: Reader, *, status: str | None = None, kind: str | None = None) -> int:
+def count_tasks(
+    ledger: Reader,
+    *,
+    status: str | None = None,
+    kind: str | None = None,
+    source: str | None = None,
+    title_contains: str | None = None,
+) -> int:
     """How many tasks `list_tasks` would return with these filters and no limit."""
-    _require_filters(status, kind)
-    where, params = where_equal({"status": status, "kind": kind})
+    where, params = task_filter(
+        status=status, kind=kind, source=source, title_contains=title_contains
+    )
     row = ledger.fetch_one(f"SELECT COUNT(*) AS n FROM tasks {where}", params)
     assert row is not None
     return int(row["n"])

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from agent_team.db.ledger import Reader
 
-__all__ = ["TaskCost", "task_costs"]
+__all__ = ["TaskCost", "task_costs", "task_sources"]
 
 # SQLite's default limit on host parameters is 999 on old builds; stay below it.
 _CHUNK = 500
@@ -46,3 +46,9 @@ def task_costs(ledger: Reader, task_ids: Sequence[str]) -> dict[str, TaskCost]:
         for row in rows:
             costs[row["thread_id"]] = TaskCost(float(row["usd"]), int(row["tokens"]))
     return costs
+
+
+def task_sources(ledger: Reader) -> list[str]:
+    """Every `tasks.source` in use, sorted: the overview's source filter offers these."""
+    rows = ledger.fetch_all("SELECT DISTINCT source FROM tasks ORDER BY source")
+    return [str(row["source"]) for row in rows]

@@ -200,9 +200,30 @@ def test_tasks_paginate_and_filter(client: TestClient) -> None:
     assert ids(client.get("/api/tasks?status=")) == ["tC", "tB", "tA", "tD"]
 
 
+def test_tasks_filter_by_source_and_title_text(client: TestClient, seeded: Seeded) -> None:
+    conn = db.open_ledger(seeded.path)
+    try:
+        db.create_task(conn, task_id="tW", kind="code", title="Cut 50% of the_cost", source="cli")
+    finally:
+        conn.close()
+    assert ids(client.get("/api/tasks?source=github:acme/app")) == ["tA"]
+    assert ids(client.get("/api/tasks?source=cli&status=failed")) == ["tD"]
+    assert ids(client.get("/api/tasks?q=TASK%20t")) == ["tC", "tB", "tA", "tD"]
+    matched = client.get("/api/tasks?q=K%20TB")
+    assert ids(matched) == ["tB"] and matched.json()["total"] == 1
+    # `%` and `_` are literal characters in a search, not wildcards.
+    assert ids(client.get("/api/tasks?q=%25")) == ["tW"]
+    assert ids(client.get("/api/tasks?q=e_c")) == ["tW"]
+    assert ids(client.get("/api/tasks?q=k_t")) == []
+    assert ids(client.get("/api/tasks?q=&source=")) == ["tW", "tC", "tB", "tA", "tD"]
+
+
 @pytest.mark.parametrize(
     ("query", "parameter"),
     [
+        ("q=" + "x" * 301, "q"),
+        ("q=a%0Ab", "q"),
+        ("source=" + "s" * 301, "source"),
         ("status=sleeping", "status"),
         ("kind=poem", "kind"),
         ("limit=0", "limit"),

@@ -107,7 +107,7 @@ def test_overview_lists_every_task_with_status_phase_age_and_cost(client: TestCl
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
     html = response.text
-    table = html[html.index("Recent tasks") :]
+    table = html[html.index('id="h-tasks"') :]
     rows = re.findall(r'<a class="task-title" href="/task/(\w+)">', table)
     assert rows == ["tC", "tB", "tA", "tD"]  # newest first
     assert 'class="chip chip-done">done<' in table

@@ -67,6 +67,35 @@ def test_list_tasks_newest_first_with_filters_and_paging(ledger: db.Ledger) -> N
         db.list_tasks(ledger, limit=0)
 
 
+def test_list_tasks_by_source_and_title_text_with_a_matching_count(ledger: db.Ledger) -> None:
+    titles = {
+        "a": ("cli", "Fix the LOGIN page"),
+        "b": ("github", "login: 100% broken"),
+        "c": ("github", "Make snake_case names"),
+        "d": ("dashboard", "Add a back\\slash"),
+        "e": ("cli", "Speed up search"),
+    }
+    for task_id, (source, title) in titles.items():
+        db.create_task(ledger, task_id=task_id, kind="code", title=title, source=source)
+
+    def found(**filters: str) -> list[str]:
+        rows = [t.id for t in db.list_tasks(ledger, **filters)]  # type: ignore[arg-type]
+        assert db.count_tasks(ledger, **filters) == len(rows)  # type: ignore[arg-type]
+        return rows
+
+    assert found(title_contains="login") == ["b", "a"]  # case-insensitive, newest first
+    assert found(title_contains="LoGiN", source="cli") == ["a"]
+    assert found(source="github") == ["c", "b"]
+    assert found(source="slack") == []
+    # LIKE's wildcards and its escape character match only themselves.
+    assert found(title_contains="%") == ["b"]
+    assert found(title_contains="0% b") == ["b"]
+    assert found(title_contains="_") == ["c"]
+    assert found(title_contains="e_c") == ["c"]
+    assert found(title_contains="\\") == ["d"]
+    assert found(title_contains="s%h") == []
+
+
 def test_set_task_status_and_parked_reason(ledger: db.Ledger) -> None:
     db.create_task(ledger, task_id="t", kind="code", title="x")
     assert db.set_task_status(ledger, "t", "parked", parked_reason="budget_exhausted")
