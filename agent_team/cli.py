@@ -578,6 +578,7 @@ def daemon(
     from agent_team.daemon import Daemon, ensure_demo_token
 
     settings = _ctx(ctx).settings()
+    db.ensure_writable_folder(settings.db_path)  # before anything is written beside it
     token: str | None = None
     if demo:
         settings, token = ensure_demo_token(settings, settings.db_path.parent / "state")

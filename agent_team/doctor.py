@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from agent_team import db
 from agent_team.config import Settings
-from agent_team.exceptions import AgentTeamError
+from agent_team.exceptions import AgentTeamError, LedgerNotReadyError, SchemaTooNewError
 from agent_team.models.registry import PROVIDERS, parse_model_spec
 
 __all__ = ["CHECKS", "CheckFn", "CheckResult", "check", "run_checks"]
@@ -66,14 +66,39 @@ def check_config(settings: Settings) -> CheckResult:
 @check
 def check_ledger(settings: Settings) -> CheckResult:
     path = settings.db_path
+    folder = db.folder_problem(path.parent)
     if not path.exists():
+        if folder is not None:
+            return CheckResult(
+                "ledger",
+                False,
+                f"{path} does not exist yet and its folder is {folder}, so nothing can create it",
+                "make the folder writable, or point --db / AGENT_TEAM_DB_PATH elsewhere",
+            )
         return CheckResult(
             "ledger", True, f"{path} does not exist yet; the daemon creates it on start"
         )
     try:
         db.assert_ready(path)
-    except AgentTeamError as exc:
+    except SchemaTooNewError as exc:
+        return CheckResult("ledger", False, str(exc), "upgrade agent-team")
+    except LedgerNotReadyError as exc:
         return CheckResult("ledger", False, str(exc), f"agent-team migrate --db {path}")
+    except AgentTeamError as exc:  # the message says what to do (a folder, a lock, damage)
+        return CheckResult("ledger", False, str(exc))
+    damage = db.integrity_problem(path)
+    if damage is not None:
+        return CheckResult(
+            "ledger",
+            False,
+            f"{path} is damaged (PRAGMA quick_check: {damage})",
+            "stop the daemon, keep the file aside, restore the newest backup (`agent-team backup`)",
+        )
+    if folder is not None:  # readable now, but no daemon could write it
+        try:
+            db.ensure_writable_folder(path)
+        except AgentTeamError as exc:
+            return CheckResult("ledger", False, str(exc))
     return CheckResult("ledger", True, f"{path} at schema version {db.SCHEMA_VERSION}")
 
 

@@ -44,6 +44,7 @@ from agent_team.db.intake import (
     record_issue_ingested,
 )
 from agent_team.db.ledger import Dialect, Ledger, Reader, Row, Transaction
+from agent_team.db.open_errors import ensure_writable_folder, folder_problem, integrity_problem
 from agent_team.db.questions import (
     answer_question,
     answered_without_resume,
@@ -153,6 +154,7 @@ __all__ = [
     "dump_schema",
     "enqueue_command",
     "ensure_question",
+    "ensure_writable_folder",
     "enter_phase",
     "event_seen",
     "expire_question",
@@ -161,6 +163,7 @@ __all__ = [
     "find_open_question_kind_by_channel_ref",
     "find_question_by_channel_ref",
     "finish_effect",
+    "folder_problem",
     "forget_etag",
     "from_iso",
     "get_command",
@@ -169,6 +172,7 @@ __all__ = [
     "get_question",
     "get_task",
     "init_db",
+    "integrity_problem",
     "issue_already_ingested",
     "list_backups",
     "list_commands",
