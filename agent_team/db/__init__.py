@@ -36,6 +36,13 @@ from agent_team.db.cursors import (
     list_cursors,
     record_poll,
 )
+from agent_team.db.daemon_lock import (
+    DaemonHolder,
+    DaemonLock,
+    claim_daemon_slot,
+    daemon_holder,
+    in_use_error,
+)
 from agent_team.db.effects import begin_effect, finish_effect, get_effect, list_effects
 from agent_team.db.events import claim_event, event_seen, prune_events, release_event
 from agent_team.db.intake import (
@@ -116,6 +123,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "AnswerResume",
     "Command",
+    "DaemonHolder",
+    "DaemonLock",
     "Dialect",
     "IntakeCursor",
     "IssueClaim",
@@ -141,6 +150,7 @@ __all__ = [
     "backup_ledger",
     "begin_effect",
     "claim_commands",
+    "claim_daemon_slot",
     "claim_event",
     "close_terminal",
     "complete_command",
@@ -148,6 +158,7 @@ __all__ = [
     "count_tasks_by_status",
     "count_tasks_created",
     "create_task",
+    "daemon_holder",
     "day_bucket",
     "default_outbox_path",
     "delete_issue_ingested",
@@ -171,6 +182,7 @@ __all__ = [
     "get_effect",
     "get_question",
     "get_task",
+    "in_use_error",
     "init_db",
     "integrity_problem",
     "issue_already_ingested",
