@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from agent_team import db
 from agent_team.config import Settings
+from agent_team.daemon_probe import RunningDaemon, probe_daemon
 from agent_team.exceptions import AgentTeamError, LedgerNotReadyError, SchemaTooNewError
 from agent_team.models.registry import PROVIDERS, parse_model_spec
 
@@ -111,6 +112,9 @@ def check_dashboard_port(settings: Settings) -> CheckResult:
         try:
             sock.bind((host, port))
         except OSError as exc:
+            running = probe_daemon(host, port, settings.db_path)
+            if running is not None:
+                return _running_daemon(running, host, port)
             return CheckResult(
                 "dashboard port",
                 False,
@@ -119,6 +123,28 @@ def check_dashboard_port(settings: Settings) -> CheckResult:
             )
     writes = "writes enabled" if settings.dashboard_token else "writes disabled (no token)"
     return CheckResult("dashboard port", True, f"{host}:{port} is free; {writes}")
+
+
+def _running_daemon(running: RunningDaemon, host: str, port: int) -> CheckResult:
+    """The port is taken by an agent-team daemon: ours is running, another one is in the way."""
+    if not running.on_this_ledger:
+        return CheckResult(
+            "dashboard port",
+            False,
+            f"{host}:{port} is in use by another agent-team daemon (not the one on this ledger)",
+            "stop that daemon, or set AGENT_TEAM_DASHBOARD_PORT for this one",
+        )
+    who = running.holder.describe() if running.holder else running.url
+    writes = {True: "writes enabled", False: "writes disabled (it has no token)", None: ""}
+    detail = f"{host}:{port} is in use by the agent-team daemon running on this ledger ({who})"
+    if not running.healthy:
+        return CheckResult(
+            "dashboard port",
+            False,
+            f"{detail}, but it reports a problem",
+            f"see {running.url}healthz and the daemon's log",
+        )
+    return CheckResult("dashboard port", True, f"{detail}; {writes[running.writes]}".rstrip("; "))
 
 
 @check
