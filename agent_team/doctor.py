@@ -17,6 +17,7 @@ from agent_team import db
 from agent_team.config import Settings
 from agent_team.daemon_probe import RunningDaemon, probe_daemon
 from agent_team.exceptions import AgentTeamError, LedgerNotReadyError, SchemaTooNewError
+from agent_team.invocation import command
 from agent_team.models.registry import PROVIDERS, parse_model_spec
 
 __all__ = ["CHECKS", "CheckFn", "CheckResult", "check", "run_checks"]
@@ -84,7 +85,7 @@ def check_ledger(settings: Settings) -> CheckResult:
     except SchemaTooNewError as exc:
         return CheckResult("ledger", False, str(exc), "upgrade agent-team")
     except LedgerNotReadyError as exc:
-        return CheckResult("ledger", False, str(exc), f"agent-team migrate --db {path}")
+        return CheckResult("ledger", False, str(exc), f"{command()} migrate --db {path}")
     except AgentTeamError as exc:  # the message says what to do (a folder, a lock, damage)
         return CheckResult("ledger", False, str(exc))
     damage = db.integrity_problem(path)
