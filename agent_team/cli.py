@@ -27,6 +27,7 @@ from rich.table import Table
 from agent_team import __version__, db, inbox, reports
 from agent_team.config import Settings, load_hooks, load_settings
 from agent_team.exceptions import AgentTeamError, ConfigError
+from agent_team.invocation import command, localize
 from agent_team.journey import who_answered
 from agent_team.plandiff import DiffLine, changes_text
 from agent_team.redact import redact
@@ -615,7 +616,7 @@ def retry(
     """Continue a parked task from where it stopped, after fixing what parked it."""
     with _open_ready(ctx) as ledger:
         inbox.retry_task(ledger, task_id)
-    out.print(f"{task_id} queued again; the daemon (or `agent-team tick`) continues it")
+    out.print(localize(f"{task_id} queued again; the daemon (or `agent-team tick`) continues it"))
 
 
 @app.command()
@@ -631,13 +632,14 @@ def daemon(
     ] = False,
 ) -> None:
     """Run agent-team as a service: worker, timers, dashboard and API, until SIGTERM."""
-    from agent_team.access import demo_token_path, ensure_demo_token
+    from agent_team.access import DashboardTokens, demo_token_path, ensure_demo_token
     from agent_team.daemon import Daemon
 
     settings = _ctx(ctx).settings()
+    db.ensure_writable_folder(settings.db_path)  # before anything is written beside it
     created = ensure_demo_token(settings) if demo else None
+    _token_lines(DashboardTokens(settings).describe(), created, demo_token_path(settings))
     service = Daemon(settings, announce=lambda line: out.print(line))
-    _token_lines(service.ctx.auth.tokens.describe(), created, demo_token_path(settings))
     if demo:
         service.announce = lambda line: _demo_banner(line, settings)
     code = service.run()
@@ -662,8 +664,7 @@ def _token_lines(where: str, created: str | None, path: Path) -> None:
 
 
 def _demo_banner(line: str, settings: Settings) -> None:
-    exe = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "agent-team"
-    cli = f".venv/bin/{exe}" if Path(".venv/bin", exe).exists() else exe
+    cli = command()
     db_flag = f" --db {settings.db_path}" if settings.db_path != Path("agent-team.db") else ""
     out.print(line)
     url = line.split()[-1]
@@ -746,7 +747,8 @@ def doctor(ctx: typer.Context) -> None:
     results = run_checks(_ctx(ctx).settings())
     table = Table("", "check", "detail", "fix")
     for result in results:
-        table.add_row("✓" if result.ok else "✗", result.name, result.detail, result.fix)
+        mark = "✓" if result.ok else "✗"
+        table.add_row(mark, result.name, localize(result.detail), localize(result.fix))
     out.print(table)
     if not all(result.ok for result in results):
         raise typer.Exit(1)
@@ -772,10 +774,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv)
     except ConfigError as exc:
-        err.print(f"agent-team: {exc}", soft_wrap=True)
+        err.print(f"agent-team: {localize(str(exc))}", soft_wrap=True)
         sys.exit(2)
     except AgentTeamError as exc:
-        err.print(f"agent-team: {exc}", soft_wrap=True)
+        err.print(f"agent-team: {localize(str(exc))}", soft_wrap=True)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)

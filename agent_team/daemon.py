@@ -1,8 +1,11 @@
 """The agent-team process: the coordinator's worker loop, the HTTP server, systemd, signals.
 
-Start-up is `wiring.build_runtime` (the ledger migrated and checked, the
-coordinator, the integrations), the recovery sweep, the HTTP server, then
-the loops; READY=1 goes to systemd only when all of that stands.
+Start-up binds the HTTP port first (a daemon that cannot listen must not
+touch the live ledger), then claims the ledger (one daemon per SQLite file:
+`db.claim_daemon_slot`), then `wiring.build_runtime` (the ledger migrated and
+checked, the coordinator, the integrations), the recovery sweep, the HTTP
+server on the bound socket, then the loops; READY=1 goes to systemd only when
+all of that stands.
 SIGTERM/SIGINT stop new work, let running node executions finish within
 `AGENT_TEAM_STOP_GRACE_S`, and exit 0; whatever was cut off resumes on the
 next start (the ledger and checkpoints say where).
@@ -27,6 +30,7 @@ from types import FrameType
 import uvicorn
 from starlette.routing import BaseRoute
 
+from agent_team import db
 from agent_team.builders import kill_running_children
 from agent_team.config import Settings, load_systemd_env
 from agent_team.coordinator import Coordinator
@@ -68,17 +72,26 @@ class Daemon:
         self.notifier = Notifier(load_systemd_env())
         self.health = Health()
         self.stop = threading.Event()
-        # Everything the process holds, built in dependency order (ConfigError: nothing left open).
-        self.runtime = build_runtime(settings, transport=transport)
+        self.bound: tuple[str, int] | None = None  # set once the HTTP server is starting
+        self._address: tuple[str, int] | None = None
+        self._socket: socket.socket | None = self._bind()
+        self._lock: db.DaemonLock | None = None
+        try:
+            self._lock = db.claim_daemon_slot(settings.db_path, url=self.url)
+            # Everything the process holds, in dependency order (ConfigError: nothing left open).
+            self.runtime = build_runtime(settings, transport=transport)
+        except BaseException:
+            self._release()
+            raise
         self.coordinator: Coordinator = self.runtime.coordinator
         self.integrations: list[Integration] = self.runtime.integrations
         self.ctx = DashboardContext(
             settings, health=self.health, coordinator=self.coordinator, clock=self.coordinator.clock
         )
+        self.health.set_fact("dashboard_writes", self.ctx.auth.tokens.enabled)
         self.routes: list[BaseRoute] = []
         self.loops: list[Loop] = [Loop("worker", self._worker)]
         self.cut_short = False  # runs were still going when the grace period ended
-        self.bound: tuple[str, int] | None = None
         self._server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
         self._install_integrations()
@@ -147,17 +160,37 @@ class Daemon:
             sock.bind((host, port))
         except OSError as exc:
             sock.close()
+            holder = db.daemon_holder(self.settings.db_path)  # reads the lock file, no more
+            if holder is not None:
+                raise db.in_use_error(self.settings.db_path.absolute(), holder) from None
             raise DaemonError(
                 f"cannot listen on {host}:{port} ({exc.strerror}); stop whatever uses it "
                 "or set AGENT_TEAM_DASHBOARD_PORT / AGENT_TEAM_DASHBOARD_HOST"
             ) from None
         sock.listen(128)
         address = sock.getsockname()
-        self.bound = (str(address[0]), int(address[1]))
+        self._address = (str(address[0]), int(address[1]))
         return sock
 
+    def _release(self) -> None:
+        """Give up the port and the ledger claim (the runtime is closed separately)."""
+        sock, self._socket = self._socket, None
+        if sock is not None:
+            sock.close()
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
+    def close(self) -> None:
+        """For a daemon built but never run (tests): close what `__init__` opened."""
+        self.runtime.close()
+        self._release()
+
     def _start_http(self) -> None:
-        sock = self._bind()
+        sock = self._socket
+        if sock is None:
+            raise DaemonError("the daemon was closed; build a new one to run")
+        self.bound = self._address
         app = create_app(self.ctx, self.routes)
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
@@ -185,7 +218,11 @@ class Daemon:
 
     @property
     def url(self) -> str:
-        host, port = self.bound or (self.settings.dashboard_host, self.settings.dashboard_port)
+        host, port = (
+            self.bound
+            or self._address
+            or (self.settings.dashboard_host, self.settings.dashboard_port)
+        )
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}/"
 
@@ -261,4 +298,5 @@ class Daemon:
                 self.settings.stop_grace_s,
                 killed,
             )
+        self._release()  # uvicorn closed the socket; cut short, the process exits next
         return 0

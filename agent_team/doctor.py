@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from agent_team import db
 from agent_team.access import DashboardTokens
 from agent_team.config import Settings
-from agent_team.exceptions import AgentTeamError, ConfigError
+from agent_team.daemon_probe import RunningDaemon, probe_daemon
+from agent_team.exceptions import (
+    AgentTeamError,
+    ConfigError,
+    LedgerNotReadyError,
+    SchemaTooNewError,
+)
+from agent_team.invocation import command
 from agent_team.models.registry import PROVIDERS, parse_model_spec
 
 __all__ = ["CHECKS", "CheckFn", "CheckResult", "check", "run_checks"]
@@ -67,14 +74,39 @@ def check_config(settings: Settings) -> CheckResult:
 @check
 def check_ledger(settings: Settings) -> CheckResult:
     path = settings.db_path
+    folder = db.folder_problem(path.parent)
     if not path.exists():
+        if folder is not None:
+            return CheckResult(
+                "ledger",
+                False,
+                f"{path} does not exist yet and its folder is {folder}, so nothing can create it",
+                "make the folder writable, or point --db / AGENT_TEAM_DB_PATH elsewhere",
+            )
         return CheckResult(
             "ledger", True, f"{path} does not exist yet; the daemon creates it on start"
         )
     try:
         db.assert_ready(path)
-    except AgentTeamError as exc:
-        return CheckResult("ledger", False, str(exc), f"agent-team migrate --db {path}")
+    except SchemaTooNewError as exc:
+        return CheckResult("ledger", False, str(exc), "upgrade agent-team")
+    except LedgerNotReadyError as exc:
+        return CheckResult("ledger", False, str(exc), f"{command()} migrate --db {path}")
+    except AgentTeamError as exc:  # the message says what to do (a folder, a lock, damage)
+        return CheckResult("ledger", False, str(exc))
+    damage = db.integrity_problem(path)
+    if damage is not None:
+        return CheckResult(
+            "ledger",
+            False,
+            f"{path} is damaged (PRAGMA quick_check: {damage})",
+            "stop the daemon, keep the file aside, restore the newest backup (`agent-team backup`)",
+        )
+    if folder is not None:  # readable now, but no daemon could write it
+        try:
+            db.ensure_writable_folder(path)
+        except AgentTeamError as exc:
+            return CheckResult("ledger", False, str(exc))
     return CheckResult("ledger", True, f"{path} at schema version {db.SCHEMA_VERSION}")
 
 
@@ -87,6 +119,9 @@ def check_dashboard_port(settings: Settings) -> CheckResult:
         try:
             sock.bind((host, port))
         except OSError as exc:
+            running = probe_daemon(host, port, settings.db_path)
+            if running is not None:
+                return _running_daemon(running, host, port)
             return CheckResult(
                 "dashboard port",
                 False,
@@ -98,6 +133,28 @@ def check_dashboard_port(settings: Settings) -> CheckResult:
     except ConfigError as exc:
         return CheckResult("dashboard tokens", False, str(exc), "fix the named setting or file")
     return CheckResult("dashboard port", True, f"{host}:{port} is free; {writes}")
+
+
+def _running_daemon(running: RunningDaemon, host: str, port: int) -> CheckResult:
+    """The port is taken by an agent-team daemon: ours is running, another one is in the way."""
+    if not running.on_this_ledger:
+        return CheckResult(
+            "dashboard port",
+            False,
+            f"{host}:{port} is in use by another agent-team daemon (not the one on this ledger)",
+            "stop that daemon, or set AGENT_TEAM_DASHBOARD_PORT for this one",
+        )
+    who = running.holder.describe() if running.holder else running.url
+    writes = {True: "writes enabled", False: "writes disabled (it has no token)", None: ""}
+    detail = f"{host}:{port} is in use by the agent-team daemon running on this ledger ({who})"
+    if not running.healthy:
+        return CheckResult(
+            "dashboard port",
+            False,
+            f"{detail}, but it reports a problem",
+            f"see {running.url}healthz and the daemon's log",
+        )
+    return CheckResult("dashboard port", True, f"{detail}; {writes[running.writes]}".rstrip("; "))
 
 
 @check

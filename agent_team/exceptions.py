@@ -11,7 +11,12 @@ operator as one line with no traceback.
     │   ├── LedgerBusyError         the database stayed locked past our retries
     │   ├── LedgerStorageError      the database driver failed (the driver's own
     │   │   │                       error, translated inside `db/`)
-    │   │   └── LedgerIntegrityError  a constraint refused a row; nothing stored
+    │   │   ├── LedgerIntegrityError  a constraint refused a row; nothing stored
+    │   │   ├── LedgerUnavailableError  the file cannot be used here (no access, a
+    │   │   │                       read-only folder, another process's lock); the
+    │   │   │                       ledger itself is fine
+    │   │   └── LedgerCorruptError  PRAGMA quick_check found the file damaged
+    │   ├── LedgerInUseError        another daemon already runs on this ledger
     │   └── LedgerInputError        bad input to a ledger call; nothing was stored
     │                               (also a ValueError)
     ├── TaskError                   a task cannot go on as asked
@@ -48,11 +53,14 @@ __all__ = [
     "ConfluenceRefusedError",
     "InvalidAnswerError",
     "LedgerBusyError",
+    "LedgerCorruptError",
     "LedgerError",
+    "LedgerInUseError",
     "LedgerInputError",
     "LedgerIntegrityError",
     "LedgerNotReadyError",
     "LedgerStorageError",
+    "LedgerUnavailableError",
     "ModelError",
     "ModelUnavailableError",
     "ParkingError",
@@ -96,6 +104,23 @@ class LedgerStorageError(LedgerError):
 
 class LedgerIntegrityError(LedgerStorageError):
     """A constraint (unique, check, foreign key) refused a write; the transaction rolled back."""
+
+
+class LedgerUnavailableError(LedgerStorageError):
+    """The ledger cannot be opened or written from here; nothing is wrong with the file.
+
+    Its folder is read-only or not ours to write (SQLite's WAL files live beside
+    the ledger), the file is not readable, or another process holds its lock.
+    Never a reason to restore a backup.
+    """
+
+
+class LedgerCorruptError(LedgerStorageError):
+    """The file is damaged, as `PRAGMA quick_check` confirms: restore a backup."""
+
+
+class LedgerInUseError(LedgerError):
+    """Another daemon already runs on this ledger (the message names its pid and address)."""
 
 
 class LedgerInputError(LedgerError, ValueError):

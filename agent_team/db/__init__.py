@@ -36,6 +36,13 @@ from agent_team.db.cursors import (
     list_cursors,
     record_poll,
 )
+from agent_team.db.daemon_lock import (
+    DaemonHolder,
+    DaemonLock,
+    claim_daemon_slot,
+    daemon_holder,
+    in_use_error,
+)
 from agent_team.db.effects import begin_effect, finish_effect, get_effect, list_effects
 from agent_team.db.events import claim_event, event_seen, prune_events, release_event
 from agent_team.db.intake import (
@@ -44,6 +51,7 @@ from agent_team.db.intake import (
     record_issue_ingested,
 )
 from agent_team.db.ledger import Dialect, Ledger, Reader, Row, Transaction
+from agent_team.db.open_errors import ensure_writable_folder, folder_problem, integrity_problem
 from agent_team.db.questions import (
     answer_question,
     answered_without_resume,
@@ -115,6 +123,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "AnswerResume",
     "Command",
+    "DaemonHolder",
+    "DaemonLock",
     "Dialect",
     "IntakeCursor",
     "IssueClaim",
@@ -140,6 +150,7 @@ __all__ = [
     "backup_ledger",
     "begin_effect",
     "claim_commands",
+    "claim_daemon_slot",
     "claim_event",
     "close_terminal",
     "complete_command",
@@ -147,12 +158,14 @@ __all__ = [
     "count_tasks_by_status",
     "count_tasks_created",
     "create_task",
+    "daemon_holder",
     "day_bucket",
     "default_outbox_path",
     "delete_issue_ingested",
     "dump_schema",
     "enqueue_command",
     "ensure_question",
+    "ensure_writable_folder",
     "enter_phase",
     "event_seen",
     "expire_question",
@@ -161,6 +174,7 @@ __all__ = [
     "find_open_question_kind_by_channel_ref",
     "find_question_by_channel_ref",
     "finish_effect",
+    "folder_problem",
     "forget_etag",
     "from_iso",
     "get_command",
@@ -168,7 +182,9 @@ __all__ = [
     "get_effect",
     "get_question",
     "get_task",
+    "in_use_error",
     "init_db",
+    "integrity_problem",
     "issue_already_ingested",
     "list_backups",
     "list_commands",

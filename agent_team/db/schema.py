@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent_team.db.ledger import Cursor, Params, Reader, Row
+from agent_team.db.open_errors import explain
 from agent_team.db.sqlite_ledger import SqliteLedger, storage_error
 from agent_team.exceptions import LedgerError, LedgerNotReadyError, SchemaTooNewError
 
@@ -473,14 +474,17 @@ def assert_ready(path: str | Path) -> None:
     try:
         try:
             version = schema_version(conn)
-        except sqlite3.OperationalError as exc:
-            raise LedgerNotReadyError(
-                f"the ledger at {file} has a damaged schema_meta table ({exc}); restore a backup"
-            ) from None
-        except sqlite3.DatabaseError as exc:
-            raise LedgerNotReadyError(
-                f"{file} is not a SQLite ledger ({exc}); check --db / AGENT_TEAM_DB_PATH"
-            ) from None
+        except sqlite3.Error as exc:
+            # A folder we cannot write, a lock or real damage first; only then blame the table.
+            explained = explain(exc, file.resolve())
+            if explained is not None:
+                raise explained from None
+            if isinstance(exc, sqlite3.OperationalError) and "no such" in str(exc):
+                raise LedgerNotReadyError(
+                    f"the ledger at {file} has a damaged schema_meta table ({exc}); "
+                    "restore a backup"
+                ) from None
+            raise storage_error(exc, file.resolve()) from None
         _refuse_newer(version, f"at {file}")
         if version < SCHEMA_VERSION:
             raise LedgerNotReadyError(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from agent_team.db.ledger import Cursor, Dialect, Params, Row, Transaction
+from agent_team.db.open_errors import explain
 from agent_team.exceptions import (
     LedgerBusyError,
     LedgerError,
@@ -70,6 +71,9 @@ def storage_error(exc: sqlite3.Error, where: Path) -> LedgerStorageError:
     """The `LedgerError` a driver error becomes (the driver's text kept for the operator)."""
     if isinstance(exc, sqlite3.IntegrityError):
         return LedgerIntegrityError(f"the ledger {where} refused a row: {exc}")
+    explained = explain(exc, where)
+    if explained is not None:
+        return explained
     return LedgerStorageError(
         f"the ledger {where} failed: {exc}; check it with `agent-team doctor --db {where}`"
     )
@@ -237,6 +241,9 @@ class SqliteLedger:
                 self._conn = _open(self._path)
                 _switch_to_wal(self._conn)
             except (OSError, sqlite3.DatabaseError) as exc:
+                explained = explain(exc, file.absolute())
+                if explained is not None:
+                    raise explained from None
                 raise LedgerError(
                     f"cannot open {file} as a SQLite ledger ({exc}); "
                     "check --db / AGENT_TEAM_DB_PATH"

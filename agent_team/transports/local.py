@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from agent_team.db import Question, Task
+from agent_team.invocation import command
 
 __all__ = ["LocalTransport"]
 
@@ -18,10 +19,11 @@ class LocalTransport:
 
     def deliver(self, question: Question, task: Task) -> str:
         log.info(
-            "task %s asks (%s) %s; answer with `agent-team answer %s <text>`",
+            "task %s asks (%s) %s; answer with `%s answer %s <text>`",
             task.id,
             question.kind,
             question.question_id,
+            command(),
             question.question_id,
         )
         return f"local:{question.question_id}"

@@ -86,7 +86,7 @@ def test_socket_mode_is_wired_without_touching_the_network(tmp_path: Path, fake:
             assert not daemon.routes, "no HTTP route in Socket Mode"
             assert daemon.health.facts()["slack"] == "socket mode"
         finally:
-            daemon.coordinator.close()
+            daemon.close()
     finally:
         listener.close()
         transport.close()
@@ -238,4 +238,4 @@ def test_the_daemon_checks_the_bot_token_at_start_not_on_the_first_answer(
         assert len(fake.of("auth.test", ok=None)) == 2, "the refused start, then one check"
     finally:
         server.stop()
-        daemon.coordinator.close()
+        daemon.close()

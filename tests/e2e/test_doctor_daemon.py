@@ -1,0 +1,89 @@
+"""`agent-team doctor` beside a running daemon: our own daemon on the port is not a fault."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_daemon import base_env, free_port, wait_for
+from tests.e2e.test_daemon_startup import healthy
+
+AGENT_TEAM = Path(sys.executable).with_name("agent-team")
+
+
+def flat(text: str) -> str:
+    return " ".join(text.replace("│", " ").split())
+
+
+def doctor(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(AGENT_TEAM), "doctor"],
+        env={**env, "NO_COLOR": "1", "COLUMNS": "250"},
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def demo_daemon(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+    env = base_env(tmp_path, free_port())
+    proc = subprocess.Popen(
+        [str(AGENT_TEAM), "daemon", "--demo"],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: healthy(int(env["AGENT_TEAM_DASHBOARD_PORT"])), what="the demo daemon")
+        yield proc, env
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_doctor_reports_our_running_daemon_and_its_writes(
+    tmp_path: Path, demo_daemon: tuple[subprocess.Popen[str], dict[str, str]]
+) -> None:
+    proc, env = demo_daemon
+    port = env["AGENT_TEAM_DASHBOARD_PORT"]
+
+    result = doctor(tmp_path, env)
+
+    text = flat(result.stdout)
+    assert result.returncode == 0, text
+    assert "✓ dashboard port" in text, text
+    assert f"127.0.0.1:{port} is in use by the agent-team daemon running on this ledger" in text
+    assert f"pid {proc.pid}" in text and "writes enabled" in text, text
+    assert "no token" not in text and "not free" not in text, text
+
+
+@pytest.mark.slow
+def test_doctor_fails_the_port_when_a_daemon_of_another_ledger_holds_it(
+    tmp_path: Path, demo_daemon: tuple[subprocess.Popen[str], dict[str, str]]
+) -> None:
+    _proc, env = demo_daemon
+    other = {**env, "AGENT_TEAM_DB_PATH": str(tmp_path / "other" / "agent-team.db")}
+
+    result = doctor(tmp_path, other)
+
+    text = flat(result.stdout)
+    assert result.returncode == 1, text
+    assert "✗ dashboard port" in text and "another agent-team daemon" in text, text
+    assert "AGENT_TEAM_DASHBOARD_PORT" in text, text
