@@ -27,14 +27,15 @@ def command(argv0: str | None = None, cwd: Path | None = None) -> str:
     """The agent-team command that works from `cwd` (default: this process's own start)."""
     given = sys.argv[0] if argv0 is None else argv0
     exe = Path(given) if given else None
-    if exe is None or exe.name != NAME or not exe.is_file():
+    where = cwd or Path.cwd()
+    if exe is None or exe.name != NAME or not (where / exe).is_file():
         return NAME  # started some other way (python -c, a test runner): the plain name
     found = shutil.which(NAME)
-    if found is not None and Path(found).resolve() == exe.resolve():
+    if found is not None and Path(found).resolve() == (where / exe).resolve():
         return NAME
     if exe.is_absolute():
         try:
-            exe = exe.relative_to(cwd or Path.cwd())
+            exe = exe.relative_to(where)
         except ValueError:
             pass
     text = str(exe)

@@ -85,7 +85,10 @@ class Plan(BaseModel):
         `Plan.from_text` reads this format back to the same plan, so a reviewer
         can copy it into an `edit` answer and change only what they need.
         """
-        lines = ["# Plan", "", self.summary, "", "## Steps", ""]
+        summary = self.summary
+        if bullet_item(summary) is not None or _heading(summary) is not None:
+            summary = f"Summary: {summary}"  # else it would read back as a step or a heading
+        lines = ["# Plan", "", summary, "", "## Steps", ""]
         lines += [f"{number}. {step}" for number, step in enumerate(self.steps, start=1)]
         lines += ["", "## Risks", ""]
         lines += [f"- {risk}" for risk in self.risks] or [_NO_RISKS]

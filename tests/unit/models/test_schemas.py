@@ -161,6 +161,14 @@ def test_from_text_reads_to_markdown_back() -> None:
     assert Plan.from_text(plan.to_markdown()) == plan
 
 
+@pytest.mark.parametrize("summary", ["0) 0", "1. Retry first", "- a dash", "## not a heading"])
+def test_a_summary_that_looks_like_a_step_or_heading_reads_back_as_the_summary(
+    summary: str,
+) -> None:
+    plan = Plan(summary=summary, steps=["Add backoff"], risks=[])
+    assert Plan.from_text(plan.to_markdown()) == plan
+
+
 _word = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCXYZ0123456789,'()", min_size=1, max_size=8)
 _line = (
     st.lists(_word, min_size=1, max_size=6)
