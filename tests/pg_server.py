@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for the tests: Debian's `initdb` and `pg_ctl` in a temporary folder.
+"""A throwaway PostgreSQL for the tests: Debian's `initdb` and `pg_ctl` in a temporary folder.
 
 Why not a system service: the tests must not depend on (or change) a server
 the machine happens to run, and CI starts from nothing. The server listens on

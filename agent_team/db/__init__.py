@@ -44,6 +44,7 @@ from agent_team.db.intake import (
     record_issue_ingested,
 )
 from agent_team.db.ledger import Dialect, Ledger, Reader, Row, Transaction
+from agent_team.db.open import open_ledger
 from agent_team.db.questions import (
     answer_question,
     answered_without_resume,
@@ -73,12 +74,13 @@ from agent_team.db.schema import (
     LEDGER_TABLES,
     SCHEMA_VERSION,
     assert_ready,
+    dump_fresh_postgres_schema,
     dump_schema,
     init_db,
     migrate,
     schema_version,
 )
-from agent_team.db.sqlite_ledger import SqliteLedger, open_ledger
+from agent_team.db.sqlite_ledger import SqliteLedger
 from agent_team.db.stats import table_counts
 from agent_team.db.tasks import (
     count_tasks_by_status,
@@ -150,6 +152,7 @@ __all__ = [
     "day_bucket",
     "default_outbox_path",
     "delete_issue_ingested",
+    "dump_fresh_postgres_schema",
     "dump_schema",
     "enqueue_command",
     "ensure_question",
