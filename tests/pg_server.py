@@ -32,6 +32,8 @@ __all__ = ["PgServer", "PgServerError", "find_bindir"]
 
 _SUPERUSER = "postgres"
 _TIMEOUT_S = 60
+_PREFIX = "agent-team-pg-"
+_OWNER_FILE = "owner.pid"
 
 
 class PgServerError(RuntimeError):
@@ -55,6 +57,40 @@ def find_bindir() -> Path:
     return Path(found[-1]).parent
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_orphans(bindir: Path, as_postgres: bool) -> list[Path]:
+    """Stop and remove servers of earlier runs whose test process is gone (killed, not ended).
+
+    `pg_ctl` detaches the server, so a test run killed with SIGKILL leaves it
+    running; each folder names its owner, and only folders of this helper whose
+    owner is dead are touched.
+    """
+    reaped = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
+        try:
+            owner = int((folder / _OWNER_FILE).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if _alive(owner):
+            continue
+        command = [str(bindir / "pg_ctl"), "-D", str(folder / "data"), "-m", "immediate", "stop"]
+        if as_postgres:
+            command = ["runuser", "-u", _SUPERUSER, "--", *command]
+        subprocess.run(command, capture_output=True, timeout=_TIMEOUT_S, check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+        reaped.append(folder)
+    return reaped
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -67,7 +103,9 @@ class PgServer:
     def __init__(self) -> None:
         self.bindir = find_bindir()
         self._as_postgres = os.geteuid() == 0
-        self.folder = Path(tempfile.mkdtemp(prefix="agent-team-pg-"))
+        reap_orphans(self.bindir, self._as_postgres)
+        self.folder = Path(tempfile.mkdtemp(prefix=_PREFIX))
+        (self.folder / _OWNER_FILE).write_text(f"{os.getpid()}\n")
         self.data = self.folder / "data"
         self.log = self.folder / "server.log"
         self.port = _free_port()

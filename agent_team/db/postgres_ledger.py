@@ -152,6 +152,11 @@ def _run(conn: psycopg.Connection[Any], sql: str, params: Params) -> _Result:
     return _Result(cur.rowcount, rows)
 
 
+def _locked(conn: psycopg.Connection[Any]) -> bool:
+    row = _run(conn, "SELECT pg_try_advisory_lock(?)", (LOCK_KEY,)).fetchone()
+    return bool(row is not None and row[0])
+
+
 def _sqlstate(exc: BaseException) -> str | None:
     return getattr(exc, "sqlstate", None)
 
@@ -363,12 +368,9 @@ class PostgresLedger:
                 try:
                     pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
                     saver = PostgresSaver(pool)
-                    with self.connection() as lock_conn:
-                        lock_conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
-                        try:
+                    if not self._checkpoints_current(len(saver.MIGRATIONS) - 1):
+                        with self._session_lock():
                             saver.setup()
-                        finally:
-                            lock_conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
                 except psycopg.Error as exc:
                     pool.close()
                     raise self._storage_error(exc) from exc
@@ -377,6 +379,35 @@ class PostgresLedger:
                     raise
                 self._saver_pool, self._saver = pool, saver
             return self._saver
+
+    def _checkpoints_current(self, latest: int) -> bool:
+        """Whether LangGraph's checkpoint tables are already at its newest migration."""
+        with self.connection() as conn:
+            found = _run(conn, "SELECT to_regclass('checkpoint_migrations')", ()).fetchone()
+            if found is None or found[0] is None:
+                return False
+            row = _run(conn, "SELECT max(v) FROM checkpoint_migrations", ()).fetchone()
+            return row is not None and row[0] is not None and int(row[0]) >= latest
+
+    @contextmanager
+    def _session_lock(self) -> Iterator[None]:
+        """`LOCK_KEY` held by a session of its own, asked for without waiting inside a statement.
+
+        `CREATE INDEX CONCURRENTLY` waits for every transaction with an older
+        snapshot, and a session blocked in `pg_advisory_lock()` is such a
+        transaction: two savers setting up at once would wait on each other for
+        ever. So the lock is tried, and tried again after a short pause, with no
+        statement left open in between.
+        """
+        with self.connection() as conn:
+            delay = 0.01
+            while not _locked(conn):
+                time.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 2, 0.5)
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
 
     def close(self) -> None:
         self._closed = True

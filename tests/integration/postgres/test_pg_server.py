@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import psycopg
 import pytest
 
@@ -34,5 +38,26 @@ def test_server_stops_and_its_folder_goes_even_when_the_body_fails() -> None:
         raise RuntimeError("a failing test")
 
     assert not folder.exists()
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(url, connect_timeout=2)
+
+
+@pytest.mark.slow
+def test_a_server_left_by_a_killed_run_is_stopped_by_the_next_one() -> None:
+    code = (
+        "import os; from tests.pg_server import PgServer; "
+        "server = PgServer().start(); print(server.folder, server.admin_url, flush=True); "
+        "os._exit(9)"  # as if killed: no teardown
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    folder, url = proc.stdout.split()
+    with psycopg.connect(url) as conn:
+        conn.execute("SELECT 1")
+
+    PgServer().stop()
+
+    assert not Path(folder).exists()
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(url, connect_timeout=2)
