@@ -40,9 +40,12 @@ typecheck: $(VENV)/.installed-dev
 pytest: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## schema: regenerate schema.sql from the migrations
-schema: $(VENV)/.installed-run
+## schema: regenerate schema.sql and schema.postgres.sql (on a throwaway PostgreSQL) from
+##         the migrations
+schema: $(VENV)/.installed-dev
 	$(BIN)/agent-team schema --write schema.sql
+	$(BIN)/python -m tests.pg_server $(BIN)/agent-team schema --dialect postgres \
+		--write schema.postgres.sql
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

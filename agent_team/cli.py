@@ -100,9 +100,9 @@ def _print_json(value: Any) -> None:
 @contextmanager
 def _open_ready(ctx: typer.Context) -> Iterator[db.Ledger]:
     """An existing, current ledger; never creates one as a side effect of reading."""
-    path = _ctx(ctx).settings().db_path
-    db.assert_ready(path)
-    with db.open_ledger(path) as ledger:
+    settings = _ctx(ctx).settings()
+    db.assert_ready(settings.ledger_target)
+    with db.open_ledger(settings.ledger_target, files_dir=settings.db_path.parent) as ledger:
         yield ledger
 
 
@@ -135,17 +135,19 @@ def _main(
 @app.command()
 def migrate(ctx: typer.Context) -> None:
     """Create the ledger or bring it up to the current schema, then show its state."""
-    path = _ctx(ctx).settings().db_path
+    settings = _ctx(ctx).settings()
+    path = settings.ledger_target
     before = 0
-    if path.exists():
+    if not isinstance(path, Path) or path.exists():
         with db.open_ledger(path) as ledger:
             before = db.schema_version(ledger)
     version = db.init_db(path)
     db.assert_ready(path)
     with db.open_ledger(path) as ledger:
         counts = db.table_counts(ledger)
+        where = ledger.location
     step = f"v{before} -> v{version}" if before != version else f"v{version}, already current"
-    out.print(f"ledger {path.resolve()}: schema {step}")
+    out.print(f"ledger {where}: schema {step}")
     table = Table("table", "rows")
     for name, count in counts.items():
         table.add_row(name, str(count))
@@ -154,12 +156,26 @@ def migrate(ctx: typer.Context) -> None:
 
 @app.command()
 def schema(
+    ctx: typer.Context,
     write: Annotated[
         Path | None, typer.Option("--write", help="Write to this file instead of printing.")
     ] = None,
+    dialect: Annotated[
+        str,
+        typer.Option(
+            "--dialect",
+            help="sqlite (schema.sql) or postgres (schema.postgres.sql: migrates a scratch "
+            "schema in the AGENT_TEAM_DATABASE_URL database, then drops it).",
+        ),
+    ] = "sqlite",
 ) -> None:
     """Print the ledger's DDL (what schema.sql holds); `--write schema.sql` regenerates it."""
-    text = db.dump_schema()
+    if dialect == "postgres":
+        text = db.dump_fresh_postgres_schema(_ctx(ctx).settings().ledger_target)
+    elif dialect == "sqlite":
+        text = db.dump_schema()
+    else:
+        raise ConfigError(f"--dialect {dialect!r}: use sqlite or postgres")
     if write is None:
         sys.stdout.write(text)
     else:
@@ -336,9 +352,9 @@ def ledger_replay(
 @contextmanager
 def _open_writable(ctx: typer.Context) -> Iterator[db.Ledger]:
     """The ledger for a command that writes, created or upgraded first."""
-    path = _ctx(ctx).settings().db_path
-    db.init_db(path)
-    with db.open_ledger(path) as ledger:
+    settings = _ctx(ctx).settings()
+    db.init_db(settings.ledger_target)
+    with db.open_ledger(settings.ledger_target, files_dir=settings.db_path.parent) as ledger:
         yield ledger
 
 

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -25,6 +25,7 @@ from pydantic_settings import (
 )
 
 from agent_team.access import parse_named_tokens
+from agent_team.db.url import is_postgres_url, parse_target
 from agent_team.exceptions import ConfigError
 from agent_team.testhooks import Hooks
 
@@ -69,6 +70,11 @@ class Settings(BaseSettings):
     db_path: Path = Field(
         default=Path("agent-team.db"),
         description="The SQLite file holding the ledger and the LangGraph checkpoints.",
+    )
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="Where the ledger is: a path or sqlite:///path (the SQLite file, as "
+        "AGENT_TEAM_DB_PATH), or postgresql://user@host/db (needs the [postgres] extra).",
     )
     ledger_outbox: Path | None = Field(
         default=None,
@@ -281,6 +287,22 @@ class Settings(BaseSettings):
     def state_folder(self) -> Path:
         """Worktrees, generated repositories and the dashboard's demo token and session key."""
         return self.state_dir or self.db_path.parent / "state"
+
+    @model_validator(mode="after")
+    def _database_url(self) -> Settings:
+        # Raises ConfigError naming AGENT_TEAM_DATABASE_URL (never the password) when malformed.
+        if self.database_url is not None:
+            target = parse_target(self.database_url.get_secret_value())
+            if target.path is not None:
+                self.db_path = target.path
+        return self
+
+    @property
+    def ledger_target(self) -> str | Path:
+        """What `db.open_ledger` opens: the PostgreSQL URL if one is set, else the SQLite file."""
+        if self.database_url is not None and is_postgres_url(self.database_url.get_secret_value()):
+            return self.database_url.get_secret_value()
+        return self.db_path
 
     def reminder_fractions(self) -> list[float]:
         return [float(part) for part in self.slack_reminders]

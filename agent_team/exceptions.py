@@ -5,6 +5,8 @@ operator as one line with no traceback.
 
     AgentTeamError
     ├── ConfigError                 invalid settings (CLI exit code 2)
+    │   └── DatabaseUnreachableError  AGENT_TEAM_DATABASE_URL cannot be connected to
+    │                               at start (also a LedgerError)
     ├── LedgerError                 anything about the ledger database
     │   ├── SchemaTooNewError       the ledger was written by a newer agent-team
     │   ├── LedgerNotReadyError     a table or column the app needs is missing
@@ -51,6 +53,7 @@ __all__ = [
     "ConfigError",
     "ConfluenceError",
     "ConfluenceRefusedError",
+    "DatabaseUnreachableError",
     "InvalidAnswerError",
     "LedgerBusyError",
     "LedgerCorruptError",
@@ -84,6 +87,14 @@ class ConfigError(AgentTeamError):
 
 class LedgerError(AgentTeamError):
     """A problem with the ledger database."""
+
+
+class DatabaseUnreachableError(ConfigError, LedgerError):
+    """The configured database cannot be connected to when the ledger is opened.
+
+    A `ConfigError` too, so the CLI exits 2 at start: the URL (host, user,
+    password, database) is what the operator must fix.
+    """
 
 
 class SchemaTooNewError(LedgerError):

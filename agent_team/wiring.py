@@ -45,9 +45,10 @@ log = logging.getLogger(__name__)
 
 def open_ready_ledger(settings: Settings) -> db.Ledger:
     """Create or upgrade the ledger, check it has what the app needs, and open it."""
-    db.init_db(settings.db_path)
-    db.assert_ready(settings.db_path)
-    return db.open_ledger(settings.db_path)
+    target = settings.ledger_target
+    db.init_db(target)
+    db.assert_ready(target)
+    return db.open_ledger(target, files_dir=settings.db_path.parent)
 
 
 def _close_quietly(close: Callable[[], None], what: str) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from agent_team import db
 from agent_team.config import ENV_PREFIX
+from tests.pg_server import PgServer, PgServerError
 
 
 @pytest.fixture
@@ -37,3 +38,39 @@ def conn(ledger_file: Path) -> Iterator[db.Ledger]:
     connection = db.open_ledger(ledger_file)
     yield connection
     connection.close()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One throwaway PostgreSQL for the session, started on first use, stopped at the end.
+
+    Skips the tests that need it, naming the step that failed, only when it
+    cannot be started at all.
+    """
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("PostgreSQL tests need psycopg: pip install -e '.[postgres]'")
+    try:
+        server = PgServer()
+    except PgServerError as exc:
+        pytest.skip(f"no PostgreSQL for the tests: {exc}")
+    try:
+        server.start()
+    except PgServerError as exc:
+        server.stop()
+        pytest.skip(f"the throwaway PostgreSQL did not start: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """A fresh, empty database on the throwaway server (dropped after the test)."""
+    url = pg_server.create_database()
+    try:
+        yield url
+    finally:
+        pg_server.drop_database(url)

@@ -51,6 +51,7 @@ from agent_team.db.intake import (
     record_issue_ingested,
 )
 from agent_team.db.ledger import Dialect, Ledger, Reader, Row, Transaction
+from agent_team.db.open import open_ledger
 from agent_team.db.open_errors import ensure_writable_folder, folder_problem, integrity_problem
 from agent_team.db.questions import (
     answer_question,
@@ -81,12 +82,13 @@ from agent_team.db.schema import (
     LEDGER_TABLES,
     SCHEMA_VERSION,
     assert_ready,
+    dump_fresh_postgres_schema,
     dump_schema,
     init_db,
     migrate,
     schema_version,
 )
-from agent_team.db.sqlite_ledger import SqliteLedger, open_ledger
+from agent_team.db.sqlite_ledger import SqliteLedger
 from agent_team.db.stats import table_counts
 from agent_team.db.tasks import (
     count_tasks_by_status,
@@ -162,6 +164,7 @@ __all__ = [
     "day_bucket",
     "default_outbox_path",
     "delete_issue_ingested",
+    "dump_fresh_postgres_schema",
     "dump_schema",
     "enqueue_command",
     "ensure_question",

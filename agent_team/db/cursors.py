@@ -59,7 +59,8 @@ def record_poll(
 
     def work(tx: Transaction) -> IntakeCursor:
         tx.execute(
-            "INSERT OR IGNORE INTO intake_cursors (source, label) VALUES (?, ?)", (source, label)
+            "INSERT INTO intake_cursors (source, label) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (source, label),
         )
         tx.execute(
             "UPDATE intake_cursors SET "
@@ -67,10 +68,11 @@ def record_poll(
             "polls = polls + 1, not_modified = not_modified + ?, "
             "tasks_created = tasks_created + ?, rate_remaining = COALESCE(?, rate_remaining), "
             "rate_reset_at = COALESCE(?, rate_reset_at), next_poll_at = ?, "
-            "failures = CASE WHEN ? IS NULL THEN 0 ELSE failures + 1 END, last_error = ? "
+            "failures = CASE WHEN CAST(? AS TEXT) IS NULL THEN 0 ELSE failures + 1 END, "
+            "last_error = ? "
             "WHERE source = ? AND label = ?",
             (
-                int(keep_etag),
+                bool(keep_etag),
                 etag,
                 to_iso(now or utc_now()),
                 status,
@@ -123,7 +125,8 @@ def count_tasks_created(ledger: Ledger, *, source: str, label: str, count: int =
 
     def work(tx: Transaction) -> None:
         tx.execute(
-            "INSERT OR IGNORE INTO intake_cursors (source, label) VALUES (?, ?)", (source, label)
+            "INSERT INTO intake_cursors (source, label) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (source, label),
         )
         tx.execute(
             "UPDATE intake_cursors SET tasks_created = tasks_created + ? "

@@ -44,8 +44,9 @@ def begin_effect(
     def work(tx: Transaction) -> SideEffect:
         now = to_iso(utc_now())
         tx.execute(
-            "INSERT OR IGNORE INTO side_effects (effect_id, task_id, kind, state, request_json, "
-            "created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+            "INSERT INTO side_effects (effect_id, task_id, kind, state, request_json, "
+            "created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?) "
+            "ON CONFLICT (effect_id) DO NOTHING",
             (effect_id, task_id, kind, _json(request), now, now),
         )
         row = tx.fetch_one("SELECT * FROM side_effects WHERE effect_id = ?", (effect_id,))

@@ -26,7 +26,8 @@ def claim_event(ledger: Ledger, *, source: str, event_id: str, now: datetime | N
     return (
         write_statement(
             ledger,
-            "INSERT OR IGNORE INTO seen_events (source, event_id, seen_at) VALUES (?, ?, ?)",
+            "INSERT INTO seen_events (source, event_id, seen_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (source, event_id) DO NOTHING",
             (source, event_id, to_iso(now or utc_now())),
         )
         == 1

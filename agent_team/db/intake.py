@@ -27,8 +27,8 @@ def record_issue_ingested(ledger: Ledger, *, source: str, issue_id: str | int) -
     def work(tx: Transaction) -> bool:
         now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
         cur = tx.execute(
-            "INSERT OR IGNORE INTO ingested_issues (source, issue_id, ingested_at) "
-            "VALUES (?, ?, ?)",
+            "INSERT INTO ingested_issues (source, issue_id, ingested_at) "
+            "VALUES (?, ?, ?) ON CONFLICT (source, issue_id) DO NOTHING",
             (source, str(issue_id), now),
         )
         return cur.rowcount == 1

@@ -74,8 +74,11 @@ class Dialect:
     """What differs between backends' SQL; the `db` modules ask it instead of assuming."""
 
     name: str
-    # How a write transaction takes its lock up front (no upgrade, so no deadlock).
+    # How a write transaction starts: SQLite takes its lock up front (no upgrade, so no
+    # deadlock); PostgreSQL runs it SERIALIZABLE and retries what it cannot serialise.
     begin_write: str
+    # The names (column `name`) of the tables in the ledger's schema.
+    list_tables: str
 
 
 class Ledger(Reader, Protocol):
@@ -120,6 +123,10 @@ class Ledger(Reader, Protocol):
         ...
 
     def close(self) -> None: ...
+
+    def __enter__(self) -> Ledger: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 
 def write_statement(ledger: Ledger, sql: str, params: Params = ()) -> int:

@@ -19,6 +19,7 @@ from typing import Protocol
 from agent_team.db.ledger import Cursor, Params, Reader, Row
 from agent_team.db.open_errors import explain
 from agent_team.db.sqlite_ledger import SqliteLedger, storage_error
+from agent_team.db.url import is_postgres_url
 from agent_team.exceptions import LedgerError, LedgerNotReadyError, SchemaTooNewError
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "SCHEMA_VERSION",
     "assert_ready",
+    "dump_fresh_postgres_schema",
     "dump_schema",
     "init_db",
     "migrate",
@@ -352,6 +354,11 @@ class _Executes(Protocol):
 
 def schema_version(conn: Reader | _Executes) -> int:
     """The ledger's version; 0 for an empty file (a ledger, a snapshot, or a bare connection)."""
+    dialect = getattr(conn, "dialect", None)
+    if dialect is not None and dialect.name != "sqlite":
+        from agent_team.db.schema_postgres import postgres_version
+
+        return postgres_version(conn)  # type: ignore[arg-type]
     if not hasattr(conn, "fetch_one"):
         conn = _RawReader(conn)
     has_meta = conn.fetch_one(
@@ -441,11 +448,15 @@ def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> int:
 
 
 def init_db(path: str | Path) -> int:
-    """Create or upgrade the ledger at `path`; safe to call on every start-up.
+    """Create or upgrade the ledger at `path` (or a PostgreSQL URL); safe on every start-up.
 
     Returns:
         The schema version, always `SCHEMA_VERSION` on success.
     """
+    if is_postgres_url(path):
+        from agent_team.db.schema_postgres import init_postgres
+
+        return init_postgres(str(path))
     with SqliteLedger(path) as ledger:
         try:
             return migrate(ledger.raw())
@@ -462,6 +473,10 @@ def assert_ready(path: str | Path) -> None:
         LedgerNotReadyError: missing file, table or column, or an old version.
         SchemaTooNewError: the ledger is newer than this code.
     """
+    if is_postgres_url(path):
+        from agent_team.db.schema_postgres import assert_ready_url
+
+        return assert_ready_url(str(path))
     file = Path(path)
     if not file.is_file():
         where = file.resolve()
@@ -506,6 +521,18 @@ def assert_ready(path: str | Path) -> None:
                 )
     finally:
         conn.close()
+
+
+def dump_fresh_postgres_schema(url: str | Path) -> str:
+    """What the migrations make on an empty PostgreSQL database (`schema.postgres.sql`)."""
+    if not is_postgres_url(url):
+        raise LedgerError(
+            "the PostgreSQL schema is dumped from a server: set AGENT_TEAM_DATABASE_URL to a "
+            "postgresql:// URL (a scratch schema is made there and dropped)"
+        )
+    from agent_team.db.schema_postgres import dump_fresh_postgres_schema as dump
+
+    return dump(str(url))
 
 
 def dump_schema(conn: _Executes | None = None) -> str:

@@ -44,7 +44,11 @@ log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
 WRITE_ATTEMPTS = 5
-SQLITE = Dialect(name="sqlite", begin_write="BEGIN IMMEDIATE")
+SQLITE = Dialect(
+    name="sqlite",
+    begin_write="BEGIN IMMEDIATE",
+    list_tables="SELECT name FROM sqlite_master WHERE type = 'table'",
+)
 _T = TypeVar("_T")
 
 

@@ -10,10 +10,7 @@ __all__ = ["table_counts"]
 
 def table_counts(ledger: Ledger) -> dict[str, int]:
     """Rows per ledger table (tables that do not exist yet are left out)."""
-    present = {
-        row[0]
-        for row in ledger.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    }
+    present = {row[0] for row in ledger.execute(ledger.dialect.list_tables).fetchall()}
     return {
         table: int(ledger.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
         for table in LEDGER_TABLES

@@ -1,0 +1,117 @@
+"""The schema on PostgreSQL: schema.postgres.sql, one migration for daemons starting together."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agent_team import db
+from agent_team.db.postgres_ledger import PostgresLedger
+from agent_team.db.schema_postgres import dump_postgres_schema
+from agent_team.exceptions import LedgerIntegrityError, LedgerNotReadyError, SchemaTooNewError
+from tests.integration.test_schema_file import ENUM_CHECKS, run_cli
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SCHEMA_POSTGRES_SQL = REPO_ROOT / "schema.postgres.sql"
+STALE = (
+    "schema.postgres.sql is out of date with the migrations in agent_team/db/schema.py and "
+    "schema_postgres.py: run `make schema`"
+)
+
+
+def test_schema_postgres_sql_is_what_init_db_makes(pg_url: str) -> None:
+    assert db.init_db(pg_url) == db.SCHEMA_VERSION
+    with PostgresLedger(pg_url) as ledger:
+        assert dump_postgres_schema(ledger) == SCHEMA_POSTGRES_SQL.read_text(encoding="utf-8"), (
+            STALE
+        )
+
+
+def test_cli_schema_dialect_postgres_prints_it_and_leaves_the_database_empty(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_TEAM_DATABASE_URL", pg_url)
+
+    proc = run_cli("schema", "--dialect", "postgres", cwd=tmp_path)
+
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == SCHEMA_POSTGRES_SQL.read_text(encoding="utf-8"), STALE
+    with psycopg.connect(pg_url) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema NOT IN "
+            "('pg_catalog', 'information_schema')"
+        ).fetchone()
+        schemas = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'agent_team_scratch%'"
+        ).fetchone()
+    assert left == (0,) and schemas == (0,)
+
+
+def test_every_check_list_has_its_enum_on_postgres(pg_url: str) -> None:
+    db.init_db(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute(
+            "SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE contype = 'c' AND pg_get_constraintdef(oid) LIKE '%ANY (ARRAY[%'"
+        ).fetchall()
+    found = {}
+    for table, definition in rows:
+        column = definition.split("((", 1)[1].split(" ", 1)[0]
+        values = sorted(part.split("'")[1] for part in definition.split("ARRAY[", 1)[1].split(","))
+        found[(table, column)] = values
+    assert found == {key: sorted(m.value for m in enum) for key, enum in ENUM_CHECKS.items()}
+
+
+def test_a_check_refuses_a_value_outside_the_enum(pg_url: str) -> None:
+    db.init_db(pg_url)
+    with db.open_ledger(pg_url) as ledger, pytest.raises(LedgerIntegrityError, match="check"):
+        ledger.write(
+            lambda tx: tx.execute(
+                "INSERT INTO tasks (id, kind, source, title, created_at, updated_at) "
+                "VALUES ('t', 'bogus', 'cli', 't', 'x', 'x')"
+            )
+        )
+
+
+def test_daemons_starting_together_migrate_once(pg_url: str) -> None:
+    starters = 6
+    barrier = threading.Barrier(starters)
+
+    def start() -> int:
+        barrier.wait()
+        return db.init_db(pg_url)
+
+    with ThreadPoolExecutor(max_workers=starters) as pool:
+        versions = list(pool.map(lambda _: start(), range(starters)))
+
+    assert versions == [db.SCHEMA_VERSION] * starters
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT id, schema_version FROM schema_meta").fetchall() == [
+            (1, db.SCHEMA_VERSION)
+        ]
+    db.assert_ready(pg_url)
+
+
+def test_migrate_is_idempotent_and_assert_ready_names_what_is_missing(pg_url: str) -> None:
+    with pytest.raises(LedgerNotReadyError, match="schema version 0"):
+        db.assert_ready(pg_url)
+    db.init_db(pg_url)
+    assert db.init_db(pg_url) == db.SCHEMA_VERSION
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE side_effects DROP COLUMN result_ref")
+    with pytest.raises(LedgerNotReadyError, match="result_ref"):
+        db.assert_ready(pg_url)
+
+
+def test_a_newer_schema_is_refused(pg_url: str) -> None:
+    db.init_db(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_meta SET schema_version = 99")
+    with pytest.raises(SchemaTooNewError, match="99"):
+        db.init_db(pg_url)
+    with pytest.raises(SchemaTooNewError):
+        db.assert_ready(pg_url)
