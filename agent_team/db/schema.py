@@ -1,7 +1,7 @@
 """The ledger's schema, version by version, and the migration that walks it.
 
 A fresh ledger is made by the same steps that upgrade an old one (v0 -> v1 ->
-... -> v7), so there is one path to the current schema and `schema.sql` is a
+... -> v8), so there is one path to the current schema and `schema.sql` is a
 dump of what that path produces. The statements of a released version are
 history: never edit them, add a new version instead (CONTRIBUTING.md).
 
@@ -34,7 +34,7 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -224,6 +224,24 @@ _V7 = (
 )""",
 )
 
+# v8: execution leases with fencing epochs (one row per task run or singleton loop,
+# `name` = `task:<id>` or `loop:<name>`; the epoch only grows), the epoch a transition
+# was written under, and when a finished task's checkpoints were pruned.
+_V8 = (
+    """CREATE TABLE leases (
+    name        TEXT PRIMARY KEY,
+    owner       TEXT,
+    epoch       INTEGER NOT NULL DEFAULT 0 CHECK (epoch >= 0),
+    lease_until TEXT,
+    acquired_at TEXT,
+    renewed_at  TEXT,
+    takeovers   INTEGER NOT NULL DEFAULT 0
+)""",
+    "CREATE INDEX idx_leases_owner ON leases (owner)",
+    "ALTER TABLE task_transitions ADD COLUMN epoch INTEGER",
+    "ALTER TABLE tasks ADD COLUMN checkpoints_pruned_at TEXT",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -233,6 +251,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
     5: _V5_REBUILD,
     6: _V6,
     7: _V7,
+    8: _V8,
 }
 _FOREIGN_KEYS_OFF = frozenset({5})
 
@@ -247,6 +266,7 @@ LEDGER_TABLES = (
     "seen_events",
     "side_effects",
     "intake_cursors",
+    "leases",
 )
 
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -288,6 +308,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "exited_at",
         "status",
         "note",
+        "epoch",
     ),
     "tasks": (
         "id",
@@ -301,6 +322,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "parked_reason",
         "created_at",
         "updated_at",
+        "checkpoints_pruned_at",
     ),
     "commands": (
         "command_id",
@@ -343,6 +365,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "failures",
         "last_error",
     ),
+    "leases": ("name", "owner", "epoch", "lease_until", "acquired_at", "renewed_at", "takeovers"),
 }
 
 

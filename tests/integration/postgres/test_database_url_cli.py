@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_team.db.schema import SCHEMA_VERSION
 from tests.integration.test_cli import assert_one_line_error, run_cli
 
 
@@ -52,7 +53,7 @@ def test_migrate_submit_and_list_on_postgres(pg_url: str, tmp_path: Path) -> Non
 
     migrated = run_cli(tmp_path, "migrate", env=env)
     assert migrated.returncode == 0, migrated.stderr
-    assert "v0 -> v7" in migrated.stdout and pg_url in migrated.stdout
+    assert f"v0 -> v{SCHEMA_VERSION}" in migrated.stdout and pg_url in migrated.stdout
     again = run_cli(tmp_path, "migrate", env=env)
     assert "already current" in again.stdout
     submitted = run_cli(tmp_path, "submit", "--title", "on postgres", env=env)
