@@ -19,6 +19,8 @@ operator as one line with no traceback.
     │   │   │                       ledger itself is fine
     │   │   └── LedgerCorruptError  PRAGMA quick_check found the file damaged
     │   ├── LedgerInUseError        another daemon already runs on this ledger
+    │   ├── FencedError             a run's lease was taken over by another instance;
+    │   │                           its writes are refused and the run stops
     │   └── LedgerInputError        bad input to a ledger call; nothing was stored
     │                               (also a ValueError)
     ├── TaskError                   a task cannot go on as asked
@@ -54,6 +56,7 @@ __all__ = [
     "ConfluenceError",
     "ConfluenceRefusedError",
     "DatabaseUnreachableError",
+    "FencedError",
     "InvalidAnswerError",
     "LedgerBusyError",
     "LedgerCorruptError",
@@ -132,6 +135,14 @@ class LedgerCorruptError(LedgerStorageError):
 
 class LedgerInUseError(LedgerError):
     """Another daemon already runs on this ledger (the message names its pid and address)."""
+
+
+class FencedError(LedgerError):
+    """A run's lease moved on to another instance: nothing of this write was stored.
+
+    The run that gets it must stop without further side effects; the new
+    owner carries the task on from its last checkpoint.
+    """
 
 
 class LedgerInputError(LedgerError, ValueError):

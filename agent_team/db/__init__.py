@@ -21,7 +21,9 @@ from agent_team.db.budget import (
 )
 from agent_team.db.clock import day_bucket, from_iso, to_iso, utc_now
 from agent_team.db.commands import (
+    Claim,
     claim_commands,
+    claim_runs,
     complete_command,
     enqueue_command,
     fail_command,
@@ -45,10 +47,21 @@ from agent_team.db.daemon_lock import (
 )
 from agent_team.db.effects import begin_effect, finish_effect, get_effect, list_effects
 from agent_team.db.events import claim_event, event_seen, prune_events, release_event
+from agent_team.db.fencing import Fence, check_fence, current_fence, fenced, unfenced
+from agent_team.db.fencing import counters as fence_counters
 from agent_team.db.intake import (
     delete_issue_ingested,
     issue_already_ingested,
     record_issue_ingested,
+)
+from agent_team.db.leases import (
+    acquire_lease,
+    get_lease,
+    list_leases,
+    release_lease,
+    release_leases_of,
+    renew_leases,
+    task_lease_name,
 )
 from agent_team.db.ledger import Dialect, Ledger, Reader, Row, Transaction
 from agent_team.db.open import open_ledger
@@ -71,6 +84,7 @@ from agent_team.db.questions import (
 from agent_team.db.records import (
     Command,
     IntakeCursor,
+    Lease,
     Question,
     ReplayReport,
     SideEffect,
@@ -124,12 +138,15 @@ __all__ = [
     "OUTBOX_FILENAME",
     "SCHEMA_VERSION",
     "AnswerResume",
+    "Claim",
     "Command",
     "DaemonHolder",
     "DaemonLock",
     "Dialect",
+    "Fence",
     "IntakeCursor",
     "IssueClaim",
+    "Lease",
     "Ledger",
     "OpenQuestions",
     "Question",
@@ -144,6 +161,7 @@ __all__ = [
     "Transaction",
     "Transition",
     "UsageSummaryRow",
+    "acquire_lease",
     "answer_question",
     "answer_resume_times",
     "answered_since",
@@ -151,15 +169,18 @@ __all__ = [
     "assert_ready",
     "backup_ledger",
     "begin_effect",
+    "check_fence",
     "claim_commands",
     "claim_daemon_slot",
     "claim_event",
+    "claim_runs",
     "close_terminal",
     "complete_command",
     "count_tasks",
     "count_tasks_by_status",
     "count_tasks_created",
     "create_task",
+    "current_fence",
     "daemon_holder",
     "day_bucket",
     "default_outbox_path",
@@ -173,6 +194,8 @@ __all__ = [
     "event_seen",
     "expire_question",
     "fail_command",
+    "fence_counters",
+    "fenced",
     "find_open_question_by_channel_ref",
     "find_open_question_kind_by_channel_ref",
     "find_question_by_channel_ref",
@@ -183,6 +206,7 @@ __all__ = [
     "get_command",
     "get_cursor",
     "get_effect",
+    "get_lease",
     "get_question",
     "get_task",
     "in_use_error",
@@ -194,6 +218,7 @@ __all__ = [
     "list_cursors",
     "list_effects",
     "list_issue_claims",
+    "list_leases",
     "list_questions",
     "list_tasks",
     "list_transitions",
@@ -210,6 +235,9 @@ __all__ = [
     "record_usage",
     "release_command",
     "release_event",
+    "release_lease",
+    "release_leases_of",
+    "renew_leases",
     "reopen_question",
     "replay_outbox",
     "resume_command_id",
@@ -221,12 +249,14 @@ __all__ = [
     "table_counts",
     "task_costs",
     "task_ids_by_source",
+    "task_lease_name",
     "task_sources",
     "task_usage",
     "to_iso",
     "tokens_spent",
     "transition_costs",
     "unattributed_spend",
+    "unfenced",
     "usage_summary",
     "utc_now",
 ]

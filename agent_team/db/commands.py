@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from agent_team.db.clock import to_iso, utc_now
+from agent_team.db.fencing import Fence
+from agent_team.db.leases import take_lease, task_lease_name
 from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
 from agent_team.db.records import Command, fetch_record, fetch_records, row_to
 from agent_team.db.validate import require_member
@@ -20,7 +23,9 @@ from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import CommandKind, CommandState
 
 __all__ = [
+    "Claim",
     "claim_commands",
+    "claim_runs",
     "complete_command",
     "enqueue_command",
     "fail_command",
@@ -62,44 +67,75 @@ def enqueue_command(
     return ledger.write(work)
 
 
-def claim_commands(ledger: Ledger, *, consumer: str, limit: int, lease_s: float) -> list[Command]:
-    """Claim up to `limit` runnable commands, oldest first, for `lease_s` seconds.
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A claimed command and the fence of its task's execution lease, taken together."""
 
-    Runnable: pending, or claimed by anyone whose lease has run out, and not for a
-    task another consumer holds a live claim on: one task runs in one process at a
-    time, so `agent-team tick` beside a daemon cannot run the same task twice.
-    Each claim counts one attempt.
+    command: Command
+    fence: Fence
+
+
+def claim_runs(ledger: Ledger, *, consumer: str, limit: int, lease_s: float) -> list[Claim]:
+    """Claim up to `limit` runnable commands, oldest first, with their tasks' execution leases.
+
+    Runnable: pending, or claimed by anyone whose claim ran out, for a task whose
+    lease is free, lapsed or already `consumer`'s: one task runs on one instance
+    at a time, so `agent-team tick` beside a daemon, or a second daemon on the
+    same PostgreSQL database, never runs a task twice. A lapsed lease taken
+    over gets the next epoch, which fences the old holder's writes. Each claim
+    counts one attempt; commands and leases run out after `lease_s` seconds
+    unless renewed (`leases.renew_leases`). On PostgreSQL concurrent claimers
+    skip each other's rows (`FOR UPDATE SKIP LOCKED`).
     """
     if limit < 1 or lease_s <= 0:
         raise LedgerInputError("claim_commands needs limit >= 1 and lease_s > 0")
     now = utc_now()
     now_iso, lease_iso = to_iso(now), to_iso(now + timedelta(seconds=lease_s))
+    skip_locked = ledger.dialect.skip_locked
 
-    def work(tx: Transaction) -> list[Command]:
-        ids = [
-            row[0]
-            for row in tx.execute(
-                "SELECT command_id FROM commands c WHERE (c.state = 'pending' "
-                "OR (c.state = 'claimed' AND c.lease_until <= ?)) AND NOT EXISTS ("
-                "SELECT 1 FROM commands o WHERE o.task_id = c.task_id AND o.state = 'claimed' "
-                "AND o.lease_until > ? AND o.claimed_by != ?) "
-                "ORDER BY c.created_at, c.rowid LIMIT ?",
-                (now_iso, now_iso, consumer, limit),
-            ).fetchall()
-        ]
-        claimed: list[Command] = []
-        for command_id in ids:
+    def work(tx: Transaction) -> list[Claim]:
+        rows = tx.fetch_all(
+            "SELECT c.command_id, c.task_id FROM commands c WHERE (c.state = 'pending' "
+            "OR (c.state = 'claimed' AND c.lease_until <= ?)) AND NOT EXISTS ("
+            "SELECT 1 FROM commands o WHERE o.task_id = c.task_id AND o.state = 'claimed' "
+            "AND o.lease_until > ? AND o.claimed_by != ?) AND NOT EXISTS ("
+            "SELECT 1 FROM leases l WHERE l.name = 'task:' || c.task_id "
+            "AND l.owner IS NOT NULL AND l.owner != ? AND l.lease_until > ?) "
+            f"ORDER BY c.created_at, c.rowid LIMIT ?{skip_locked}",
+            (now_iso, now_iso, consumer, consumer, now_iso, limit),
+        )
+        fences: dict[str, Fence | None] = {}
+        claimed: list[Claim] = []
+        for row in rows:
+            task_id = str(row["task_id"])
+            if task_id not in fences:
+                fences[task_id] = take_lease(
+                    tx, task_lease_name(task_id), consumer, now_iso, lease_iso
+                )
+            fence = fences[task_id]
+            if fence is None:
+                continue  # taken by another claimer since the SELECT
             tx.execute(
                 "UPDATE commands SET state = 'claimed', claimed_by = ?, lease_until = ?, "
                 "attempts = attempts + 1 WHERE command_id = ?",
-                (consumer, lease_iso, command_id),
+                (consumer, lease_iso, row["command_id"]),
             )
-            row = tx.fetch_one("SELECT * FROM commands WHERE command_id = ?", (command_id,))
-            assert row is not None  # same transaction
-            claimed.append(row_to(Command, row))
+            found = tx.fetch_one(
+                "SELECT * FROM commands WHERE command_id = ?", (row["command_id"],)
+            )
+            assert found is not None  # same transaction
+            claimed.append(Claim(row_to(Command, found), fence))
         return claimed
 
     return ledger.write(work)
+
+
+def claim_commands(ledger: Ledger, *, consumer: str, limit: int, lease_s: float) -> list[Command]:
+    """`claim_runs` for callers that need only the commands (the leases are taken all the same)."""
+    return [
+        claim.command
+        for claim in claim_runs(ledger, consumer=consumer, limit=limit, lease_s=lease_s)
+    ]
 
 
 def _finish(

@@ -79,6 +79,12 @@ class Dialect:
     begin_write: str
     # The names (column `name`) of the tables in the ledger's schema.
     list_tables: str
+    # Appended to a SELECT of rows a writer must hold still until it commits (a lease row
+    # read by a fenced write); SQLite's write lock already does that.
+    share_lock: str = ""
+    # Appended to the SELECT that picks commands to claim, so concurrent claimers skip
+    # each other's rows instead of conflicting; SQLite has one writer at a time anyway.
+    skip_locked: str = ""
 
 
 class Ledger(Reader, Protocol):

@@ -27,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Cursor, Dialect, Params, Row, Transaction
 from agent_team.db.url import DATABASE_URL_VARIABLE, password_of, redact_url
 from agent_team.exceptions import (
@@ -59,6 +60,8 @@ POSTGRES = Dialect(
         "SELECT table_name AS name FROM information_schema.tables "
         "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
     ),
+    share_lock=" FOR SHARE",
+    skip_locked=" FOR UPDATE SKIP LOCKED",
 )
 # serialization_failure, deadlock_detected: PostgreSQL asks for the transaction again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})
@@ -297,7 +300,9 @@ class PostgresLedger:
                 with self.connection() as conn:
                     conn.execute(POSTGRES.begin_write)
                     try:
-                        result = work(_Tx(conn, self))
+                        tx = _Tx(conn, self)
+                        check_fence(tx, lock=POSTGRES.share_lock)
+                        result = work(tx)
                         conn.execute("COMMIT")
                     except BaseException:
                         if not conn.closed and conn.info.transaction_status != 0:  # not IDLE

@@ -16,6 +16,7 @@ _R = TypeVar("_R", bound="DataclassInstance")
 __all__ = [
     "Command",
     "IntakeCursor",
+    "Lease",
     "Question",
     "ReplayReport",
     "SideEffect",
@@ -154,6 +155,17 @@ class IntakeCursor:
     next_poll_at: str | None
     failures: int
     last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    name: str
+    owner: str | None
+    epoch: int
+    lease_until: str | None
+    acquired_at: str | None
+    renewed_at: str | None
+    takeovers: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Cursor, Dialect, Params, Row, Transaction
 from agent_team.db.open_errors import explain
 from agent_team.exceptions import (
@@ -328,7 +329,9 @@ class SqliteLedger:
                 own = _writer(path)
                 own.execute("BEGIN IMMEDIATE")
                 try:
-                    result = work(_Tx(own, path))
+                    tx = _Tx(own, path)
+                    check_fence(tx)
+                    result = work(tx)
                     own.execute("COMMIT")
                 except BaseException:
                     if own.in_transaction:
