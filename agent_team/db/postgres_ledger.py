@@ -351,9 +351,10 @@ class PostgresLedger:
                 f"the ledger {self._where} was opened read-only; it keeps no checkpoints"
             )
         import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
+
+        from agent_team.db.fenced_postgres_saver import FencedPostgresSaver
 
         with self._saver_guard:
             if self._saver is None:
@@ -372,7 +373,8 @@ class PostgresLedger:
                 )
                 try:
                     pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-                    saver = PostgresSaver(pool)
+                    saver = FencedPostgresSaver(pool)
+                    saver.fence_reader = self
                     if not self._checkpoints_current(len(saver.MIGRATIONS) - 1):
                         with self._session_lock():
                             saver.setup()
