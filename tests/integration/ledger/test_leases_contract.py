@@ -55,7 +55,7 @@ def test_a_fenced_write_is_refused_after_a_takeover_and_stores_nothing(
     new = db.acquire_lease(ledger, name="task:t", owner="b", lease_s=60, now=db.utc_now() + LATER)
     assert new is not None and new.epoch == old.epoch + 1
     refused_before = db.fence_counters.refused
-    with db.fenced(old), pytest.raises(FencedError, match="taken over by b"):
+    with db.fenced(old), pytest.raises(FencedError, match="held by b"):
         ask(ledger, "q2", thread_id="t", turn=2)
     assert db.fence_counters.refused == refused_before + 1
     assert db.get_question(ledger, "q2") is None
