@@ -173,6 +173,8 @@ class GraphRunner:
             )
             return
         except Exception as exc:
+            if db.is_outage(exc):
+                raise  # the database is away, not the task wrong: the worker retries it later
             if is_invalid_resume(exc):
                 # Refused before LangGraph saved it: the task still waits on its question.
                 # Cannot happen for answers that came through inbox.submit_answer (same model).

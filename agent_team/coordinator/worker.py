@@ -64,6 +64,7 @@ class Worker:
         self.consumer = instance_id()
         self.wake = threading.Event()
         self.fenced_runs = 0  # runs stopped because another instance took their task over
+        self.outages = 0  # runs stopped because the database could not be reached
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-team-run")
@@ -154,7 +155,8 @@ class Worker:
                     log.exception("could not release the lease of task %s", task_id)
 
     def handle(self, command: db.Command, fence: db.Fence | None = None) -> bool:
-        """Run one command under `fence` (if given); False if the run was fenced off."""
+        """Run one command under `fence` (if given); False if the run was fenced off or cut
+        short by a database outage (its claim then lapses and the command runs again)."""
         fence = fence or db.acquire_lease(
             self.ledger,
             name=db.task_lease_name(command.task_id),
@@ -173,7 +175,17 @@ class Worker:
                     )
                 except FencedError:
                     raise
-                except Exception as exc:  # a bug or an unreachable ledger: keep it for a retry
+                except Exception as exc:
+                    if db.is_outage(exc):
+                        # Nothing about the task is wrong: keep the claim, which lapses after
+                        # lease_s, and this or another instance runs the command again then.
+                        self.outages += 1
+                        log.warning(
+                            "command %s waits for the database: %s",
+                            command.command_id,
+                            redact(str(exc)),
+                        )
+                        return False
                     log.exception("command %s failed", command.command_id)
                     db.fail_command(
                         self.ledger,

@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 WRITE_ATTEMPTS = 10
 CONNECT_TIMEOUT_S = 10
+# How long a caller waits for a pooled connection. Short: when the database is away,
+# `/healthz` must answer 503 promptly and the worker go back to its back-off.
+POOL_WAIT_S = 5.0
 POOL_SIZE = 10
 # One advisory lock key for everything that must happen once per database: our
 # migrations (transaction-scoped) and LangGraph's checkpoint setup (session-scoped).
@@ -209,6 +212,7 @@ class PostgresLedger:
             max_size=max(1, pool_size),
             kwargs={**self._kwargs, "autocommit": True, "row_factory": _row_factory},
             open=False,
+            timeout=POOL_WAIT_S,
             name="agent-team-ledger",
         )
         self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
@@ -369,6 +373,7 @@ class PostgresLedger:
                         "prepare_threshold": 0,
                     },
                     open=False,
+                    timeout=POOL_WAIT_S,
                     name="agent-team-checkpoints",
                 )
                 try:
@@ -439,6 +444,11 @@ class _Tx:
     def __init__(self, conn: psycopg.Connection[Any], ledger: PostgresLedger) -> None:
         self._conn = conn
         self._ledger = ledger
+
+    @property
+    def dialect(self) -> Dialect:
+        """So code handed a transaction or a snapshot can ask which SQL it speaks."""
+        return POSTGRES
 
     def execute(self, sql: str, params: Params = ()) -> Cursor:
         import psycopg

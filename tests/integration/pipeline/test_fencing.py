@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from agent_team import db
+from agent_team.builders.base import BuildResult, BuildTask
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
+from agent_team.exceptions import LedgerStorageError
 from agent_team.wiring import build_coordinator
 from tests.integration.pipeline.conftest import (
     Clock,
@@ -152,3 +154,29 @@ def test_the_holder_renews_so_nobody_takes_a_long_run_over(
     assert holder.worker.fenced_runs == 0
     assert task_of(holder, task_id).phase != "plan_review"
     assert open_question(holder, task_id) if task_of(holder, task_id).status == "waiting" else True
+
+
+def test_a_database_outage_inside_a_node_fails_nothing_and_the_run_is_retried(
+    make_coordinator: MakeCoordinator,
+) -> None:
+    coordinator = make_coordinator(lease_s=1)
+    original = coordinator.deps.build
+    calls: list[str] = []
+
+    def build_during_a_blip(task: BuildTask, plan: str) -> BuildResult:
+        calls.append(task.task_id)
+        if len(calls) == 1:  # the database went away while the node recorded its work
+            raise LedgerStorageError("the ledger failed: server closed the connection")
+        return original(task, plan)
+
+    coordinator.deps.build = build_during_a_blip
+    task_id, question_id = waiting_on_plan(coordinator)
+    coordinator.answer(question_id, "approve", via="cli:tester")
+    coordinator.run_pending()
+
+    task = task_of(coordinator, task_id)
+    assert task.status == "running" and coordinator.worker.outages == 1
+    assert "failed" not in {row.status for row in db.list_transitions(coordinator.ledger, task_id)}
+    wait_for(lambda: coordinator.tick().commands > 0)  # once the claim has lapsed
+    coordinator.tick(until_idle=True, timeout_s=60)
+    assert task_of(coordinator, task_id).status == "done" and len(calls) == 2
