@@ -14,6 +14,7 @@ never imports psycopg.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,15 +23,42 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent_team.db.fencing import check_fence
-from agent_team.db.ledger import Reader
+from agent_team.db.ledger import Params, Reader, Row
 
 __all__ = ["FencedSqliteSaver"]
+
+
+class _OwnConnection:
+    """The saver's own connection as a `Reader`, under the saver's lock.
+
+    LangGraph writes checkpoints from short-lived executor threads; reading the
+    lease through the ledger would open a connection per such thread.
+    """
+
+    def __init__(self, saver: SqliteSaver) -> None:
+        self._saver = saver
+
+    def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
+        with self._saver.lock:
+            cur = self._saver.conn.cursor()
+            cur.row_factory = sqlite3.Row
+            try:
+                return list(cur.execute(sql, params).fetchall())
+            finally:
+                cur.close()
+
+    def fetch_one(self, sql: str, params: Params = ()) -> Row | None:
+        rows = self.fetch_all(sql, params)
+        return rows[0] if rows else None
 
 
 class FencedSqliteSaver(SqliteSaver):
     """`SqliteSaver` that refuses a fenced run's writes once its lease moved on."""
 
     fence_reader: Reader | None = None
+
+    def fence_on_own_connection(self) -> None:
+        self.fence_reader = _OwnConnection(self)
 
     def put(
         self,

@@ -19,6 +19,7 @@ import random
 import sqlite3
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -256,7 +257,10 @@ class SqliteLedger:
         self._closed = False
         self._local = threading.local()
         self._local.conn = self._conn
-        self._readers: list[sqlite3.Connection] = [self._conn]
+        # Weak: a reader belongs to its thread (held by `_local`) and closes when the thread
+        # ends; this set only lets `close()` reach the ones still open. A plain list kept
+        # every short-lived thread's connection (LangGraph runs steps on fresh threads).
+        self._readers: weakref.WeakSet[_Connection] = weakref.WeakSet([self._conn])
         self._readers_guard = threading.Lock()
         self._saver: SqliteSaver | None = None
         self._saver_conn: sqlite3.Connection | None = None
@@ -293,9 +297,10 @@ class SqliteLedger:
         if conn is None:
             if self._closed:
                 raise LedgerError(f"the ledger {self._path} was closed; nothing was read")
-            conn = self._local.conn = _open(self._path, readonly=self._readonly)
+            opened = self._local.conn = _open(self._path, readonly=self._readonly)
             with self._readers_guard:
-                self._readers.append(conn)
+                self._readers.add(opened)
+            conn = opened
         return conn
 
     def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
@@ -399,7 +404,7 @@ class SqliteLedger:
                     conn = _open(self._path)
                     conn.isolation_level = "IMMEDIATE"
                     saver = FencedSqliteSaver(conn)
-                    saver.fence_reader = self
+                    saver.fence_on_own_connection()
                     saver.setup()
                 except sqlite3.Error as exc:
                     raise storage_error(exc, self._path) from exc
@@ -413,7 +418,8 @@ class SqliteLedger:
                 self._saver_conn.close()
                 self._saver_conn = self._saver = None
         with self._readers_guard:
-            readers, self._readers = self._readers, []
+            readers = list(self._readers)
+            self._readers.clear()
         for conn in readers:
             conn.close()
 
