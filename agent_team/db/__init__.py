@@ -112,6 +112,7 @@ from agent_team.db.tasks import (
     parked_before,
     set_task_status,
 )
+from agent_team.db.transfer import TableCopy, TransferReport, transfer_to_postgres
 from agent_team.db.transitions import (
     close_terminal,
     enter_phase,
@@ -156,9 +157,11 @@ __all__ = [
     "SideEffect",
     "Spend",
     "SqliteLedger",
+    "TableCopy",
     "Task",
     "TaskCost",
     "Transaction",
+    "TransferReport",
     "Transition",
     "UsageSummaryRow",
     "acquire_lease",
@@ -254,6 +257,7 @@ __all__ = [
     "task_usage",
     "to_iso",
     "tokens_spent",
+    "transfer_to_postgres",
     "transition_costs",
     "unattributed_spend",
     "unfenced",
