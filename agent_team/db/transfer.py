@@ -42,6 +42,7 @@ Safety:
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_team.db.daemon_lock import DaemonLock, claim_daemon_slot, daemon_holder
-from agent_team.db.ledger import Reader, Row, Transaction
+from agent_team.db.ledger import Reader, Transaction
 from agent_team.db.schema import LEDGER_TABLES, SCHEMA_VERSION, _refuse_newer, assert_ready
 from agent_team.db.sqlite_ledger import BUSY_TIMEOUT_S, SqliteLedger
 from agent_team.db.url import DATABASE_URL_VARIABLE, is_postgres_url, parse_target, redact_url
@@ -79,9 +80,7 @@ __all__ = [
 ]
 
 RUNTIME_ONLY = frozenset({"leases", "schema_meta"})
-# PostgreSQL takes at most 65535 parameters in one statement; stay well below.
-_PARAMETERS_PER_STATEMENT = 20_000
-_ROWS_PER_STATEMENT = 500
+_ROWS_PER_STATEMENT = 2000
 _TERMINAL = tuple(sorted(status.value for status in TERMINAL_STATUSES))
 
 
@@ -318,67 +317,85 @@ def _identity_columns(target: PostgresLedger, tables: Sequence[str]) -> list[tup
 
 
 def _select(table: str, columns: list[str]) -> str:
-    """The source SELECT; a claimed command is read back as pending (its claimer is stopped)."""
+    """One page of the source, in rowid order after a given rowid (the key is the last value).
+
+    A claimed command is read back as pending: its claimer is the stopped daemon.
+    """
     released = {
         "state": "CASE WHEN state = 'claimed' THEN 'pending' ELSE state END",
         "claimed_by": "CASE WHEN state = 'claimed' THEN NULL ELSE claimed_by END",
         "lease_until": "CASE WHEN state = 'claimed' THEN NULL ELSE lease_until END",
     }
     exprs = [released[c] if table == "commands" and c in released else c for c in columns]
-    return f"SELECT {', '.join(exprs)} FROM {table} ORDER BY rowid"
+    return f"SELECT {', '.join(exprs)}, rowid FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?"
 
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    """How one table is copied: the columns (by name), the source SELECT, the INSERT's head."""
+    """How one table is copied: the columns (by name), the source page, the INSERT's head."""
 
     table: str
     columns: list[str]
     select: str
     insert: str
-    conflict: str
 
 
-def _plans(view: Reader, target: PostgresLedger, *, compare: bool) -> list[_Plan]:
-    there = _target_columns(target) if compare else {}
+def _plans(view: Reader, target: PostgresLedger) -> list[_Plan]:
+    there = _target_columns(target)
     plans = []
     for table in copied_tables():
         columns = _source_columns(view, table)
-        if compare:
-            wanted = there.get(table, [])
-            missing = [c for c in columns if c not in wanted]
-            if not wanted or missing:
-                raise LedgerError(
-                    f"the target {target.location} lacks table {table!r} or its column(s) "
-                    f"{', '.join(missing)}; run `agent-team migrate` on it and try again"
-                )
-            # SQLite's implicit rowid, made an explicit column on PostgreSQL (schema_postgres).
-            if "rowid" in wanted and "rowid" not in columns:
-                columns = [*columns, "rowid"]
-        key = ", ".join(_primary_key(target, table)) if compare else ""
+        wanted = there.get(table, [])
+        missing = [c for c in columns if c not in wanted]
+        if not wanted or missing:
+            raise LedgerError(
+                f"the target {target.location} lacks table {table!r} or its column(s) "
+                f"{', '.join(missing)}; run `agent-team migrate` on it and try again"
+            )
+        # SQLite's implicit rowid, made an explicit column on PostgreSQL (schema_postgres).
+        if "rowid" in wanted and "rowid" not in columns:
+            columns = [*columns, "rowid"]
+        key = ", ".join(_primary_key(target, table))
+        names = ", ".join(columns)
         plans.append(
             _Plan(
                 table=table,
                 columns=columns,
                 select=_select(table, columns),
-                insert=f"INSERT INTO {table} ({', '.join(columns)}) VALUES ",
-                conflict=f" ON CONFLICT ({key}) DO NOTHING",
+                insert=(
+                    f"INSERT INTO {table} ({names}) SELECT {names} "
+                    f"FROM jsonb_populate_recordset(NULL::{table}, ?::jsonb) "
+                    f"ON CONFLICT ({key}) DO NOTHING"
+                ),
             )
         )
     return plans
 
 
-def _insert_rows(tx: Transaction, plan: _Plan, rows: list[Row]) -> int:
+def _copy_table(tx: Transaction, view: Reader, plan: _Plan) -> TableCopy:
+    """Page through the source table and insert each page with one statement.
+
+    A page travels as one JSON parameter that `jsonb_populate_recordset` turns
+    into rows of the table's own types: the statement text stays the same for
+    every page (a multi-row VALUES list with thousands of placeholders costs the
+    driver more to parse than the server to insert). Pages keep memory flat on
+    a large ledger; the source is one snapshot, so re-running this (a retried
+    transaction) reads the same pages.
+    """
     width = len(plan.columns)
-    per_statement = max(1, min(_ROWS_PER_STATEMENT, _PARAMETERS_PER_STATEMENT // width))
-    one = "(" + ", ".join("?" for _ in range(width)) + ")"
-    inserted = 0
-    for start in range(0, len(rows), per_statement):
-        batch = rows[start : start + per_statement]
-        params = [row[i] for row in batch for i in range(width)]
-        sql = plan.insert + ", ".join(one for _ in batch) + plan.conflict
-        inserted += tx.execute(sql, params).rowcount
-    return inserted
+    after: int = -(2**63)
+    total = inserted = 0
+    while True:
+        rows = view.fetch_all(plan.select, (after, _ROWS_PER_STATEMENT))
+        if not rows:
+            break
+        page = [{column: row[i] for i, column in enumerate(plan.columns)} for row in rows]
+        inserted += tx.execute(plan.insert, (json.dumps(page, ensure_ascii=False),)).rowcount
+        total += len(rows)
+        after = int(rows[-1][width])
+        if len(rows) < _ROWS_PER_STATEMENT:
+            break
+    return TableCopy(plan.table, total, inserted)
 
 
 def _set_sequences(tx: Transaction, identities: list[tuple[str, str]]) -> dict[str, int]:
@@ -399,10 +416,13 @@ def _set_sequences(tx: Transaction, identities: list[tuple[str, str]]) -> dict[s
 def _copy_tables(
     view: Reader, target: PostgresLedger, *, dry_run: bool, compare: bool
 ) -> tuple[list[TableCopy], dict[str, int]]:
-    plans = _plans(view, target, compare=compare)
-    sources = {plan.table: view.fetch_all(plan.select) for plan in plans}
     if not compare:  # a dry run on a target not yet at this schema: only the file's counts
-        return [TableCopy(p.table, len(sources[p.table]), None) for p in plans], {}
+        counts = []
+        for table in copied_tables():
+            row = view.fetch_one(f"SELECT count(*) AS n FROM {table}")
+            counts.append(TableCopy(table, int(row["n"]) if row else 0, None))
+        return counts, {}
+    plans = _plans(view, target)
     identities = _identity_columns(target, [plan.table for plan in plans])
     at = [""]
 
@@ -410,8 +430,7 @@ def _copy_tables(
         copies = []
         for plan in plans:
             at[0] = plan.table
-            rows = sources[plan.table]
-            copies.append(TableCopy(plan.table, len(rows), _insert_rows(tx, plan, rows)))
+            copies.append(_copy_table(tx, view, plan))
         at[0] = ""
         if dry_run:
             raise _DryRun(copies)

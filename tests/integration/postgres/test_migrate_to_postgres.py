@@ -31,6 +31,7 @@ from agent_team import db
 from agent_team.builders.base import BuildResult, BuildTask
 from agent_team.config import ENV_PREFIX, load_settings
 from agent_team.dashboard import DashboardContext, create_app
+from agent_team.db import transfer
 from agent_team.db.schema import REQUIRED_COLUMNS, migrate
 from agent_team.db.transfer import RUNTIME_ONLY, copied_tables
 from agent_team.exceptions import BuildError, LedgerStorageError
@@ -110,6 +111,17 @@ def _build_source(root: Path) -> Source:
         assert db.finish_effect(ledger, effect_id="slack:post:1", result_ref="C1:1700.1")
         db.record_poll(ledger, source="github:acme/app", label="agent-team", status=200, etag="W/1")
         assert db.acquire_lease(ledger, name="loop:deadlines", owner="old-daemon", lease_s=60)
+        # A cost no decimal shortcut keeps exactly.
+        assert db.record_usage(
+            ledger,
+            thread_id=tasks["done"],
+            stage="build",
+            model="anthropic:claude-test",
+            billing_mode="api",
+            input_tokens=3,
+            output_tokens=4,
+            usd_cost=0.1 + 0.2,
+        )
 
         coordinator.answer(to_plan("running"), "approve", via="cli:tester")
         runner = threading.Thread(
@@ -118,7 +130,7 @@ def _build_source(root: Path) -> Source:
         runner.start()
         assert in_build.wait(60), "the running task never reached its build"
         # The worker is busy with that build, so nothing picks this one up before the copy.
-        tasks["queued"] = coordinator.start_task(title="A queued task", body=LONG_BODY)
+        tasks["queued"] = coordinator.start_task(title="A queued task: é — ✓", body=LONG_BODY)
         made, _ = db.backup_ledger(settings.db_path, root / "backup", keep=1)
     finally:
         go_on.set()
@@ -244,7 +256,8 @@ def test_the_copy_answers_show_and_the_dashboard_like_the_file(
     assert "checkpoints of 4 live task(s): copied 3, already there 0" in result.stdout
     for sql in (
         "SELECT transition_id, thread_id, to_phase, status FROM task_transitions ORDER BY 1",
-        "SELECT entry_id, thread_id, stage FROM budget_ledger ORDER BY 1",
+        "SELECT entry_id, thread_id, stage, usd_cost FROM budget_ledger ORDER BY 1",
+        "SELECT id, title, body FROM tasks ORDER BY id",
         "SELECT rowid, id, status FROM tasks ORDER BY rowid",
         "SELECT rowid, question_id, status FROM pending_questions ORDER BY rowid",
     ):
@@ -477,3 +490,17 @@ def test_a_dry_run_writes_nothing(source: Source, pg_url: str, tmp_path: Path) -
     again = db.transfer_to_postgres(source.path, pg_url, dry_run=True)
     assert again.rows_copied == 0 and again.checkpoints_copied == 0
     assert again.checkpoints_present == 3
+
+
+def test_tables_larger_than_a_page_are_copied_whole(
+    source: Source, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transfer, "_ROWS_PER_STATEMENT", 3)
+
+    report = db.transfer_to_postgres(source.path, pg_url)
+
+    assert max(t.source_rows for t in report.tables) > 3
+    for table in copied_tables():
+        assert pg_count(pg_url, table) == sqlite_count(source.path, table), table
+    sql = "SELECT rowid, id FROM tasks ORDER BY rowid"
+    assert pg_rows(pg_url, sql) == sqlite_rows(source.path, sql)
