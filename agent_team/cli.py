@@ -173,6 +173,14 @@ def migrate_to_postgres(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Check and count everything; write nothing.")
     ] = False,
+    reverse: Annotated[
+        bool,
+        typer.Option(
+            "--reverse",
+            help="The way back: copy the database into a new file --from; every task must "
+            "be finished and every daemon stopped.",
+        ),
+    ] = False,
 ) -> None:
     """Copy a SQLite ledger into PostgreSQL: every table, and the live tasks' checkpoints.
 
@@ -187,7 +195,10 @@ def migrate_to_postgres(
                 "or set AGENT_TEAM_DATABASE_URL to one"
             )
         to, named = target, "AGENT_TEAM_DATABASE_URL"
-    report = db.transfer_to_postgres(source, to, dry_run=dry_run, named=named)
+    if reverse:
+        report = db.transfer_to_sqlite(to, source, dry_run=dry_run, named=named)
+    else:
+        report = db.transfer_to_postgres(source, to, dry_run=dry_run, named=named)
     _print_transfer(report)
 
 
@@ -204,7 +215,7 @@ def _print_transfer(report: db.TransferReport) -> None:
         f"(schema v{report.source_version}) to {report.target} (schema {step})"
     )
     copied = "would copy" if report.dry_run else "copied"
-    table = Table("table", "in file", copied, "already there")
+    table = Table("table", "in database" if report.reverse else "in file", copied, "already there")
     for row in report.tables:
         table.add_row(
             row.table,
@@ -213,6 +224,16 @@ def _print_transfer(report: db.TransferReport) -> None:
             "?" if row.already_there is None else str(row.already_there),
         )
     out.print(table)
+    if report.reverse:
+        if report.dry_run:
+            out.print("dry run: nothing was written")
+            return
+        out.print(f"copied {report.rows_copied} row(s) in one transaction")
+        out.print(
+            f"next: remove AGENT_TEAM_DATABASE_URL, set AGENT_TEAM_DB_PATH={report.target} "
+            "and start the daemon on the file"
+        )
+        return
     out.print(
         f"checkpoints of {report.live_tasks} live task(s): {copied} {report.checkpoints_copied}, "
         f"already there {report.checkpoints_present} (finished tasks' checkpoints stay behind)"

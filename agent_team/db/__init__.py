@@ -112,7 +112,12 @@ from agent_team.db.tasks import (
     parked_before,
     set_task_status,
 )
-from agent_team.db.transfer import TableCopy, TransferReport, transfer_to_postgres
+from agent_team.db.transfer import (
+    TableCopy,
+    TransferReport,
+    transfer_to_postgres,
+    transfer_to_sqlite,
+)
 from agent_team.db.transitions import (
     close_terminal,
     enter_phase,
@@ -258,6 +263,7 @@ __all__ = [
     "to_iso",
     "tokens_spent",
     "transfer_to_postgres",
+    "transfer_to_sqlite",
     "transition_costs",
     "unattributed_spend",
     "unfenced",

@@ -46,12 +46,21 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_team.db.clock import from_iso, utc_now
 from agent_team.db.daemon_lock import DaemonLock, claim_daemon_slot, daemon_holder
 from agent_team.db.ledger import Reader, Transaction
-from agent_team.db.schema import LEDGER_TABLES, SCHEMA_VERSION, _refuse_newer, assert_ready
+from agent_team.db.schema import (
+    LEDGER_TABLES,
+    SCHEMA_VERSION,
+    _refuse_newer,
+    assert_ready,
+    init_db,
+    schema_version,
+)
 from agent_team.db.sqlite_ledger import BUSY_TIMEOUT_S, SqliteLedger
 from agent_team.db.url import DATABASE_URL_VARIABLE, is_postgres_url, parse_target, redact_url
 from agent_team.exceptions import (
@@ -77,6 +86,7 @@ __all__ = [
     "TransferReport",
     "copied_tables",
     "transfer_to_postgres",
+    "transfer_to_sqlite",
 ]
 
 RUNTIME_ONLY = frozenset({"leases", "schema_meta"})
@@ -122,6 +132,7 @@ class TransferReport:
     checkpoints_present: int
     released_claims: int
     sequences: dict[str, int] = field(default_factory=dict)
+    reverse: bool = False
 
     @property
     def rows_copied(self) -> int:
@@ -160,14 +171,18 @@ def _check_url(url: str, named: str) -> None:
         raise _renamed(exc, named) from None
 
 
-def _source_file(source: str | Path) -> Path:
-    where = parse_target(source)
+def _file_of(value: str | Path) -> Path:
+    where = parse_target(value)
     if where.path is None:
         raise ConfigError(
-            f"--from {redact_url(str(source))}: the source is the SQLite file "
+            f"--from {redact_url(str(value))}: --from is the SQLite file "
             "(e.g. --from /var/lib/agent-team/agent-team.db)"
         )
-    path = where.path
+    return where.path
+
+
+def _source_file(source: str | Path) -> Path:
+    path = _file_of(source)
     if not path.is_file():
         raise ConfigError(f"--from {path}: no such file; give the SQLite ledger's path")
     return path
@@ -181,6 +196,9 @@ def _hold_the_file(path: Path, *, dry_run: bool) -> DaemonLock | None:
             f"an agent-team daemon ({describe}) runs on {path}; stop it first "
             "(e.g. `systemctl stop agent-team`), then run migrate-to-postgres again"
         )
+
+    if dry_run and not path.exists():
+        return None
 
     if dry_run:  # writes nothing, not even the lock file
         holder = daemon_holder(path)
@@ -578,3 +596,194 @@ def _copy_checkpoints(
         ) from None
     finally:
         saver.conn.close()
+
+
+# -- back to a SQLite file (`--reverse`) --------------------------------------------------------
+
+
+def _held_leases(source: Reader, now: datetime) -> list[str]:
+    rows = source.fetch_all(
+        "SELECT name, owner, lease_until FROM leases WHERE owner IS NOT NULL ORDER BY name"
+    )
+    return [
+        f"{row['name']} by {row['owner']}"
+        for row in rows
+        if row["lease_until"] is not None and from_iso(str(row["lease_until"])) > now
+    ]
+
+
+def _refuse_reverse(source: Reader, where: str) -> None:
+    """Only a quiet database with nothing in flight goes back: see `transfer_to_sqlite`."""
+    held = _held_leases(source, utc_now())
+    if held:
+        raise LedgerInUseError(
+            f"an agent-team daemon still runs on {where} (lease {held[0]}); stop every "
+            "daemon on it first (the lease of one that died runs out by itself), "
+            "then run migrate-to-postgres --reverse again"
+        )
+    live = _live_tasks(source)
+    if live:
+        shown = ", ".join(live[:5]) + (f" and {len(live) - 5} more" if len(live) > 5 else "")
+        raise LedgerError(
+            f"{len(live)} task(s) in {where} are not finished ({shown}); their LangGraph "
+            "checkpoints cannot go back to a file: let them finish or `agent-team cancel` "
+            "them on PostgreSQL, then run migrate-to-postgres --reverse again"
+        )
+
+
+def _back_plans(source: PostgresLedger, target: SqliteLedger) -> list[_Plan]:
+    there = _target_columns(source)
+    plans = []
+    for table in copied_tables():
+        wanted = {
+            str(r["name"])
+            for r in target.fetch_all(f"SELECT name FROM pragma_table_info('{table}')")
+        }
+        columns = there.get(table, [])
+        missing = [c for c in columns if c not in wanted and c != "rowid"]
+        if not columns or missing:
+            raise LedgerError(
+                f"the file {target.location} lacks table {table!r} or its column(s) "
+                f"{', '.join(missing)}; is it at schema v{SCHEMA_VERSION}?"
+            )
+        names = ", ".join(columns)  # `rowid` lands in SQLite's own rowid
+        values = ", ".join(f"json_extract(value, '$.{c}')" for c in columns)
+        key = ", ".join(_primary_key(source, table))
+        plans.append(
+            _Plan(
+                table=table,
+                columns=columns,
+                select=f"SELECT {names} FROM {table} ORDER BY {key} LIMIT ? OFFSET ?",
+                insert=f"INSERT INTO {table} ({names}) SELECT {values} FROM json_each(?)",
+            )
+        )
+    return plans
+
+
+def _copy_back(
+    view: Reader, target: SqliteLedger, plans: list[_Plan], *, dry_run: bool
+) -> list[TableCopy]:
+    def work(tx: Transaction) -> list[TableCopy]:
+        copies = []
+        for plan in plans:
+            total = inserted = 0
+            while True:
+                rows = view.fetch_all(plan.select, (_ROWS_PER_STATEMENT, total))
+                if not rows:
+                    break
+                page = [{c: row[i] for i, c in enumerate(plan.columns)} for row in rows]
+                inserted += tx.execute(
+                    plan.insert, (json.dumps(page, ensure_ascii=False),)
+                ).rowcount
+                total += len(rows)
+                if len(rows) < _ROWS_PER_STATEMENT:
+                    break
+            copies.append(TableCopy(plan.table, total, inserted))
+        if dry_run:
+            raise _DryRun(copies)
+        return copies
+
+    try:
+        return target.write(work)
+    except _DryRun as done:
+        return done.tables
+
+
+def transfer_to_sqlite(
+    url: str,
+    file: str | Path,
+    *,
+    dry_run: bool = False,
+    named: str = DATABASE_URL_VARIABLE,
+) -> TransferReport:
+    """Copy a PostgreSQL ledger back into a new SQLite file (`migrate-to-postgres --reverse`).
+
+    The way back is narrower than the way there, on purpose:
+
+    - only a database with every task finished (done, failed or cancelled):
+      LangGraph's PostgreSQL checkpoints have another format than its SQLite
+      ones, and a finished task needs none (`show` and the dashboard read our
+      tables), so nothing in flight is silently broken;
+    - only with no daemon on it (no execution lease held);
+    - only into a new file (or an empty ledger): merging into the file the
+      ledger came from would keep that file's stale rows (a task's old status).
+
+    Same as the way there: every ledger table but `RUNTIME_ONLY`, columns by
+    name, ids and `rowid`s kept (SQLite's AUTOINCREMENT counters follow the
+    inserted ids), one transaction, the file's daemon lock held meanwhile.
+
+    Raises:
+        ConfigError: a bad URL or file path, or an unreachable server.
+        LedgerInUseError: a daemon runs on the database or the file.
+        LedgerError: unfinished tasks, a file with rows, a schema not current.
+    """
+    from agent_team.db.postgres_ledger import PostgresLedger
+    from agent_team.db.schema_postgres import assert_ready_postgres
+
+    _check_url(url, named)
+    path = _file_of(file)
+    lock = _hold_the_file(path, dry_run=dry_run)
+    try:
+        try:
+            source = PostgresLedger(url, pool_size=2, readonly=True)
+        except DatabaseUnreachableError as exc:
+            raise _renamed(exc, named) from None
+        with source:
+            assert_ready_postgres(source)
+            with source.snapshot() as view:
+                _refuse_reverse(view, source.location)
+                before = _file_version(path)
+                plans = _back_plans_for(path, source, dry_run=dry_run)
+                if plans is None:  # a dry run into a file that does not exist yet
+                    counts = [(t, _count(view, t)) for t in copied_tables()]
+                    tables = [TableCopy(t, n, n) for t, n in counts]
+                else:
+                    with SqliteLedger(path) as target:
+                        tables = _copy_back(view, target, plans, dry_run=dry_run)
+            after = before if dry_run else SCHEMA_VERSION
+        return TransferReport(
+            source=source.location,
+            target=str(path.resolve()),
+            source_version=SCHEMA_VERSION,
+            target_before=before,
+            target_after=after,
+            dry_run=dry_run,
+            tables=tuple(tables),
+            live_tasks=0,
+            checkpoints_copied=0,
+            checkpoints_present=0,
+            released_claims=0,
+            reverse=True,
+        )
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _file_version(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with SqliteLedger(path, readonly=True) as file:
+        return schema_version(file)
+
+
+def _count(view: Reader, table: str) -> int:
+    row = view.fetch_one(f"SELECT count(*) AS n FROM {table}")
+    return int(row["n"]) if row else 0
+
+
+def _back_plans_for(path: Path, source: PostgresLedger, *, dry_run: bool) -> list[_Plan] | None:
+    """The file made (or checked) empty and current; its copy plans. None: dry run, no file."""
+    if dry_run and not path.exists():
+        return None
+    if not dry_run:
+        init_db(path)
+    assert_ready(path)
+    with SqliteLedger(path, readonly=True) as target:
+        used = [t for t in copied_tables() if _count(target, t)]
+        if used:
+            raise LedgerError(
+                f"the file {path} already holds rows (in {', '.join(used[:3])}); "
+                "--reverse copies into a new file only: give another --from path"
+            )
+        return _back_plans(source, target)

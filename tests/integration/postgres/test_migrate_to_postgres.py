@@ -46,6 +46,15 @@ from tests.integration.pipeline.conftest import (
 from tests.integration.pipeline.test_coordinator import APPROVED_JOURNEY, journey
 from tests.integration.test_cli import assert_one_line_error, cells, run_cli
 
+# Ids, SQLite's rowids, exact costs and text, as both sides must hold them.
+KEYS = (
+    "SELECT transition_id, thread_id, to_phase, status FROM task_transitions ORDER BY 1",
+    "SELECT entry_id, thread_id, stage, usd_cost FROM budget_ledger ORDER BY 1",
+    "SELECT id, title, body FROM tasks ORDER BY id",
+    "SELECT rowid, id, status FROM tasks ORDER BY rowid",
+    "SELECT rowid, question_id, status FROM pending_questions ORDER BY rowid",
+    "SELECT rowid, command_id, kind, task_id FROM commands ORDER BY rowid",
+)
 STATUSES = ("queued", "running", "waiting", "parked", "done", "failed", "cancelled")
 TOKEN = "migrate-token"
 PASSWORD = "hunter2"
@@ -254,13 +263,7 @@ def test_the_copy_answers_show_and_the_dashboard_like_the_file(
     assert sqlite_count(source.path, "leases") > 0 and pg_count(pg_url, "leases") == 0
     # Queued, running, waiting, parked are live; the queued one has no checkpoint yet.
     assert "checkpoints of 4 live task(s): copied 3, already there 0" in result.stdout
-    for sql in (
-        "SELECT transition_id, thread_id, to_phase, status FROM task_transitions ORDER BY 1",
-        "SELECT entry_id, thread_id, stage, usd_cost FROM budget_ledger ORDER BY 1",
-        "SELECT id, title, body FROM tasks ORDER BY id",
-        "SELECT rowid, id, status FROM tasks ORDER BY rowid",
-        "SELECT rowid, question_id, status FROM pending_questions ORDER BY rowid",
-    ):
+    for sql in KEYS:
         assert pg_rows(pg_url, sql) == sqlite_rows(source.path, sql), sql
     # The running task's resume was claimed by the daemon that stopped: copied as pending.
     resume = db.resume_command_id(source.questions["running"])
@@ -293,7 +296,7 @@ def test_the_copy_answers_show_and_the_dashboard_like_the_file(
 
 
 @pytest.mark.slow
-def test_postgres_carries_on_where_the_file_stopped(
+def test_postgres_carries_on_where_the_file_stopped_and_goes_back(
     source: Source, pg_url: str, tmp_path: Path
 ) -> None:
     report = db.transfer_to_postgres(source.path, pg_url)
@@ -335,14 +338,39 @@ def test_postgres_carries_on_where_the_file_stopped(
         submitted = coordinator.start_task(title="Born on PostgreSQL", body=LONG_BODY)
         coordinator.tick(until_idle=True, timeout_s=120)
         assert task_of(coordinator, submitted).status == "waiting"
+        # Only finished tasks go back to a file.
+        for task_id in (tasks["queued"], submitted):
+            coordinator.cancel(task_id)
+        coordinator.tick(until_idle=True, timeout_s=120)
     finally:
         coordinator.close()
+    # A stopped daemon holds no lease (the worker gives each up when its run ends).
+    with db.open_ledger(pg_url) as ledger:
+        db.release_leases_of(ledger, coordinator.worker.consumer)
     # The new rows got ids past the copied ones (the sequences were set), none collided.
     for sql, copied_top in top.items():
         table = sql.rsplit(" ", 1)[1]
         column = sql.split("(")[1].split(")")[0]
         newer = pg_rows(pg_url, f"SELECT count(*) FROM {table} WHERE {column} > {copied_top}")
         assert newer[0][0] > 0, f"no new {table} rows after the copy?"
+
+    back = tmp_path / "back" / "agent-team.db"
+    result = run_cli(
+        tmp_path, "migrate-to-postgres", "--reverse", "--from", str(back), "--to", pg_url
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "next: remove AGENT_TEAM_DATABASE_URL" in result.stdout
+    for table in copied_tables():
+        assert sqlite_count(back, table) == pg_count(pg_url, table) > 0, table
+    for sql in KEYS:
+        assert sqlite_rows(back, sql) == pg_rows(pg_url, sql), sql
+    every = [*tasks.values(), submitted]
+    moment = source.now + timedelta(hours=1)
+    assert api_reports(back, every, moment) == api_reports(pg_url, every, moment)
+    with db.open_ledger(back) as ledger:
+        after = db.record_transition(ledger, thread_id="later", to_phase="intake", status="queued")
+    assert after > pg_rows(pg_url, "SELECT max(transition_id) FROM task_transitions")[0][0]
 
 
 # -- refusals -----------------------------------------------------------------------------------
@@ -504,3 +532,40 @@ def test_tables_larger_than_a_page_are_copied_whole(
         assert pg_count(pg_url, table) == sqlite_count(source.path, table), table
     sql = "SELECT rowid, id FROM tasks ORDER BY rowid"
     assert pg_rows(pg_url, sql) == sqlite_rows(source.path, sql)
+
+
+def test_the_way_back_refuses_unfinished_tasks_a_daemon_and_a_used_file(
+    source: Source, pg_url: str, tmp_path: Path
+) -> None:
+    db.transfer_to_postgres(source.path, pg_url)
+    back = tmp_path / "back" / "agent-team.db"
+
+    unfinished = run_cli(
+        tmp_path, "migrate-to-postgres", "--reverse", "--from", str(back), "--to", pg_url
+    )
+
+    line = assert_one_line_error(unfinished, 1)
+    assert "4 task(s)" in line and "are not finished" in line and "cancel" in line
+    assert not back.exists()
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE tasks SET status = 'cancelled'")
+    with db.open_ledger(pg_url) as ledger:
+        fence = db.acquire_lease(ledger, name="task:x", owner="host:1:abc", lease_s=600)
+        assert fence is not None
+
+    running = run_cli(
+        tmp_path, "migrate-to-postgres", "--reverse", "--from", str(back), "--to", pg_url
+    )
+
+    assert "task:x by host:1:abc" in assert_one_line_error(running, 1)
+    with db.open_ledger(pg_url) as ledger:
+        assert db.release_lease(ledger, fence)
+
+    used = run_cli(
+        tmp_path, "migrate-to-postgres", "--reverse", "--from", str(source.path), "--to", pg_url
+    )
+
+    assert "already holds rows" in assert_one_line_error(used, 1)
+    dry = db.transfer_to_sqlite(pg_url, back, dry_run=True)
+    assert dry.rows_copied == dry.rows_in_source > 0 and not back.exists()
