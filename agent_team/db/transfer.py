@@ -1,4 +1,6 @@
-"""Copy a SQLite ledger into a PostgreSQL one (`agent-team migrate-to-postgres`).
+"""Copy a SQLite ledger into a PostgreSQL one (`agent-team migrate-to-postgres`), and back.
+
+The way back (`--reverse`, `transfer_to_sqlite`) is narrower: see its docstring.
 
 What is copied, and why:
 
