@@ -667,7 +667,7 @@ def _follow(ctx: typer.Context, task_id: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    with db.open_ledger(settings.db_path, readonly=True) as ledger:
+    with db.open_ledger(settings.ledger_target, readonly=True) as ledger:
 
         def look(after: int | None) -> tuple[str, str, BuildOutput]:
             task = db.get_task(ledger, task_id)  # first the status, then the log
@@ -889,7 +889,13 @@ def backup(
     keep: Annotated[int, typer.Option("--keep", help="How many backups to keep.", min=1)] = 7,
 ) -> None:
     """An online backup of the ledger (safe while the daemon runs); keeps the newest N."""
-    path = _ctx(ctx).settings().db_path
+    settings = _ctx(ctx).settings()
+    if isinstance(settings.ledger_target, str):
+        raise ConfigError(
+            "agent-team backup copies a SQLite ledger; this one is on PostgreSQL "
+            "(AGENT_TEAM_DATABASE_URL): back it up with `pg_dump -Fc` (see deploy/README.md)"
+        )
+    path = settings.db_path
     db.assert_ready(path)
     made, removed = db.backup_ledger(path, out_dir, keep=keep)
     out.print(f"backup {made} ({made.stat().st_size} bytes); removed {len(removed)} old")

@@ -150,6 +150,15 @@ class Settings(BaseSettings):
     )
     stop_grace_s: float = Field(default=30.0, ge=0, description="How long a stop waits for runs.")
     poll_s: float = Field(default=1.0, gt=0, le=60, description="Inbox poll interval.")
+    lease_s: float = Field(
+        default=30.0,
+        ge=1,
+        le=3600,
+        description=(
+            "Execution lease of a running task (renewed every third of it); how long another "
+            "instance waits before taking over a task of one that died or stalled."
+        ),
+    )
 
     # Slack transport
     transport: Literal["local", "slack"] = Field(

@@ -2,8 +2,9 @@
 
 Start-up binds the HTTP port first (a daemon that cannot listen must not
 touch the live ledger), then claims the ledger (one daemon per SQLite file:
-`db.claim_daemon_slot`), then `wiring.build_runtime` (the ledger migrated and
-checked, the coordinator, the integrations), the recovery sweep, the HTTP
+`db.claim_daemon_slot`; several may share a PostgreSQL database), then
+`wiring.build_runtime` (the ledger migrated and checked, the coordinator, the
+integrations), the recovery sweep, the HTTP
 server on the bound socket, then the loops; READY=1 goes to systemd only when
 all of that stands.
 SIGTERM/SIGINT stop new work, let running node executions finish within
@@ -77,7 +78,10 @@ class Daemon:
         self._socket: socket.socket | None = self._bind()
         self._lock: db.DaemonLock | None = None
         try:
-            self._lock = db.claim_daemon_slot(settings.db_path, url=self.url)
+            if not isinstance(settings.ledger_target, str):
+                # One daemon per SQLite file; on PostgreSQL several share one database and
+                # the execution leases keep each task on one of them.
+                self._lock = db.claim_daemon_slot(settings.db_path, url=self.url)
             # Everything the process holds, in dependency order (ConfigError: nothing left open).
             self.runtime = build_runtime(settings, transport=transport)
         except BaseException:
@@ -160,7 +164,11 @@ class Daemon:
             sock.bind((host, port))
         except OSError as exc:
             sock.close()
-            holder = db.daemon_holder(self.settings.db_path)  # reads the lock file, no more
+            holder = (  # reads the lock file, no more
+                None
+                if isinstance(self.settings.ledger_target, str)
+                else db.daemon_holder(self.settings.db_path)
+            )
             if holder is not None:
                 raise db.in_use_error(self.settings.db_path.absolute(), holder) from None
             raise DaemonError(

@@ -88,7 +88,7 @@ class Coordinator:
             ledger,
             self.runner,
             workers=settings.workers,
-            lease_s=max(settings.build_timeout_s + 300.0, 600.0),
+            lease_s=settings.lease_s,
         )
         self.sweeper = Sweeper(ledger, self.runner, consumer=self.worker.consumer, clock=clock)
         self._resources = resources or ExitStack()

@@ -24,7 +24,7 @@ from langgraph.types import Command as GraphCommand
 from langgraph.types import StateSnapshot
 
 from agent_team import db, reports
-from agent_team.exceptions import ParkingError
+from agent_team.exceptions import FencedError, ParkingError
 from agent_team.graph import NODE_PHASES
 from agent_team.nodes.common import GraphDeps
 from agent_team.redact import redact, tail
@@ -163,6 +163,8 @@ class GraphRunner:
         # Every node marks the task running as it enters (nodes/common.enter).
         try:
             self.graph.invoke(payload, thread_config(task_id), durability="sync")
+        except FencedError:
+            raise  # another instance owns the task now: record nothing, stop here
         except ParkingError as exc:
             self.park(
                 task_id,
@@ -171,6 +173,8 @@ class GraphRunner:
             )
             return
         except Exception as exc:
+            if db.is_outage(exc):
+                raise  # the database is away, not the task wrong: the worker retries it later
             if is_invalid_resume(exc):
                 # Refused before LangGraph saved it: the task still waits on its question.
                 # Cannot happen for answers that came through inbox.submit_answer (same model).
@@ -249,6 +253,7 @@ class GraphRunner:
         task = db.get_task(self.ledger, task_id)
         if task is None:
             return
+        db.check_fence(self.ledger)  # a run fenced off tells nobody anything
         for tell in (self.transport.notify, *self.observers):
             try:
                 tell(task, event, text)
@@ -264,6 +269,7 @@ class GraphRunner:
             task = db.get_task(self.ledger, question.thread_id)
             if task is None:
                 continue
+            db.check_fence(self.ledger)  # never post for a task another instance took over
             try:
                 ref = self.transport.deliver(question, task)
             except Exception:

@@ -107,23 +107,31 @@ class Sweeper:
             if len(page) < 500:
                 return found
 
+    def _dead_here(self, owner: str | None) -> bool:
+        """An instance of this host whose process is gone (or this process's earlier life)."""
+        parts = (owner or "").split(":")
+        if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+            return False
+        pid = int(parts[1])
+        if pid == os.getpid():
+            return owner != self.consumer
+        return not _pid_alive(pid)
+
     def _release_dead_claims(self) -> int:
-        """Claims of this host's processes that are gone (or of this one's earlier life)."""
+        """Claims and leases of this host's dead processes: picked up at once, not after the lease.
+
+        Only this host's: another host's instance may be alive; its leases run out by
+        themselves if it is not.
+        """
         released = 0
-        host = socket.gethostname()
         for command in db.list_commands(self.ledger, state="claimed"):
-            owner = (command.claimed_by or "").split(":")
-            if len(owner) == 3 and owner[0] == host and owner[1].isdigit():
-                pid = int(owner[1])
-                if (pid == os.getpid() and command.claimed_by != self.consumer) or (
-                    pid != os.getpid() and not _pid_alive(pid)
-                ):
-                    if db.release_command(
-                        self.ledger,
-                        command_id=command.command_id,
-                        consumer=command.claimed_by or "",
-                    ):
-                        released += 1
+            if self._dead_here(command.claimed_by) and db.release_command(
+                self.ledger, command_id=command.command_id, consumer=command.claimed_by or ""
+            ):
+                released += 1
+        for owner in {lease.owner for lease in db.list_leases(self.ledger)}:
+            if self._dead_here(owner):
+                db.release_leases_of(self.ledger, owner or "")
         return released
 
     def recovery_sweep(self) -> SweepReport:

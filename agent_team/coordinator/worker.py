@@ -1,9 +1,12 @@
 """The worker: claims commands from the ledger's inbox and runs them on a bounded pool.
 
-Commands are claimed with a lease, so a crashed process's claims can be
-taken back (the sweeper does). One job per task runs that task's commands
-in the order they were queued, never two runs of one task at once in this
-process; different tasks run in parallel on `workers` threads.
+A command is claimed together with its task's execution lease (`db.claim_runs`),
+and the run's every write is fenced by that lease's epoch (`db.fenced`): if
+this instance stalls past its lease and another takes the task over, whatever
+this run still tries to write is refused and the run stops (DESIGN.md §6).
+While runs go on, a renewer thread extends their leases every third of
+`lease_s`. One job per task runs that task's commands in the order they were
+queued; different tasks run in parallel on `workers` threads.
 """
 
 from __future__ import annotations
@@ -12,23 +15,44 @@ import logging
 import os
 import socket
 import threading
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from agent_team import db
 from agent_team.coordinator.runner import GraphRunner
+from agent_team.exceptions import FencedError
 from agent_team.redact import redact
 from agent_team.task_model import CommandKind
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "instance_id"]
 
 log = logging.getLogger(__name__)
 
+_ids_guard = threading.Lock()
+_ids_taken: set[str] = set()
+
+
+def instance_id() -> str:
+    """`host:pid:start-time`: names this process in leases, claims and `/healthz`.
+
+    Unique per Worker even when tests build several in one process in the same
+    microsecond (the start time is moved on by one microsecond).
+    """
+    host, pid = socket.gethostname(), os.getpid()
+    moment = datetime.now(UTC)
+    with _ids_guard:
+        while True:
+            candidate = f"{host}:{pid}:{moment:%Y%m%dT%H%M%S.%fZ}"
+            if candidate not in _ids_taken:
+                _ids_taken.add(candidate)
+                return candidate
+            moment = moment.replace(microsecond=(moment.microsecond + 1) % 1_000_000)
+
 
 class Worker:
-    """The claims, the pool and the runs in flight of one process."""
+    """The claims, the pool, the leases and the runs in flight of one process."""
 
     def __init__(
         self, ledger: db.Ledger, runner: GraphRunner, *, workers: int, lease_s: float
@@ -37,16 +61,33 @@ class Worker:
         self.runner = runner
         self.workers = workers
         self.lease_s = lease_s
-        self.consumer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.consumer = instance_id()
         self.wake = threading.Event()
+        self.fenced_runs = 0  # runs stopped because another instance took their task over
+        self.outages = 0  # runs stopped because the database could not be reached
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-team-run")
         self._in_flight: set[Future[None]] = set()
         self._in_flight_guard = threading.Lock()
+        self._held: dict[str, db.Fence] = {}  # task id -> fence of a run going on here
+        self._held_guard = threading.Lock()
+        self._closing = threading.Event()
+        self._renewer = threading.Thread(
+            target=self._renew_loop, name="agent-team-lease-renewer", daemon=True
+        )
+        self._renewer.start()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._closing.set()
+        self._renewer.join(timeout=5)
+
+    @property
+    def running(self) -> dict[str, db.Fence]:
+        """The tasks this instance runs now, with their fences."""
+        with self._held_guard:
+            return dict(self._held)
 
     @contextmanager
     def _task_lock(self, task_id: str) -> Iterator[None]:
@@ -59,14 +100,14 @@ class Worker:
         """Claim up to `slots` runnable commands and start them; every finished job sets `wake`."""
         if slots < 1:
             return []
-        commands = db.claim_commands(
+        claims = db.claim_runs(
             self.ledger, consumer=self.consumer, limit=slots, lease_s=self.lease_s
         )
         # One job per task runs its commands in the order they were queued (a cancel
         # queued before a resume is handled first); different tasks run in parallel.
-        by_task: dict[str, list[db.Command]] = {}
-        for command in commands:
-            by_task.setdefault(command.task_id, []).append(command)
+        by_task: dict[str, list[db.Claim]] = {}
+        for claim in claims:
+            by_task.setdefault(claim.command.task_id, []).append(claim)
         futures = [self._pool.submit(self._handle_in_order, batch) for batch in by_task.values()]
         for future in futures:
             future.add_done_callback(lambda _: self.wake.set())
@@ -95,26 +136,93 @@ class Worker:
         _done, not_done = wait(pending, timeout=timeout_s)
         return not not_done
 
-    def _handle_in_order(self, commands: list[db.Command]) -> None:
-        for command in commands:
-            self.handle(command)
+    def _handle_in_order(self, claims: list[db.Claim]) -> None:
+        task_id = claims[0].command.task_id
+        fence = claims[-1].fence  # one claim transaction: the same fence for the batch
+        with self._task_lock(task_id):
+            with self._held_guard:
+                self._held[task_id] = fence
+            try:
+                for claim in claims:
+                    if not self.handle(claim.command, fence):
+                        break  # fenced: the task is another instance's now
+            finally:
+                with self._held_guard:
+                    self._held.pop(task_id, None)
+                try:
+                    db.release_lease(self.ledger, fence)
+                except Exception:  # it runs out by itself; never hide the run's outcome
+                    log.exception("could not release the lease of task %s", task_id)
 
-    def handle(self, command: db.Command) -> None:
+    def handle(self, command: db.Command, fence: db.Fence | None = None) -> bool:
+        """Run one command under `fence` (if given); False if the run was fenced off or cut
+        short by a database outage (its claim then lapses and the command runs again)."""
+        fence = fence or db.acquire_lease(
+            self.ledger,
+            name=db.task_lease_name(command.task_id),
+            owner=self.consumer,
+            lease_s=self.lease_s,
+        )
+        if fence is None:
+            log.info("task %s runs on another instance; %s waits", command.task_id, command.kind)
+            return False
         try:
-            with self._task_lock(command.task_id):
-                if command.kind == CommandKind.CANCEL:
-                    self.runner.cancel(command.task_id)
-                elif command.kind == CommandKind.RESUME:
-                    self.runner.resume(command)
-                else:
-                    self.runner.start(command)
-            db.complete_command(self.ledger, command_id=command.command_id, consumer=self.consumer)
-        except Exception as exc:  # a bug or an unreachable ledger: keep the command for a retry
-            log.exception("command %s failed", command.command_id)
-            db.fail_command(
-                self.ledger,
-                command_id=command.command_id,
-                error=redact(str(exc)),
-                retry=command.attempts < 3,
-                consumer=self.consumer,
-            )
+            with db.fenced(fence):
+                try:
+                    self._run(command)
+                    db.complete_command(
+                        self.ledger, command_id=command.command_id, consumer=self.consumer
+                    )
+                except FencedError:
+                    raise
+                except Exception as exc:
+                    if db.is_outage(exc):
+                        # Nothing about the task is wrong: keep the claim, which lapses after
+                        # lease_s, and this or another instance runs the command again then.
+                        self.outages += 1
+                        log.warning(
+                            "command %s waits for the database: %s",
+                            command.command_id,
+                            redact(str(exc)),
+                        )
+                        return False
+                    log.exception("command %s failed", command.command_id)
+                    db.fail_command(
+                        self.ledger,
+                        command_id=command.command_id,
+                        error=redact(str(exc)),
+                        retry=command.attempts < 3,
+                        consumer=self.consumer,
+                    )
+        except FencedError as exc:
+            self.fenced_runs += 1
+            log.warning("task %s: %s", command.task_id, exc)
+            return False
+        return True
+
+    def _run(self, command: db.Command) -> None:
+        if command.kind == CommandKind.CANCEL:
+            self.runner.cancel(command.task_id)
+        elif command.kind == CommandKind.RESUME:
+            self.runner.resume(command)
+        else:
+            self.runner.start(command)
+
+    def _renew_loop(self) -> None:
+        while not self._closing.wait(self.lease_s / 3):
+            self.renew()
+
+    def renew(self) -> set[str]:
+        """Extend the leases of the runs going on here; returns the task ids still held."""
+        fences = self.running
+        if not fences:
+            return set()
+        try:
+            held = db.renew_leases(self.ledger, fences.values(), lease_s=self.lease_s)
+        except Exception:  # the ledger is away: the next round tries again
+            log.exception("could not renew %d lease(s)", len(fences))
+            return set()
+        lost = {name.removeprefix("task:") for name in {f.name for f in fences.values()} - held}
+        for task_id in sorted(lost):
+            log.warning("task %s: lease lost to another instance; its run will stop", task_id)
+        return {name.removeprefix("task:") for name in held}

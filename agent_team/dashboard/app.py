@@ -47,10 +47,6 @@ class DashboardContext:
 
         self.auth = Auth(self.settings)
 
-    @property
-    def db_path(self) -> Path:
-        return self.settings.db_path
-
     @contextmanager
     def read(self) -> Iterator[db.Reader]:
         """One consistent view of the ledger for one request; writers are never blocked by it.
@@ -61,7 +57,8 @@ class DashboardContext:
             with self.coordinator.ledger.snapshot() as view:
                 yield view
             return
-        with db.open_ledger(self.db_path, readonly=True) as ledger, ledger.snapshot() as view:
+        target = self.settings.ledger_target
+        with db.open_ledger(target, readonly=True) as ledger, ledger.snapshot() as view:
             yield view
 
     @contextmanager
@@ -70,7 +67,7 @@ class DashboardContext:
         if self.coordinator is not None:
             yield self.coordinator.ledger
             return
-        with db.open_ledger(self.db_path) as ledger:
+        with db.open_ledger(self.settings.ledger_target) as ledger:
             yield ledger
 
     def wake(self) -> None:

@@ -66,6 +66,7 @@ from agent_team.db.leases import (
 from agent_team.db.ledger import Dialect, Ledger, Reader, Row, Transaction
 from agent_team.db.open import open_ledger
 from agent_team.db.open_errors import ensure_writable_folder, folder_problem, integrity_problem
+from agent_team.db.outage import is_outage
 from agent_team.db.questions import (
     answer_question,
     answered_without_resume,
@@ -220,6 +221,7 @@ __all__ = [
     "in_use_error",
     "init_db",
     "integrity_problem",
+    "is_outage",
     "issue_already_ingested",
     "list_backups",
     "list_commands",

@@ -102,5 +102,5 @@ def check_fence(tx: Reader | Transaction, fence: Fence | None = None, *, lock: s
         epoch = "none" if row is None else str(row["epoch"])
         raise FencedError(
             f"{fence.name}: this run's lease (epoch {fence.epoch}, {fence.owner}) was taken "
-            f"over by {holder} (epoch {epoch}); this run stops and writes nothing more"
+            f"over (now epoch {epoch}, held by {holder}); this run stops and writes nothing more"
         )

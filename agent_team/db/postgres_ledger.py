@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 WRITE_ATTEMPTS = 10
 CONNECT_TIMEOUT_S = 10
+# How long a caller waits for a pooled connection. Short: when the database is away,
+# `/healthz` must answer 503 promptly and the worker go back to its back-off.
+POOL_WAIT_S = 5.0
 POOL_SIZE = 10
 # One advisory lock key for everything that must happen once per database: our
 # migrations (transaction-scoped) and LangGraph's checkpoint setup (session-scoped).
@@ -209,6 +212,7 @@ class PostgresLedger:
             max_size=max(1, pool_size),
             kwargs={**self._kwargs, "autocommit": True, "row_factory": _row_factory},
             open=False,
+            timeout=POOL_WAIT_S,
             name="agent-team-ledger",
         )
         self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
@@ -351,9 +355,10 @@ class PostgresLedger:
                 f"the ledger {self._where} was opened read-only; it keeps no checkpoints"
             )
         import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
+
+        from agent_team.db.fenced_postgres_saver import FencedPostgresSaver
 
         with self._saver_guard:
             if self._saver is None:
@@ -368,11 +373,13 @@ class PostgresLedger:
                         "prepare_threshold": 0,
                     },
                     open=False,
+                    timeout=POOL_WAIT_S,
                     name="agent-team-checkpoints",
                 )
                 try:
                     pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-                    saver = PostgresSaver(pool)
+                    saver = FencedPostgresSaver(pool)
+                    saver.fence_reader = self
                     if not self._checkpoints_current(len(saver.MIGRATIONS) - 1):
                         with self._session_lock():
                             saver.setup()
@@ -437,6 +444,11 @@ class _Tx:
     def __init__(self, conn: psycopg.Connection[Any], ledger: PostgresLedger) -> None:
         self._conn = conn
         self._ledger = ledger
+
+    @property
+    def dialect(self) -> Dialect:
+        """So code handed a transaction or a snapshot can ask which SQL it speaks."""
+        return POSTGRES
 
     def execute(self, sql: str, params: Params = ()) -> Cursor:
         import psycopg

@@ -116,6 +116,7 @@ class Transition:
     exited_at: str | None
     status: str
     note: str | None
+    epoch: int | None = None  # the lease epoch of the run that wrote it (None: no run)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agent_team.db.ledger import Reader
 from agent_team.db.postgres_ledger import LOCK_KEY, PostgresLedger
 from agent_team.db.schema import (
     _STEPS,
@@ -100,10 +101,16 @@ def _version(conn: Any) -> int:
     return int(row[0]) if row else 0
 
 
-def postgres_version(ledger: PostgresLedger) -> int:
-    """The ledger's schema version; 0 for an empty database."""
-    with ledger.connection() as conn:
-        return _version(conn)
+def postgres_version(reader: PostgresLedger | Reader) -> int:
+    """The ledger's schema version; 0 for an empty database (the ledger or one snapshot of it)."""
+    if isinstance(reader, PostgresLedger):
+        with reader.connection() as conn:
+            return _version(conn)
+    found = reader.fetch_one("SELECT to_regclass('schema_meta') AS name")
+    if found is None or found["name"] is None:
+        return 0
+    row = reader.fetch_one("SELECT schema_version FROM schema_meta WHERE id = 1")
+    return int(row["schema_version"]) if row else 0
 
 
 def migrate_postgres(ledger: PostgresLedger, *, target: int = SCHEMA_VERSION) -> int:

@@ -391,14 +391,15 @@ class SqliteLedger:
             raise LedgerError(
                 f"the ledger {self._path} was opened read-only; it keeps no checkpoints"
             )
-        from langgraph.checkpoint.sqlite import SqliteSaver
+        from agent_team.db.fenced_savers import FencedSqliteSaver
 
         with self._saver_guard:
             if self._saver is None:
                 try:
                     conn = _open(self._path)
                     conn.isolation_level = "IMMEDIATE"
-                    saver = SqliteSaver(conn)
+                    saver = FencedSqliteSaver(conn)
+                    saver.fence_reader = self
                     saver.setup()
                 except sqlite3.Error as exc:
                     raise storage_error(exc, self._path) from exc

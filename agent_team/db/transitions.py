@@ -7,6 +7,7 @@ row (no `exited_at`), which a partial unique index enforces.
 from __future__ import annotations
 
 from agent_team.db.clock import to_iso, utc_now
+from agent_team.db.fencing import current_fence
 from agent_team.db.ledger import Ledger, Reader, Transaction
 from agent_team.db.records import Transition, fetch_records
 from agent_team.db.validate import require_member
@@ -59,10 +60,11 @@ def _transition(
             "UPDATE task_transitions SET exited_at = ? WHERE transition_id = ?", (now, current[0])
         )
         from_phase = current[1]
+    fence = current_fence()  # the run's epoch, so a history shows who wrote each step
     rows = tx.execute(
         "INSERT INTO task_transitions (thread_id, from_phase, to_phase, entered_at, status, "
-        "note) VALUES (?, ?, ?, ?, ?, ?) RETURNING transition_id",
-        (thread_id, from_phase, to_phase, now, status, note),
+        "note, epoch) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING transition_id",
+        (thread_id, from_phase, to_phase, now, status, note, fence.epoch if fence else None),
     ).fetchall()  # every row: SQLite finishes a RETURNING statement only when it is read out
     return int(rows[0][0])
 

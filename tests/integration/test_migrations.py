@@ -279,6 +279,7 @@ def test_upgraded_indexes_are_all_there(old_ledger: tuple[int, Path]) -> None:
         "idx_seen_events_at",
         "idx_side_effects_task",
         "idx_budget_day_covering",
+        "idx_leases_owner",
     }
     # The recreated partial unique index still does its job on the rebuilt table.
     with raw_connect(path) as raw:
@@ -509,7 +510,7 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
             "INSERT INTO commands (command_id, kind, task_id, created_at) VALUES "
             "('start:t-1', 'start', 't-1', '2024-08-01T00:00:00.000000Z')"
         )
-        raw.execute(  # and in the v7 ones
+        raw.execute(  # and in the v7 and v8 ones
             "INSERT INTO seen_events VALUES ('slack', 'Ev1', '2024-08-01T00:00:00.000000Z')"
         )
         raw.execute(
@@ -518,6 +519,7 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
             "'2024-08-01T00:00:00.000000Z')"
         )
         raw.execute("INSERT INTO intake_cursors (source, label) VALUES ('github:o/r', 'x')")
+        raw.execute("INSERT INTO leases (name, owner, epoch) VALUES ('task:t-1', 'h:1:s', 3)")
     with closing(db.open_ledger(path)) as conn:
         counts = db.table_counts(conn)
     rows, dump, content = read_rows(path), dump_of(path), path.read_bytes()

@@ -67,7 +67,7 @@ def make_publisher(
     return PullRequestPublisher(
         make_client(settings, transport=transport),
         ledger=ledger,
-        connect=None if ledger is not None else (lambda: db.open_ledger(settings.db_path)),
+        connect=None if ledger is not None else (lambda: db.open_ledger(settings.ledger_target)),
         token=token,
         repos=settings.repos,
         default_repo_path=settings.repo_path,

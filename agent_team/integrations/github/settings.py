@@ -33,6 +33,7 @@ class GitHubSettings:
     confluence_enabled: bool
     dashboard_url: str | None
     db_path: Path
+    ledger_target: str | Path  # what db.open_ledger opens: a SQLite path or a URL
     repo_path: Path | None
 
     @classmethod
@@ -51,6 +52,7 @@ class GitHubSettings:
             confluence_enabled=settings.confluence_enabled,
             dashboard_url=settings.dashboard_url,
             db_path=settings.db_path,
+            ledger_target=settings.ledger_target,
             repo_path=settings.repo_path,
         )
 

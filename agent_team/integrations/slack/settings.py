@@ -31,6 +31,7 @@ class SlackSettings:
     reminder_fractions: tuple[float, ...]  # of a question's deadline, validated and sorted
     dashboard_url: str | None
     db_path: Path
+    ledger_target: str | Path  # what db.open_ledger opens: a SQLite path or a URL
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SlackSettings:
@@ -46,6 +47,7 @@ class SlackSettings:
             reminder_fractions=tuple(settings.reminder_fractions()),
             dashboard_url=settings.dashboard_url,
             db_path=settings.db_path,
+            ledger_target=settings.ledger_target,
         )
 
     @property

@@ -152,7 +152,7 @@ class SlackTransport:
         """The process's ledger, or one of its own opened on first use."""
         with self._ledger_lock:
             if self._ledger is None:
-                self._ledger = db.open_ledger(self.settings.db_path)
+                self._ledger = db.open_ledger(self.settings.ledger_target)
             return self._ledger
 
     def close(self) -> None:

@@ -57,15 +57,19 @@ def test_a_task_claimed_by_one_consumer_waits_for_it(ledger: db.Ledger) -> None:
 
     other = db.claim_commands(ledger, consumer="w2", limit=5, lease_s=60)
     assert [c.command_id for c in other] == ["b1"], "A is held by w1"
-    same = db.claim_commands(ledger, consumer="w1", limit=5, lease_s=60)
-    assert [c.command_id for c in same] == ["a2"], "the holder may take its task's next command"
+    same = db.claim_runs(ledger, consumer="w1", limit=5, lease_s=60)
+    assert [c.command.command_id for c in same] == ["a2"], "the holder may take its next command"
 
     assert db.complete_command(ledger, command_id="a1", consumer="w1")
     assert db.complete_command(ledger, command_id="a2", consumer="w1")
     enqueue(ledger, "a3", task_id="A")
+    assert db.claim_commands(ledger, consumer="w2", limit=5, lease_s=60) == [], (
+        "w1 still holds A's execution lease"
+    )
+    assert db.release_lease(ledger, same[0].fence)
     assert [
         c.command_id for c in db.claim_commands(ledger, consumer="w2", limit=5, lease_s=60)
-    ] == ["a3"], "released once w1 is done"
+    ] == ["a3"], "released once w1 gives the task up"
 
 
 def test_a_dead_holders_task_is_claimable_when_its_lease_runs_out(

@@ -62,3 +62,41 @@ def test_migrate_submit_and_list_on_postgres(pg_url: str, tmp_path: Path) -> Non
     assert listed.returncode == 0, listed.stderr
     assert "on postgres" in listed.stdout
     assert not (tmp_path / "agent-team.db").exists(), "a SQLite file was made beside it"
+
+
+def test_backup_on_postgres_points_at_pg_dump(pg_url: str, tmp_path: Path) -> None:
+    url = pg_url.replace("postgres@", "postgres:hunter2@")
+    result = run_cli(tmp_path, "backup", env={"AGENT_TEAM_DATABASE_URL": url})
+    line = assert_one_line_error(result, 2)
+    assert "pg_dump -Fc" in line and "hunter2" not in result.stderr + result.stdout
+    assert not (tmp_path / "backups").exists()
+
+
+def test_the_dashboard_outside_the_daemon_reads_and_writes_the_postgres_ledger(
+    pg_url: str, tmp_path: Path
+) -> None:
+    from starlette.testclient import TestClient
+
+    from agent_team import db, inbox
+    from agent_team.config import load_settings
+    from agent_team.dashboard.app import DashboardContext, create_app
+
+    db.init_db(pg_url)
+    with db.open_ledger(pg_url) as ledger:
+        first = inbox.submit_task(ledger, title="on postgres", body="")
+    settings = load_settings(
+        db_path=tmp_path / "agent-team.db", database_url=pg_url, dashboard_tokens="ops:s3cret-token"
+    )
+    with TestClient(create_app(DashboardContext(settings))) as client:
+        listed = client.get("/api/tasks").json()
+        assert [task["id"] for task in listed["tasks"]] == [first]
+        submitted = client.post(
+            "/api/tasks",
+            json={"title": "from the dashboard", "body": ""},
+            headers={"Authorization": "Bearer s3cret-token"},
+        )
+        assert submitted.status_code < 300, submitted.text
+    assert not (tmp_path / "agent-team.db").exists(), "nothing was opened beside it"
+    with db.open_ledger(pg_url) as ledger:
+        titles = {task.title for task in db.list_tasks(ledger)}
+    assert titles == {"on postgres", "from the dashboard"}

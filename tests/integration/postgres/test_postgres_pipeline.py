@@ -27,7 +27,7 @@ def test_submit_plan_question_answer_done_on_postgres(pg_url: str, tmp_path: Pat
     coordinator = build_coordinator(settings, transport=transport, clock=Clock())
     try:
         assert coordinator.ledger.dialect.name == "postgres"
-        assert type(coordinator.ledger.checkpointer()).__name__ == "PostgresSaver"
+        assert type(coordinator.ledger.checkpointer()).__name__ == "FencedPostgresSaver"
         task_id = submit(coordinator)
         coordinator.tick(until_idle=True, timeout_s=60)
         assert task_of(coordinator, task_id).status == "waiting"
@@ -67,7 +67,7 @@ def test_checkpoint_setup_runs_once_for_ledgers_opening_together(pg_url: str) ->
             return type(ledger.checkpointer()).__name__
 
     with ThreadPoolExecutor(max_workers=starters) as pool:
-        assert list(pool.map(open_saver, range(starters))) == ["PostgresSaver"] * starters
+        assert list(pool.map(open_saver, range(starters))) == ["FencedPostgresSaver"] * starters
     with psycopg.connect(pg_url) as conn:
         versions = conn.execute("SELECT v FROM checkpoint_migrations ORDER BY v").fetchall()
     assert [v for (v,) in versions] == list(range(len(versions)))
