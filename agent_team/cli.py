@@ -154,6 +154,116 @@ def migrate(ctx: typer.Context) -> None:
     out.print(table)
 
 
+@app.command("migrate-to-postgres")
+def migrate_to_postgres(
+    ctx: typer.Context,
+    source: Annotated[
+        Path,
+        typer.Option("--from", help="The SQLite ledger to copy (it is only read).", dir_okay=False),
+    ],
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="postgresql://user@host:5432/dbname (default: AGENT_TEAM_DATABASE_URL when it "
+            "is a PostgreSQL URL); a password is better kept in ~/.pgpass or the variable.",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Check and count everything; write nothing.")
+    ] = False,
+    reverse: Annotated[
+        bool,
+        typer.Option(
+            "--reverse",
+            help="The way back: copy the database into a new file --from; every task must "
+            "be finished and every daemon stopped.",
+        ),
+    ] = False,
+) -> None:
+    """Copy a SQLite ledger into PostgreSQL: every table, and the live tasks' checkpoints.
+
+    Stop the daemon on the file first. Safe to run again: what is already there is skipped.
+    """
+    named = "--to"
+    if to is None:
+        target = _ctx(ctx).settings().ledger_target
+        if not isinstance(target, str):
+            raise ConfigError(
+                "--to: give the PostgreSQL URL (postgresql://user@host:5432/dbname), "
+                "or set AGENT_TEAM_DATABASE_URL to one"
+            )
+        to, named = target, "AGENT_TEAM_DATABASE_URL"
+    if reverse:
+        report = db.transfer_to_sqlite(to, source, dry_run=dry_run, named=named)
+    else:
+        report = db.transfer_to_postgres(source, to, dry_run=dry_run, named=named)
+    _print_transfer(report)
+
+
+def _print_transfer(report: db.TransferReport) -> None:
+    step = (
+        f"v{report.target_before} -> v{report.target_after}"
+        if report.target_before != report.target_after
+        else f"v{report.target_after}"
+    )
+    if report.dry_run and report.target_before != db.SCHEMA_VERSION:
+        step = f"v{report.target_before}, would be migrated to v{db.SCHEMA_VERSION}"
+    out.print(
+        f"{'dry run: ' if report.dry_run else ''}from {report.source} "
+        f"(schema v{report.source_version}) to {report.target} (schema {step})"
+    )
+    copied = "would copy" if report.dry_run else "copied"
+    table = Table("table", "in database" if report.reverse else "in file", copied, "already there")
+    for row in report.tables:
+        table.add_row(
+            row.table,
+            str(row.source_rows),
+            "?" if row.copied is None else str(row.copied),
+            "?" if row.already_there is None else str(row.already_there),
+        )
+    out.print(table)
+    if report.reverse:
+        if report.dry_run:
+            out.print("dry run: nothing was written")
+            return
+        out.print(f"copied {report.rows_copied} row(s) in one transaction")
+        out.print(
+            f"next: remove AGENT_TEAM_DATABASE_URL, set AGENT_TEAM_DB_PATH={report.target} "
+            "and start the daemon on the file"
+        )
+        return
+    out.print(
+        f"checkpoints of {report.live_tasks} live task(s): {copied} {report.checkpoints_copied}, "
+        f"already there {report.checkpoints_present} (finished tasks' checkpoints stay behind)"
+    )
+    if report.released_claims:
+        out.print(
+            f"{report.released_claims} command(s) the stopped daemon had claimed are "
+            f"{'to be ' if report.dry_run else ''}copied as pending, to run at once"
+        )
+    if report.dry_run:
+        if any(row.copied is None for row in report.tables):
+            out.print("(? : the database is compared once it is migrated)")
+        out.print("dry run: nothing was written")
+        return
+    if report.rows_copied == 0 and report.checkpoints_copied == 0:
+        out.print(
+            f"nothing new to copy: all {report.rows_in_source} row(s) and "
+            f"{report.checkpoints_present} checkpoint(s) were already there"
+        )
+        return
+    out.print(
+        f"copied {report.rows_copied} row(s) in one transaction"
+        + (", id sequences set past the copied ids" if report.sequences else "")
+    )
+    out.print(
+        f"next: point the daemon at it (AGENT_TEAM_DATABASE_URL={report.target}) and start "
+        "it; keep the file as it is, as the way back"
+    )
+
+
 @app.command()
 def schema(
     ctx: typer.Context,

@@ -113,6 +113,12 @@ from agent_team.db.tasks import (
     parked_before,
     set_task_status,
 )
+from agent_team.db.transfer import (
+    TableCopy,
+    TransferReport,
+    transfer_to_postgres,
+    transfer_to_sqlite,
+)
 from agent_team.db.transitions import (
     close_terminal,
     enter_phase,
@@ -157,9 +163,11 @@ __all__ = [
     "SideEffect",
     "Spend",
     "SqliteLedger",
+    "TableCopy",
     "Task",
     "TaskCost",
     "Transaction",
+    "TransferReport",
     "Transition",
     "UsageSummaryRow",
     "acquire_lease",
@@ -256,6 +264,8 @@ __all__ = [
     "task_usage",
     "to_iso",
     "tokens_spent",
+    "transfer_to_postgres",
+    "transfer_to_sqlite",
     "transition_costs",
     "unattributed_spend",
     "unfenced",
