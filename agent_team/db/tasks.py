@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
+from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
 from agent_team.db.records import Task, fetch_record, fetch_records
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
@@ -12,12 +14,17 @@ from agent_team.task_model import Phase, TaskKind, TaskStatus
 __all__ = [
     "count_tasks_by_status",
     "create_task",
+    "finished_unpruned",
     "get_task",
     "list_tasks",
+    "mark_checkpoints_pruned",
     "parked_before",
     "set_task_status",
     "task_filter",
 ]
+
+# Tasks that never run again, so their checkpoints are history (retry takes parked ones only).
+_FINISHED = "('done', 'failed', 'cancelled')"
 
 # LIKE's wildcards and its escape character, each made literal.
 _LIKE_ESCAPES = str.maketrans({"\\": "\\\\", "%": "\\%", "_": "\\_"})
@@ -162,4 +169,40 @@ def parked_before(ledger: Reader, *, reason: str, day: str) -> list[Task]:
         "SELECT * FROM tasks WHERE status = 'parked' AND parked_reason = ? AND updated_at < ? "
         "ORDER BY updated_at",
         (reason, day),
+    )
+
+
+def finished_unpruned(ledger: Reader, *, older_than: datetime, limit: int) -> list[Task]:
+    """Finished tasks last changed before `older_than` that still keep their checkpoints.
+
+    At most `limit`, in index order (per status, oldest first) rather than
+    sorted: a sort would read the whole backlog, and one retention pass must
+    stay short however big that is. The partial index `idx_tasks_unpruned`
+    holds only tasks not pruned yet, so the cost does not grow with history.
+    """
+    if limit < 1:
+        raise LedgerInputError("finished_unpruned needs limit >= 1")
+    return fetch_records(
+        ledger,
+        Task,
+        "SELECT * FROM tasks WHERE checkpoints_pruned_at IS NULL AND updated_at < ? "
+        f"AND status IN {_FINISHED} LIMIT ?",
+        (to_iso(older_than), limit),
+    )
+
+
+def mark_checkpoints_pruned(ledger: Ledger, task_id: str, *, at: datetime) -> bool:
+    """Record that a finished task's checkpoints were deleted (`updated_at` is left alone).
+
+    Returns:
+        True if marked; False if the task is unknown, not finished, or already marked.
+    """
+    return (
+        write_statement(
+            ledger,
+            "UPDATE tasks SET checkpoints_pruned_at = ? WHERE id = ? "
+            f"AND checkpoints_pruned_at IS NULL AND status IN {_FINISHED}",
+            (to_iso(at), task_id),
+        )
+        == 1
     )

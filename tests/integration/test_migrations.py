@@ -279,6 +279,8 @@ def test_upgraded_indexes_are_all_there(old_ledger: tuple[int, Path]) -> None:
         "idx_seen_events_at",
         "idx_side_effects_task",
         "idx_budget_day_covering",
+        "idx_leases_owner",
+        "idx_tasks_unpruned",
     }
     # The recreated partial unique index still does its job on the rebuilt table.
     with raw_connect(path) as raw:
@@ -518,6 +520,7 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
             "'2024-08-01T00:00:00.000000Z')"
         )
         raw.execute("INSERT INTO intake_cursors (source, label) VALUES ('github:o/r', 'x')")
+        raw.execute("INSERT INTO leases (name, epoch) VALUES ('task:t-1', 1)")  # and v8
     with closing(db.open_ledger(path)) as conn:
         counts = db.table_counts(conn)
     rows, dump, content = read_rows(path), dump_of(path), path.read_bytes()
