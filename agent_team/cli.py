@@ -426,7 +426,13 @@ def tick(
     out.print(
         f"ran {report.commands} command(s), expired {report.expired}, unparked {report.unparked}; "
         f"sweep: delivered {sweep.delivered}, continued {sweep.tasks_continued}, "
-        f"released {sweep.claims_released}" + ("" if report.idle else " (not idle yet)")
+        f"released {sweep.claims_released}"
+        + (
+            f"; pruned the checkpoints of {report.checkpoints_pruned} finished task(s)"
+            if report.checkpoints_pruned
+            else ""
+        )
+        + ("" if report.idle else " (not idle yet)")
     )
 
 
