@@ -505,6 +505,11 @@ def show(
     out.print(f"{task['id']}: {task['title']} ({task['kind']}, from {task['source']})")
     parked = f", parked: {task['parked_reason']}" if task["parked_reason"] else ""
     out.print(f"status {task['status']}, phase {task['phase']}{parked}")
+    if task.get("checkpoints_pruned_at"):
+        out.print(
+            f"checkpoints pruned at {task['checkpoints_pruned_at']} "
+            "(AGENT_TEAM_CHECKPOINT_RETENTION); this is the ledger's own record"
+        )
     journey = Table("#", "step", "outcome", "entered", "duration", "USD", "note", title="steps")
     for step in report["steps"]:
         journey.add_row(
