@@ -185,4 +185,4 @@ CREATE INDEX idx_tasks_created ON tasks USING btree (created_at);
 
 CREATE INDEX idx_tasks_status ON tasks USING btree (status);
 
-CREATE INDEX idx_tasks_unpruned ON tasks USING btree (status, updated_at) WHERE (checkpoints_pruned_at IS NULL);
+CREATE INDEX idx_tasks_unpruned ON tasks USING btree (status) WHERE (checkpoints_pruned_at IS NULL);

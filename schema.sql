@@ -165,5 +165,5 @@ CREATE INDEX idx_tasks_created ON tasks (created_at);
 
 CREATE INDEX idx_tasks_status ON tasks (status);
 
-CREATE INDEX idx_tasks_unpruned ON tasks (status, updated_at)
+CREATE INDEX idx_tasks_unpruned ON tasks (status)
     WHERE checkpoints_pruned_at IS NULL;

@@ -96,7 +96,8 @@ class Sweeper:
         tables, so its checkpoints are dead weight once the retention has passed.
         Live tasks (queued, running, waiting, parked) are never touched. The
         thread is deleted before the task is marked, so a crash in between only
-        repeats a delete of nothing. A retention of 0 keeps every checkpoint.
+        repeats a delete of nothing; the marks are one transaction. A retention
+        of 0 keeps every checkpoint.
 
         Returns:
             How many tasks' checkpoints were deleted in this pass (at most `limit`).
@@ -108,7 +109,7 @@ class Sweeper:
             cutoff = now - self.checkpoint_retention
         except OverflowError:  # a retention longer than the calendar: nothing is that old
             return 0
-        pruned = 0
+        deleted: list[str] = []
         for task in db.finished_unpruned(self.ledger, older_than=cutoff, limit=limit):
             try:
                 self.runner.checkpointer.delete_thread(task.id)
@@ -117,7 +118,8 @@ class Sweeper:
                     "could not delete the checkpoints of task %s; retrying later", task.id
                 )
                 break
-            pruned += int(db.mark_checkpoints_pruned(self.ledger, task.id, at=now))
+            deleted.append(task.id)
+        pruned = db.mark_checkpoints_pruned(self.ledger, deleted, at=now)  # one commit
         if pruned:
             pages = db.reclaim_space(self.ledger)
             log.info(

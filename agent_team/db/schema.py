@@ -244,9 +244,10 @@ _V8 = (
 
 # v9: the checkpoint retention pass's work list. Partial: it holds only tasks whose
 # checkpoints are still kept, so a pass reads the few due rows however many pruned tasks
-# the ledger holds; `status` first, or SQLite's planner prefers idx_tasks_status.
+# the ledger holds. Keyed on `status` alone: `updated_at` changes on every step, and an
+# index on it would make each of those writes an index write (and not HOT on PostgreSQL).
 _V9 = (
-    """CREATE INDEX idx_tasks_unpruned ON tasks (status, updated_at)
+    """CREATE INDEX idx_tasks_unpruned ON tasks (status)
     WHERE checkpoints_pruned_at IS NULL""",
 )
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
+from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
 from agent_team.db.records import Task, fetch_record, fetch_records
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
@@ -175,9 +176,9 @@ def parked_before(ledger: Reader, *, reason: str, day: str) -> list[Task]:
 def finished_unpruned(ledger: Reader, *, older_than: datetime, limit: int) -> list[Task]:
     """Finished tasks last changed before `older_than` that still keep their checkpoints.
 
-    At most `limit`, in index order (per status, oldest first) rather than
-    sorted: a sort would read the whole backlog, and one retention pass must
-    stay short however big that is. The partial index `idx_tasks_unpruned`
+    At most `limit`, in index order (per status, roughly oldest first) rather
+    than sorted: a sort would read the whole backlog, and one retention pass
+    must stay short however big that is. The partial index `idx_tasks_unpruned`
     holds only tasks not pruned yet, so the cost does not grow with history.
     """
     if limit < 1:
@@ -185,24 +186,32 @@ def finished_unpruned(ledger: Reader, *, older_than: datetime, limit: int) -> li
     return fetch_records(
         ledger,
         Task,
-        "SELECT * FROM tasks WHERE checkpoints_pruned_at IS NULL AND updated_at < ? "
-        f"AND status IN {_FINISHED} LIMIT ?",
+        "SELECT * FROM tasks WHERE checkpoints_pruned_at IS NULL "
+        f"AND status IN {_FINISHED} AND updated_at < ? LIMIT ?",
         (to_iso(older_than), limit),
     )
 
 
-def mark_checkpoints_pruned(ledger: Ledger, task_id: str, *, at: datetime) -> bool:
-    """Record that a finished task's checkpoints were deleted (`updated_at` is left alone).
+def mark_checkpoints_pruned(ledger: Ledger, task_ids: Sequence[str], *, at: datetime) -> int:
+    """Record that finished tasks' checkpoints were deleted, all in one transaction.
+
+    `updated_at` is left alone: it stays the moment the task finished.
 
     Returns:
-        True if marked; False if the task is unknown, not finished, or already marked.
+        How many were marked; unknown, live and already marked tasks are not.
     """
-    return (
-        write_statement(
-            ledger,
-            "UPDATE tasks SET checkpoints_pruned_at = ? WHERE id = ? "
-            f"AND checkpoints_pruned_at IS NULL AND status IN {_FINISHED}",
-            (to_iso(at), task_id),
+    if not task_ids:
+        return 0
+    stamp = to_iso(at)
+
+    def work(tx: Transaction) -> int:
+        return sum(
+            tx.execute(
+                "UPDATE tasks SET checkpoints_pruned_at = ? WHERE id = ? "
+                f"AND checkpoints_pruned_at IS NULL AND status IN {_FINISHED}",
+                (stamp, task_id),
+            ).rowcount
+            for task_id in task_ids
         )
-        == 1
-    )
+
+    return ledger.write(work)

@@ -17,7 +17,7 @@ from agent_team import db
 def test_the_work_list_reads_the_partial_index_on_sqlite(conn: db.Ledger) -> None:
     rows = conn.fetch_all(
         "EXPLAIN QUERY PLAN SELECT * FROM tasks WHERE checkpoints_pruned_at IS NULL "
-        "AND updated_at < ? AND status IN ('done', 'failed', 'cancelled') LIMIT ?",
+        "AND status IN ('done', 'failed', 'cancelled') AND updated_at < ? LIMIT ?",
         ("2030-01-01", 200),
     )
     assert any("idx_tasks_unpruned" in str(row["detail"]) for row in rows), [

@@ -40,13 +40,14 @@ def test_marking_is_a_compare_and_set_on_finished_tasks_only(ledger: db.Ledger) 
     now = db.utc_now()
     later = now + timedelta(seconds=1)
 
-    assert db.mark_checkpoints_pruned(ledger, "t-done", at=now)
-    assert not db.mark_checkpoints_pruned(ledger, "t-done", at=later), "marked once"
-    for live in ("queued", "running", "waiting", "parked"):
-        assert not db.mark_checkpoints_pruned(ledger, f"t-{live}", at=now), live
-        task = db.get_task(ledger, f"t-{live}")
+    assert db.mark_checkpoints_pruned(ledger, ["t-done"], at=now) == 1
+    assert db.mark_checkpoints_pruned(ledger, ["t-done"], at=later) == 0, "marked once"
+    live = [f"t-{status}" for status in ("queued", "running", "waiting", "parked")]
+    assert db.mark_checkpoints_pruned(ledger, [*live, "nope"], at=now) == 0
+    for task_id in live:
+        task = db.get_task(ledger, task_id)
         assert task is not None and task.checkpoints_pruned_at is None
-    assert not db.mark_checkpoints_pruned(ledger, "nope", at=now)
+    assert db.mark_checkpoints_pruned(ledger, [], at=now) == 0
 
     marked = db.get_task(ledger, "t-done")
     assert marked is not None and marked.checkpoints_pruned_at == db.to_iso(now)
@@ -64,3 +65,15 @@ def test_storage_bytes_name_our_tables_and_reclaiming_is_safe_anywhere(ledger: d
     else:
         assert db.auto_vacuum_mode(ledger) is None
     assert db.reclaim_space(ledger) == 0  # nothing deleted yet
+
+
+def test_marking_several_at_once_counts_only_the_ones_it_changed(ledger: db.Ledger) -> None:
+    _one_task_per_status(ledger)
+    now = db.utc_now()
+
+    marked = db.mark_checkpoints_pruned(
+        ledger, ["t-done", "t-failed", "t-waiting", "t-cancelled", "t-done"], at=now
+    )
+
+    assert marked == 3
+    assert db.finished_unpruned(ledger, older_than=now + timedelta(seconds=1), limit=10) == []
