@@ -182,6 +182,35 @@ def test_a_short_retention_prunes_in_bounded_passes(make: Make) -> None:
     assert not any(has_checkpoint(coordinator, task_id) for task_id in tasks)
 
 
+def test_a_delete_that_fails_stops_the_pass_and_marks_only_what_was_deleted(
+    make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    coordinator = make(clock=clock)
+    tasks = [run_to_done(coordinator, f"Task {n}") for n in range(3)]
+    clock.advance(days=8)
+    saver = coordinator.runner.checkpointer
+    real_delete = saver.delete_thread
+    calls: list[str] = []
+
+    def flaky(thread_id: str) -> None:
+        calls.append(thread_id)
+        if len(calls) == 2:
+            raise ConnectionError("the checkpoint store went away")
+        real_delete(thread_id)
+
+    monkeypatch.setattr(saver, "delete_thread", flaky)
+
+    assert coordinator.prune_checkpoints() == 1
+
+    first, second = calls
+    assert task_of(coordinator, first).checkpoints_pruned_at is not None
+    assert task_of(coordinator, second).checkpoints_pruned_at is None
+    assert has_checkpoint(coordinator, second), "nothing is marked that was not deleted"
+    assert coordinator.prune_checkpoints() == 2  # the next pass finishes the job
+    assert not any(has_checkpoint(coordinator, task_id) for task_id in tasks)
+
+
 def test_the_daemon_loop_prunes_on_its_own(make: Make) -> None:
     clock = Clock()
     coordinator = make(clock=clock)
