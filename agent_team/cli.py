@@ -11,7 +11,6 @@ import getpass
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +31,7 @@ from agent_team.journey import who_answered
 from agent_team.plandiff import DiffLine, changes_text
 from agent_team.redact import redact
 from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
-from agent_team.timefmt import deadline_text, span
+from agent_team.timefmt import deadline_text, parse_duration, span
 
 __all__ = ["app", "main"]
 
@@ -468,15 +467,11 @@ def _open_writable(ctx: typer.Context) -> Iterator[db.Ledger]:
         yield ledger
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 def _parse_duration(value: str) -> timedelta:
-    match = _DURATION.match(value.lower())
-    if not match:
-        raise typer.BadParameter(f"{value!r} is not a duration; use e.g. 90s, 30m, 24h, 2d")
-    return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 @app.command()
@@ -541,7 +536,13 @@ def tick(
     out.print(
         f"ran {report.commands} command(s), expired {report.expired}, unparked {report.unparked}; "
         f"sweep: delivered {sweep.delivered}, continued {sweep.tasks_continued}, "
-        f"released {sweep.claims_released}" + ("" if report.idle else " (not idle yet)")
+        f"released {sweep.claims_released}"
+        + (
+            f"; pruned the checkpoints of {report.checkpoints_pruned} finished task(s)"
+            if report.checkpoints_pruned
+            else ""
+        )
+        + ("" if report.idle else " (not idle yet)")
     )
 
 
@@ -614,6 +615,11 @@ def show(
     out.print(f"{task['id']}: {task['title']} ({task['kind']}, from {task['source']})")
     parked = f", parked: {task['parked_reason']}" if task["parked_reason"] else ""
     out.print(f"status {task['status']}, phase {task['phase']}{parked}")
+    if task.get("checkpoints_pruned_at"):
+        out.print(
+            f"checkpoints pruned at {task['checkpoints_pruned_at']} "
+            "(AGENT_TEAM_CHECKPOINT_RETENTION); this is the ledger's own record"
+        )
     journey = Table("#", "step", "outcome", "entered", "duration", "USD", "note", title="steps")
     for step in report["steps"]:
         journey.add_row(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -28,6 +29,7 @@ from agent_team.access import parse_named_tokens
 from agent_team.db.url import is_postgres_url, parse_target
 from agent_team.exceptions import ConfigError
 from agent_team.testhooks import Hooks
+from agent_team.timefmt import parse_duration
 
 __all__ = [
     "ENV_PREFIX",
@@ -149,6 +151,11 @@ class Settings(BaseSettings):
         default=None, description="Public URL of the dashboard, for links in messages."
     )
     stop_grace_s: float = Field(default=30.0, ge=0, description="How long a stop waits for runs.")
+    checkpoint_retention: timedelta = Field(
+        default=timedelta(days=7),
+        description="How long a finished task keeps its LangGraph checkpoints: seconds or "
+        "`30m`, `12h`, `7d`; `0` keeps them forever. The task's own record stays.",
+    )
     poll_s: float = Field(default=1.0, gt=0, le=60, description="Inbox poll interval.")
     lease_s: float = Field(
         default=30.0,
@@ -285,6 +292,28 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value
+
+    @field_validator("checkpoint_retention", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        # A bare number is seconds (as in TOML); text may also carry a unit (`7d`).
+        problem = "must be a duration: seconds (3600) or e.g. 30m, 12h, 7d; 0 keeps them forever"
+        if isinstance(value, bool):
+            raise ValueError(problem)
+        try:
+            if isinstance(value, str):
+                text = value.strip()
+                try:
+                    value = float(text)
+                except ValueError:
+                    return parse_duration(text)
+            if isinstance(value, int | float) and value >= 0:
+                return timedelta(seconds=value)  # NaN fails `>= 0`; inf overflows
+        except (ValueError, OverflowError):
+            raise ValueError(problem) from None
+        if isinstance(value, timedelta) and value >= timedelta(0):
+            return value
+        raise ValueError(problem)
 
     @field_validator("dashboard_tokens")
     @classmethod

@@ -7,9 +7,25 @@ disagree about what a deadline means.
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import datetime, timedelta
 
-__all__ = ["deadline_text", "relative", "span"]
+__all__ = ["deadline_text", "parse_duration", "relative", "span"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90s`, `30m`, `24h`, `2d` (a number and one unit), as the CLI and the settings take them.
+
+    Raises:
+        ValueError: anything else; the caller says where the value came from.
+    """
+    match = _DURATION.match(text.lower())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration; use e.g. 90s, 30m, 24h, 2d")
+    return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
 
 
 def span(seconds: float) -> str:

@@ -25,7 +25,7 @@ from langgraph.graph.state import CompiledStateGraph
 from agent_team import db, inbox
 from agent_team.config import Settings
 from agent_team.coordinator.runner import GraphRunner, TaskObserver
-from agent_team.coordinator.sweeper import Sweeper, SweepReport
+from agent_team.coordinator.sweeper import CHECKPOINT_BATCH, Sweeper, SweepReport
 from agent_team.coordinator.worker import Worker
 from agent_team.exceptions import UnknownTaskError
 from agent_team.nodes.common import GraphDeps
@@ -44,6 +44,7 @@ class TickReport:
     commands: int = 0
     expired: int = 0
     unparked: int = 0
+    checkpoints_pruned: int = 0
     sweep: SweepReport = field(default_factory=SweepReport)
     idle: bool = False
 
@@ -90,7 +91,13 @@ class Coordinator:
             workers=settings.workers,
             lease_s=settings.lease_s,
         )
-        self.sweeper = Sweeper(ledger, self.runner, consumer=self.worker.consumer, clock=clock)
+        self.sweeper = Sweeper(
+            ledger,
+            self.runner,
+            consumer=self.worker.consumer,
+            clock=clock,
+            checkpoint_retention=settings.checkpoint_retention,
+        )
         self._resources = resources or ExitStack()
 
     # -- the parts, as the rest of the process reads them ---------------------------------
@@ -182,6 +189,9 @@ class Coordinator:
     def prune_events(self) -> int:
         return self.sweeper.prune_events()
 
+    def prune_checkpoints(self) -> int:
+        return self.sweeper.prune_checkpoints()
+
     def serve(
         self,
         stop: threading.Event,
@@ -196,13 +206,16 @@ class Coordinator:
         In-process answers and finished runs set `wake`, so they are acted on
         at once; commands written by other processes (the CLI) are found by
         polling the inbox every `poll_s` seconds. Deadlines, budget unparking
-        and delivery retries run every `timers_s` seconds. Once `stop` is set
-        no new command is claimed; runs in flight go on (`wait_idle` waits).
+        and delivery retries run every `timers_s` seconds; pruning every
+        `PRUNE_EVERY_S`, or again after `timers_s` while a backlog of
+        checkpoints fills whole passes. Once `stop` is set no new command is
+        claimed; runs in flight go on (`wait_idle` waits).
         """
         if sweep:
             self.recovery_sweep()
         next_timers = 0.0
         next_prune = 0.0
+        next_checkpoints = 0.0
         while not stop.is_set():
             self.wake.clear()
             self.worker.fill()
@@ -214,6 +227,9 @@ class Coordinator:
             if time.monotonic() >= next_prune:
                 self.prune_events()
                 next_prune = time.monotonic() + PRUNE_EVERY_S
+            if time.monotonic() >= next_checkpoints:
+                backlog = self.prune_checkpoints() >= CHECKPOINT_BATCH
+                next_checkpoints = time.monotonic() + (timers_s if backlog else PRUNE_EVERY_S)
             if beat is not None:
                 beat()
             self.wake.wait(poll_s)
@@ -226,6 +242,7 @@ class Coordinator:
         """One pass (sweep, commands, deadlines, budget); with `until_idle`, repeat until quiet."""
         report = TickReport(sweep=self.recovery_sweep())
         self.prune_events()
+        report.checkpoints_pruned = self.prune_checkpoints()
         deadline = time.monotonic() + timeout_s
         while True:
             ran = self.run_pending()

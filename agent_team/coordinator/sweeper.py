@@ -1,4 +1,4 @@
-"""The sweeper: recovery after a crash, question deadlines, budget unparking, event pruning.
+"""The sweeper: recovery after a crash, question deadlines, budget unparking, pruning.
 
 These are the passes that put a half-finished state back on its way
 (DESIGN.md §4) and the timers that change tasks without anyone asking. Each
@@ -20,13 +20,16 @@ from agent_team import db, reports
 from agent_team.coordinator.runner import GraphRunner
 from agent_team.task_model import CommandKind, TaskStatus
 
-__all__ = ["EVENT_RETENTION", "SweepReport", "Sweeper"]
+__all__ = ["CHECKPOINT_BATCH", "EVENT_RETENTION", "SweepReport", "Sweeper"]
 
 log = logging.getLogger(__name__)
 
 # Slack retries an event for minutes and GitHub redelivers on request for days; a
 # week of seen event ids covers both, and the table stays small.
 EVENT_RETENTION = timedelta(days=7)
+# Finished tasks whose checkpoints one pass deletes at most: a pass stays a fraction of a
+# second, and a backlog (a first run after an upgrade) drains over several passes.
+CHECKPOINT_BATCH = 200
 
 
 @dataclass
@@ -58,11 +61,13 @@ class Sweeper:
         *,
         consumer: str,
         clock: Callable[[], datetime],
+        checkpoint_retention: timedelta = timedelta(days=7),
     ) -> None:
         self.ledger = ledger
         self.runner = runner
         self.consumer = consumer
         self.clock = clock
+        self.checkpoint_retention = checkpoint_retention
 
     def check_deadlines(self) -> int:
         """Expire overdue questions and park their tasks. Never defaults an approval to yes."""
@@ -82,6 +87,48 @@ class Sweeper:
         if removed:
             log.info("forgot %d event id(s) older than %s", removed, EVENT_RETENTION)
         return removed
+
+    def prune_checkpoints(self, *, limit: int = CHECKPOINT_BATCH) -> int:
+        """Delete the LangGraph threads of tasks finished longer than the retention ago.
+
+        A finished task never runs again (only parked tasks are retried), and
+        everything `show`, the API and the dashboard read of it is in our own
+        tables, so its checkpoints are dead weight once the retention has passed.
+        Live tasks (queued, running, waiting, parked) are never touched. The
+        thread is deleted before the task is marked, so a crash in between only
+        repeats a delete of nothing; the marks are one transaction. A retention
+        of 0 keeps every checkpoint.
+
+        Returns:
+            How many tasks' checkpoints were deleted in this pass (at most `limit`).
+        """
+        if self.checkpoint_retention <= timedelta(0):
+            return 0
+        now = self.clock()
+        try:
+            cutoff = now - self.checkpoint_retention
+        except OverflowError:  # a retention longer than the calendar: nothing is that old
+            return 0
+        deleted: list[str] = []
+        for task in db.finished_unpruned(self.ledger, older_than=cutoff, limit=limit):
+            try:
+                self.runner.checkpointer.delete_thread(task.id)
+            except Exception:  # the saver's driver errors are not ours: try again next pass
+                log.exception(
+                    "could not delete the checkpoints of task %s; retrying later", task.id
+                )
+                break
+            deleted.append(task.id)
+        pruned = db.mark_checkpoints_pruned(self.ledger, deleted, at=now)  # one commit
+        if pruned:
+            pages = db.reclaim_space(self.ledger)
+            log.info(
+                "pruned the checkpoints of %d finished task(s) older than %s (%d page(s) freed)",
+                pruned,
+                self.checkpoint_retention,
+                pages,
+            )
+        return pruned
 
     def unpark_budget(self) -> int:
         """Tasks parked on today's budget continue once the UTC day has turned."""

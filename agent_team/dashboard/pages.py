@@ -481,6 +481,7 @@ class _Pages:
                 if task["parked_reason"]
                 else None,
                 "created": _stamp(task["created_at"], now),
+                "checkpoints_pruned": _stamp(task.get("checkpoints_pruned_at"), now),
             },
             "totals": {
                 "cost": _usd(float(totals["cost_usd"])),

@@ -105,11 +105,14 @@ from agent_team.db.schema import (
 )
 from agent_team.db.sqlite_ledger import SqliteLedger
 from agent_team.db.stats import table_counts
+from agent_team.db.storage import auto_vacuum_mode, reclaim_space, storage_bytes
 from agent_team.db.tasks import (
     count_tasks_by_status,
     create_task,
+    finished_unpruned,
     get_task,
     list_tasks,
+    mark_checkpoints_pruned,
     parked_before,
     set_task_status,
 )
@@ -176,6 +179,7 @@ __all__ = [
     "answered_since",
     "answered_without_resume",
     "assert_ready",
+    "auto_vacuum_mode",
     "backup_ledger",
     "begin_effect",
     "check_fence",
@@ -209,6 +213,7 @@ __all__ = [
     "find_open_question_kind_by_channel_ref",
     "find_question_by_channel_ref",
     "finish_effect",
+    "finished_unpruned",
     "folder_problem",
     "forget_etag",
     "from_iso",
@@ -232,12 +237,14 @@ __all__ = [
     "list_questions",
     "list_tasks",
     "list_transitions",
+    "mark_checkpoints_pruned",
     "migrate",
     "open_ledger",
     "open_questions_summary",
     "overdue_questions",
     "parked_before",
     "prune_events",
+    "reclaim_space",
     "record_delivery",
     "record_issue_ingested",
     "record_poll",
@@ -255,6 +262,7 @@ __all__ = [
     "set_task_status",
     "spent",
     "spent_by_mode",
+    "storage_bytes",
     "supersede_question",
     "table_counts",
     "task_costs",

@@ -104,6 +104,7 @@ class Task:
     parked_reason: str | None
     created_at: str
     updated_at: str
+    checkpoints_pruned_at: str | None = None  # set by the retention pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The ledger's schema, version by version, and the migration that walks it.
 
 A fresh ledger is made by the same steps that upgrade an old one (v0 -> v1 ->
-... -> v8), so there is one path to the current schema and `schema.sql` is a
+... -> v9), so there is one path to the current schema and `schema.sql` is a
 dump of what that path produces. The statements of a released version are
 history: never edit them, add a new version instead (CONTRIBUTING.md).
 
@@ -34,7 +34,7 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -242,6 +242,15 @@ _V8 = (
     "ALTER TABLE tasks ADD COLUMN checkpoints_pruned_at TEXT",
 )
 
+# v9: the checkpoint retention pass's work list. Partial: it holds only tasks whose
+# checkpoints are still kept, so a pass reads the few due rows however many pruned tasks
+# the ledger holds. Keyed on `status` alone: `updated_at` changes on every step, and an
+# index on it would make each of those writes an index write (and not HOT on PostgreSQL).
+_V9 = (
+    """CREATE INDEX idx_tasks_unpruned ON tasks (status)
+    WHERE checkpoints_pruned_at IS NULL""",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -252,6 +261,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
     6: _V6,
     7: _V7,
     8: _V8,
+    9: _V9,
 }
 _FOREIGN_KEYS_OFF = frozenset({5})
 

@@ -113,6 +113,16 @@ def _open(file: Path, *, readonly: bool = False) -> _Connection:
     return conn
 
 
+def _incremental_vacuum_if_new(conn: sqlite3.Connection) -> None:
+    """Make a new, empty file give pruned pages back (`db.reclaim_space`) without `VACUUM`.
+
+    The mode is fixed by the first table and, on an empty file, by the switch
+    to WAL, so it is set before either; on a file with pages it is left as it is.
+    """
+    if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+
+
 def _switch_to_wal(conn: sqlite3.Connection) -> None:
     """WAL is a property of the file and persists, so only opening for writes sets it.
 
@@ -245,6 +255,7 @@ class SqliteLedger:
                 file.parent.mkdir(parents=True, exist_ok=True)
                 self._path = file.resolve()
                 self._conn = _open(self._path)
+                _incremental_vacuum_if_new(self._conn)
                 _switch_to_wal(self._conn)
             except (OSError, sqlite3.DatabaseError) as exc:
                 explained = explain(exc, file.absolute())

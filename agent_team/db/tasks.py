@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
+
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
 from agent_team.db.records import Task, fetch_record, fetch_records
@@ -12,12 +15,17 @@ from agent_team.task_model import Phase, TaskKind, TaskStatus
 __all__ = [
     "count_tasks_by_status",
     "create_task",
+    "finished_unpruned",
     "get_task",
     "list_tasks",
+    "mark_checkpoints_pruned",
     "parked_before",
     "set_task_status",
     "task_filter",
 ]
+
+# Tasks that never run again, so their checkpoints are history (retry takes parked ones only).
+_FINISHED = "('done', 'failed', 'cancelled')"
 
 # LIKE's wildcards and its escape character, each made literal.
 _LIKE_ESCAPES = str.maketrans({"\\": "\\\\", "%": "\\%", "_": "\\_"})
@@ -163,3 +171,47 @@ def parked_before(ledger: Reader, *, reason: str, day: str) -> list[Task]:
         "ORDER BY updated_at",
         (reason, day),
     )
+
+
+def finished_unpruned(ledger: Reader, *, older_than: datetime, limit: int) -> list[Task]:
+    """Finished tasks last changed before `older_than` that still keep their checkpoints.
+
+    At most `limit`, in index order (per status, roughly oldest first) rather
+    than sorted: a sort would read the whole backlog, and one retention pass
+    must stay short however big that is. The partial index `idx_tasks_unpruned`
+    holds only tasks not pruned yet, so the cost does not grow with history.
+    """
+    if limit < 1:
+        raise LedgerInputError("finished_unpruned needs limit >= 1")
+    return fetch_records(
+        ledger,
+        Task,
+        "SELECT * FROM tasks WHERE checkpoints_pruned_at IS NULL "
+        f"AND status IN {_FINISHED} AND updated_at < ? LIMIT ?",
+        (to_iso(older_than), limit),
+    )
+
+
+def mark_checkpoints_pruned(ledger: Ledger, task_ids: Sequence[str], *, at: datetime) -> int:
+    """Record that finished tasks' checkpoints were deleted, all in one transaction.
+
+    `updated_at` is left alone: it stays the moment the task finished.
+
+    Returns:
+        How many were marked; unknown, live and already marked tasks are not.
+    """
+    if not task_ids:
+        return 0
+    stamp = to_iso(at)
+
+    def work(tx: Transaction) -> int:
+        return sum(
+            tx.execute(
+                "UPDATE tasks SET checkpoints_pruned_at = ? WHERE id = ? "
+                f"AND checkpoints_pruned_at IS NULL AND status IN {_FINISHED}",
+                (stamp, task_id),
+            ).rowcount
+            for task_id in task_ids
+        )
+
+    return ledger.write(work)

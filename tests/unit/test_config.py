@@ -6,6 +6,7 @@ developer's own environment removed, so only what the test sets is seen.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -380,3 +381,51 @@ def test_secrets_are_not_shown_by_repr(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(f"{ENV_PREFIX}CONFLUENCE_API_TOKEN", "atl-very-secret")
     shown = repr(load_settings())
     assert "very-secret" not in shown and "very_secret" not in shown
+
+
+# --- checkpoint retention -----------------------------------------------------------------
+
+
+def test_checkpoint_retention_defaults_to_a_week() -> None:
+    assert load_settings().checkpoint_retention == timedelta(days=7)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0", timedelta(0)),
+        ("3600", timedelta(hours=1)),
+        ("90.5", timedelta(seconds=90.5)),
+        ("30m", timedelta(minutes=30)),
+        ("12h", timedelta(hours=12)),
+        (" 7D ", timedelta(days=7)),
+        ("1.5d", timedelta(hours=36)),
+    ],
+)
+def test_checkpoint_retention_takes_seconds_or_a_unit(
+    monkeypatch: pytest.MonkeyPatch, text: str, expected: timedelta
+) -> None:
+    monkeypatch.setenv("AGENT_TEAM_CHECKPOINT_RETENTION", text)
+
+    assert load_settings().checkpoint_retention == expected
+
+
+def test_checkpoint_retention_in_toml_is_seconds_or_text(tmp_path: Path) -> None:
+    seconds = write(tmp_path / "a.toml", "checkpoint_retention = 86400\n")
+    text = write(tmp_path / "b.toml", 'checkpoint_retention = "2d"\n')
+
+    assert load_settings(seconds).checkpoint_retention == timedelta(days=1)
+    assert load_settings(text).checkpoint_retention == timedelta(days=2)
+
+
+@pytest.mark.parametrize("text", ["-1", "7w", "a week", "nan", "inf", "1e30", "99999999999d"])
+def test_a_bad_checkpoint_retention_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv("AGENT_TEAM_CHECKPOINT_RETENTION", text)
+
+    message = config_error()
+
+    assert "AGENT_TEAM_CHECKPOINT_RETENTION" in message
+    assert "30m, 12h, 7d" in message and "0 keeps them forever" in message
+    assert "\n" not in message
