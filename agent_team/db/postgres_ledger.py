@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg_pool import ConnectionPool
 
-__all__ = ["LOCK_KEY", "POSTGRES", "WRITE_ATTEMPTS", "PostgresLedger"]
+__all__ = ["LOCK_KEY", "POSTGRES", "WRITE_ATTEMPTS", "PostgresLedger", "until_locked"]
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +161,24 @@ def _run(conn: psycopg.Connection[Any], sql: str, params: Params) -> _Result:
 def _locked(conn: psycopg.Connection[Any]) -> bool:
     row = _run(conn, "SELECT pg_try_advisory_lock(?)", (LOCK_KEY,)).fetchone()
     return bool(row is not None and row[0])
+
+
+def _pause(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def until_locked(attempt: Callable[[], bool]) -> None:
+    """Call `attempt` (a try of `LOCK_KEY`) until it succeeds, pausing 10 ms..0.5 s between.
+
+    Never waiting for `LOCK_KEY` inside a statement: `CREATE INDEX CONCURRENTLY`
+    (LangGraph's checkpoint setup, run while a session holds the lock) waits for
+    every transaction with an older snapshot, and a statement blocked on the lock
+    would be one of them, so each would wait for the other for ever.
+    """
+    delay = 0.01
+    while not attempt():
+        _pause(delay * random.uniform(0.5, 1.5))
+        delay = min(delay * 2, 0.5)
 
 
 def _sqlstate(exc: BaseException) -> str | None:
@@ -403,19 +421,10 @@ class PostgresLedger:
 
     @contextmanager
     def _session_lock(self) -> Iterator[None]:
-        """`LOCK_KEY` held by a session of its own, asked for without waiting inside a statement.
-
-        `CREATE INDEX CONCURRENTLY` waits for every transaction with an older
-        snapshot, and a session blocked in `pg_advisory_lock()` is such a
-        transaction: two savers setting up at once would wait on each other for
-        ever. So the lock is tried, and tried again after a short pause, with no
-        statement left open in between.
-        """
+        """`LOCK_KEY` held by a session of its own (see `until_locked`: two savers
+        setting up at once must not wait on each other for ever)."""
         with self.connection() as conn:
-            delay = 0.01
-            while not _locked(conn):
-                time.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 2, 0.5)
+            until_locked(lambda: _locked(conn))
             try:
                 yield
             finally:

@@ -12,9 +12,10 @@ here:
   SQLite has to rebuild the table.
 
 All pending versions are applied in one transaction that first takes
-`pg_advisory_xact_lock(LOCK_KEY)` and only then reads the version (READ
-COMMITTED, so the read sees what a daemon that held the lock before committed):
-two daemons starting together on an empty database migrate it once.
+`LOCK_KEY` (tried, and tried again in a new transaction, until it is free) and
+only then reads the version (READ COMMITTED, so the read sees what a daemon
+that held the lock before committed): two daemons starting together on an
+empty database migrate it once.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 from typing import Any
 
 from agent_team.db.ledger import Reader
-from agent_team.db.postgres_ledger import LOCK_KEY, PostgresLedger
+from agent_team.db.postgres_ledger import LOCK_KEY, PostgresLedger, until_locked
 from agent_team.db.schema import (
     _STEPS,
     LEDGER_TABLES,
@@ -113,6 +114,21 @@ def postgres_version(reader: PostgresLedger | Reader) -> int:
     return int(row["schema_version"]) if row else 0
 
 
+def _begin_locked(conn: Any) -> None:
+    """BEGIN a transaction that holds `LOCK_KEY`: tried, and tried again in a new
+    transaction, never waited for inside one (see `until_locked`)."""
+
+    def attempt() -> bool:
+        conn.execute("BEGIN")  # READ COMMITTED: each statement sees the latest commits
+        row = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (LOCK_KEY,)).fetchone()
+        if row is not None and row[0]:
+            return True
+        conn.execute("ROLLBACK")
+        return False
+
+    until_locked(attempt)
+
+
 def migrate_postgres(ledger: PostgresLedger, *, target: int = SCHEMA_VERSION) -> int:
     """Step the ledger forward to `target` in one transaction under the advisory lock.
 
@@ -123,9 +139,8 @@ def migrate_postgres(ledger: PostgresLedger, *, target: int = SCHEMA_VERSION) ->
         SchemaTooNewError: the ledger is newer than this code.
     """
     with ledger.connection() as conn:
-        conn.execute("BEGIN")  # READ COMMITTED: each statement sees the latest commits
         try:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            _begin_locked(conn)
             current = _version(conn)
             _refuse_newer(current, ledger.location)
             for version in range(current + 1, target + 1):

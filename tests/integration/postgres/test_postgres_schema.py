@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import psycopg
 import pytest
 
 from agent_team import db
-from agent_team.db.postgres_ledger import PostgresLedger
+from agent_team.db import postgres_ledger
+from agent_team.db.postgres_ledger import LOCK_KEY, PostgresLedger
 from agent_team.db.schema_postgres import dump_postgres_schema
 from agent_team.exceptions import LedgerIntegrityError, LedgerNotReadyError, SchemaTooNewError
 from tests.integration.test_schema_file import ENUM_CHECKS, run_cli
@@ -94,6 +96,54 @@ def test_daemons_starting_together_migrate_once(pg_url: str) -> None:
             (1, db.SCHEMA_VERSION)
         ]
     db.assert_ready(pg_url)
+
+
+def test_a_migration_waiting_for_the_lock_never_blocks_the_checkpoint_setup(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon booting while another sets LangGraph's tables up must not deadlock with it.
+
+    The setup holds `LOCK_KEY` on a session of its own while it runs `CREATE INDEX
+    CONCURRENTLY`, which waits for every transaction with an older snapshot: a
+    migration waiting for the lock inside its transaction would be waited for, and
+    would itself wait for the lock, for ever.
+    """
+    db.init_db(pg_url)
+    tried = threading.Event()  # the migration found the lock taken and backs off
+    pause = postgres_ledger._pause
+
+    def noted_pause(seconds: float) -> None:
+        tried.set()
+        pause(seconds)
+
+    monkeypatch.setattr(postgres_ledger, "_pause", noted_pause)
+    with (
+        psycopg.connect(pg_url, autocommit=True) as setup,
+        psycopg.connect(pg_url, autocommit=True) as indexer,
+    ):
+        setup.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))  # the setup's session lock
+        indexer.execute("CREATE TABLE setup_probe (id int)")
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            migrating = pool.submit(db.init_db, pg_url)  # another daemon boots meanwhile
+            try:
+                deadline = time.monotonic() + 10
+                while not (tried.is_set() or _waits_for_the_lock(indexer) or migrating.done()):
+                    assert time.monotonic() < deadline, "the migration never asked for the lock"
+                    time.sleep(0.02)
+                indexer.execute("SET statement_timeout = '10s'")
+                indexer.execute("CREATE INDEX CONCURRENTLY setup_probe_idx ON setup_probe (id)")
+            finally:
+                setup.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+            assert migrating.result(timeout=30) == db.SCHEMA_VERSION
+
+
+def _waits_for_the_lock(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Another session of this database waits inside a statement for an advisory lock."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND wait_event = 'advisory'"
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def test_migrate_is_idempotent_and_assert_ready_names_what_is_missing(pg_url: str) -> None:
