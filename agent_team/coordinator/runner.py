@@ -97,7 +97,10 @@ class GraphRunner:
         question_id = str(command.payload.get("question_id"))
         task = db.get_task(self.ledger, command.task_id)
         if task is None or task.status in TERMINAL_STATUSES:
-            db.supersede_question(self.ledger, question_id=question_id)
+            # An answer stored while its run was still going is used by that run
+            # (`_after_run`), which may then finish the task: it was applied, not superseded.
+            if task is None or not self._answer_used(task.id, question_id):
+                db.supersede_question(self.ledger, question_id=question_id)
             return
         snapshot = self.graph.get_state(thread_config(task.id))
         if self._lane_off(task.id, snapshot):
@@ -108,9 +111,7 @@ class GraphRunner:
             if isinstance(pending.value, dict) and pending.value.get("question_id") == question_id
         ]
         if not waiting:
-            question = db.get_question(self.ledger, question_id)
-            applied = question is not None and snapshot.values.get("turn", 0) >= question.turn
-            if not applied:
+            if not self._answer_used(task.id, question_id, snapshot):
                 # The graph moved on without it: LangGraph would silently ignore the value.
                 log.info("task %s no longer waits on %s; superseding it", task.id, question_id)
                 db.supersede_question(self.ledger, question_id=question_id)
@@ -118,6 +119,16 @@ class GraphRunner:
             return
         answer = command.payload.get("answer")
         self._run(task.id, GraphCommand(resume={waiting[0].id: answer}))
+
+    def _answer_used(
+        self, task_id: str, question_id: str, snapshot: StateSnapshot | None = None
+    ) -> bool:
+        """Whether the graph got past this question (a gate moves `turn` on once answered)."""
+        question = db.get_question(self.ledger, question_id)
+        if question is None:
+            return False
+        snapshot = snapshot or self.graph.get_state(thread_config(task_id))
+        return int(snapshot.values.get("turn", 0)) >= question.turn
 
     def cancel(self, task_id: str) -> None:
         task = db.get_task(self.ledger, task_id)
@@ -242,8 +253,10 @@ class GraphRunner:
         self, task_id: str, status: TaskStatus, note: str | None, *, text: str | None = None
     ) -> None:
         phase = Phase.DONE if status != TaskStatus.FAILED else None
-        db.set_task_status(self.ledger, task_id, status, phase=phase)
+        # The history first: a task row that says it ended is never continued, so a crash
+        # between the two writes must leave the task unfinished, not its last row open.
         db.close_terminal(self.ledger, thread_id=task_id, status=status, note=note)
+        db.set_task_status(self.ledger, task_id, status, phase=phase)
         for question in db.list_questions(self.ledger, thread_id=task_id):
             if question.status in (QuestionStatus.OPEN, QuestionStatus.EXPIRED):
                 db.supersede_question(self.ledger, question_id=question.question_id)

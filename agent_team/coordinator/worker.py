@@ -72,6 +72,8 @@ class Worker:
         self._in_flight_guard = threading.Lock()
         self._held: dict[str, db.Fence] = {}  # task id -> fence of a run going on here
         self._held_guard = threading.Lock()
+        # Leases this instance gave up, per task: a claim made before one of them has a stale fence.
+        self._releases: dict[str, int] = {}
         self._closing = threading.Event()
         self._renewer = threading.Thread(
             target=self._renew_loop, name="agent-team-lease-renewer", daemon=True
@@ -100,6 +102,8 @@ class Worker:
         """Claim up to `slots` runnable commands and start them; every finished job sets `wake`."""
         if slots < 1:
             return []
+        with self._held_guard:
+            released_before = dict(self._releases)  # read before claiming: see `_fence_for`
         claims = db.claim_runs(
             self.ledger, consumer=self.consumer, limit=slots, lease_s=self.lease_s
         )
@@ -108,7 +112,10 @@ class Worker:
         by_task: dict[str, list[db.Claim]] = {}
         for claim in claims:
             by_task.setdefault(claim.command.task_id, []).append(claim)
-        futures = [self._pool.submit(self._handle_in_order, batch) for batch in by_task.values()]
+        futures = [
+            self._pool.submit(self._handle_in_order, batch, released_before.get(task_id, 0))
+            for task_id, batch in by_task.items()
+        ]
         for future in futures:
             future.add_done_callback(lambda _: self.wake.set())
         return futures
@@ -136,10 +143,38 @@ class Worker:
         _done, not_done = wait(pending, timeout=timeout_s)
         return not not_done
 
-    def _handle_in_order(self, claims: list[db.Claim]) -> None:
+    def _fence_for(self, claims: list[db.Claim], released_before: int) -> db.Fence | None:
+        """The fence to run `claims` under; None if another instance holds the task now.
+
+        A task's lease may be claimed again by its holder while a run of it goes on
+        here (an answer comes in while the run that asked is still delivering). That
+        claim renews the lease under the same epoch, and the run in flight releases
+        it when it ends, so the claim's fence no longer matches the lease: take the
+        lease again (the next epoch) instead of being refused at the first write.
+        """
         task_id = claims[0].command.task_id
-        fence = claims[-1].fence  # one claim transaction: the same fence for the batch
+        with self._held_guard:
+            unchanged = self._releases.get(task_id, 0) == released_before
+        if unchanged:
+            return claims[-1].fence  # one claim transaction: the same fence for the batch
+        return db.acquire_lease(
+            self.ledger,
+            name=db.task_lease_name(task_id),
+            owner=self.consumer,
+            lease_s=self.lease_s,
+        )
+
+    def _handle_in_order(self, claims: list[db.Claim], released_before: int = 0) -> None:
+        task_id = claims[0].command.task_id
         with self._task_lock(task_id):
+            fence = self._fence_for(claims, released_before)
+            if fence is None:
+                log.info("task %s runs on another instance; its commands wait", task_id)
+                for claim in claims:  # back to pending, for the instance that holds the task
+                    db.release_command(
+                        self.ledger, command_id=claim.command.command_id, consumer=self.consumer
+                    )
+                return
             with self._held_guard:
                 self._held[task_id] = fence
             try:
@@ -153,6 +188,8 @@ class Worker:
                     db.release_lease(self.ledger, fence)
                 except Exception:  # it runs out by itself; never hide the run's outcome
                     log.exception("could not release the lease of task %s", task_id)
+                with self._held_guard:  # after the release: a claim that saw the old count is stale
+                    self._releases[task_id] = self._releases.get(task_id, 0) + 1
 
     def handle(self, command: db.Command, fence: db.Fence | None = None) -> bool:
         """Run one command under `fence` (if given); False if the run was fenced off or cut
