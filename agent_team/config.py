@@ -157,6 +157,13 @@ class Settings(BaseSettings):
         "`30m`, `12h`, `7d`; `0` keeps them forever. The task's own record stays.",
     )
     poll_s: float = Field(default=1.0, gt=0, le=60, description="Inbox poll interval.")
+    pg_notify: bool = Field(
+        default=True,
+        description=(
+            "On PostgreSQL, wake the other daemons with LISTEN/NOTIFY when work is queued; "
+            "off behind a transaction-pooling PgBouncer (LISTEN needs a session): they poll."
+        ),
+    )
     lease_s: float = Field(
         default=30.0,
         ge=1,

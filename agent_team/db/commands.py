@@ -16,9 +16,10 @@ from typing import Any
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.fencing import Fence
 from agent_team.db.leases import take_lease, task_lease_name
-from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
+from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
 from agent_team.db.records import Command, fetch_record, fetch_records, row_to
 from agent_team.db.validate import require_member
+from agent_team.db.wakeups import announce_commands
 from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import CommandKind, CommandState
 
@@ -62,7 +63,10 @@ def enqueue_command(
             "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (command_id) DO NOTHING",
             (command_id, kind, task_id, payload_json, now),
         )
-        return cur.rowcount == 1
+        if cur.rowcount != 1:
+            return False
+        announce_commands(tx, ledger.dialect)
+        return True
 
     return ledger.write(work)
 
@@ -144,18 +148,21 @@ def _finish(
     consumer: str | None,
     set_sql: str,
     params: tuple[object, ...],
+    *,
+    runnable: bool = False,
 ) -> bool:
     owner_sql = " AND claimed_by = ?" if consumer is not None else ""
     owner = (consumer,) if consumer is not None else ()
+    sql = f"UPDATE commands SET {set_sql} WHERE command_id = ? AND state = 'claimed'{owner_sql}"
 
-    return (
-        write_statement(
-            ledger,
-            f"UPDATE commands SET {set_sql} WHERE command_id = ? AND state = 'claimed'{owner_sql}",
-            (*params, command_id, *owner),
-        )
-        == 1
-    )
+    def work(tx: Transaction) -> bool:
+        if tx.execute(sql, (*params, command_id, *owner)).rowcount != 1:
+            return False
+        if runnable:  # handed back: any instance may run it now
+            announce_commands(tx, ledger.dialect)
+        return True
+
+    return ledger.write(work)
 
 
 def complete_command(ledger: Ledger, *, command_id: str, consumer: str | None = None) -> bool:
@@ -191,6 +198,7 @@ def fail_command(
         "state = ?, error = ?, done_at = ?, lease_until = NULL, "
         "claimed_by = CASE WHEN ? THEN NULL ELSE claimed_by END",
         (state.value, error, done_at, retry),
+        runnable=retry,
     )
 
 
@@ -201,7 +209,12 @@ def release_command(ledger: Ledger, *, command_id: str, consumer: str) -> bool:
     restart picks its work up at once instead of after the lease runs out.
     """
     return _finish(
-        ledger, command_id, consumer, "state = 'pending', claimed_by = NULL, lease_until = NULL", ()
+        ledger,
+        command_id,
+        consumer,
+        "state = 'pending', claimed_by = NULL, lease_until = NULL",
+        (),
+        runnable=True,
     )
 
 

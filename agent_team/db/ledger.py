@@ -10,6 +10,7 @@ for each (tests/integration/ledger/conftest.py).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -85,6 +86,9 @@ class Dialect:
     # Appended to the SELECT that picks commands to claim, so concurrent claimers skip
     # each other's rows instead of conflicting; SQLite has one writer at a time anyway.
     skip_locked: str = ""
+    # Run inside a write that makes a command runnable, to wake every instance when it
+    # commits (`db.wakeups`); empty where the backend has no such channel (SQLite polls).
+    announce_commands: str = ""
 
 
 class Ledger(Reader, Protocol):
@@ -126,6 +130,22 @@ class Ledger(Reader, Protocol):
 
     def checkpointer(self) -> BaseCheckpointSaver[Any]:
         """The LangGraph saver for this ledger, set up once and closed with it."""
+        ...
+
+    def listen_for_commands(
+        self,
+        on_wake: Callable[[], None],
+        stop: threading.Event,
+        *,
+        beat: Callable[[], None] | None = None,
+    ) -> None:
+        """Call `on_wake` whenever any instance makes a command runnable, until `stop`.
+
+        Returns at once where `dialect.announce_commands` is empty (no channel:
+        the worker polls). Survives connection losses by itself (reconnecting
+        with back-off, waking once after each reconnect); `beat` is called at
+        least every second while it runs.
+        """
         ...
 
     def close(self) -> None: ...

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Cursor, Dialect, Params, Row, Transaction
 from agent_team.db.url import DATABASE_URL_VARIABLE, password_of, redact_url
+from agent_team.db.wakeups import COMMANDS_CHANNEL
 from agent_team.exceptions import (
     DatabaseUnreachableError,
     LedgerBusyError,
@@ -43,7 +44,14 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg_pool import ConnectionPool
 
-__all__ = ["LOCK_KEY", "POSTGRES", "WRITE_ATTEMPTS", "PostgresLedger", "until_locked"]
+__all__ = [
+    "CONNECTIONS_PER_DAEMON",
+    "LOCK_KEY",
+    "POSTGRES",
+    "WRITE_ATTEMPTS",
+    "PostgresLedger",
+    "until_locked",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,9 @@ CONNECT_TIMEOUT_S = 10
 # `/healthz` must answer 503 promptly and the worker go back to its back-off.
 POOL_WAIT_S = 5.0
 POOL_SIZE = 10
+SAVER_POOL_SIZE = 2
+# What one daemon may hold at once: the ledger's pool, the saver's, and the LISTEN session.
+CONNECTIONS_PER_DAEMON = POOL_SIZE + SAVER_POOL_SIZE + 1
 # One advisory lock key for everything that must happen once per database: our
 # migrations (transaction-scoped) and LangGraph's checkpoint setup (session-scoped).
 LOCK_KEY = 0x6167_656E_7474_6D01  # "agenttm" + 1
@@ -65,7 +76,11 @@ POSTGRES = Dialect(
     ),
     share_lock=" FOR SHARE",
     skip_locked=" FOR UPDATE SKIP LOCKED",
+    announce_commands=f"SELECT pg_notify('{COMMANDS_CHANNEL}', '')",
 )
+# How long the listener waits for a notification before it beats and looks at `stop`.
+LISTEN_IDLE_S = 0.5
+LISTEN_RECONNECT_MAX_S = 5.0
 # serialization_failure, deadlock_detected: PostgreSQL asks for the transaction again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})
 _T = TypeVar("_T")
@@ -383,7 +398,7 @@ class PostgresLedger:
                 pool: ConnectionPool[Any] = ConnectionPool(
                     self._url,
                     min_size=1,
-                    max_size=2,
+                    max_size=SAVER_POOL_SIZE,
                     kwargs={
                         **self._kwargs,
                         "autocommit": True,
@@ -398,7 +413,7 @@ class PostgresLedger:
                     pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
                     saver = FencedPostgresSaver(pool)
                     saver.fence_reader = self
-                    if not self._checkpoints_current(len(saver.MIGRATIONS) - 1):
+                    if not self.checkpoints_current(len(saver.MIGRATIONS) - 1):
                         with self._session_lock():
                             saver.setup()
                 except psycopg.Error as exc:
@@ -410,7 +425,7 @@ class PostgresLedger:
                 self._saver_pool, self._saver = pool, saver
             return self._saver
 
-    def _checkpoints_current(self, latest: int) -> bool:
+    def checkpoints_current(self, latest: int) -> bool:
         """Whether LangGraph's checkpoint tables are already at its newest migration."""
         with self.connection() as conn:
             found = _run(conn, "SELECT to_regclass('checkpoint_migrations')", ()).fetchone()
@@ -429,6 +444,49 @@ class PostgresLedger:
                 yield
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+
+    def listen_for_commands(
+        self,
+        on_wake: Callable[[], None],
+        stop: threading.Event,
+        *,
+        beat: Callable[[], None] | None = None,
+    ) -> None:
+        """`LISTEN` on a connection of its own (a pooled one would be handed to others).
+
+        A lost connection is opened again with back-off (0.1 s doubling to 5 s);
+        meanwhile the worker's poll finds what is queued, and after each
+        reconnect `on_wake` is called once for what came in while away.
+        """
+        import psycopg
+
+        delay = 0.1
+        while not stop.is_set():
+            try:
+                with psycopg.connect(self._url, autocommit=True, **self._kwargs) as conn:
+                    conn.execute(f"LISTEN {COMMANDS_CHANNEL}")
+                    on_wake()
+                    delay = 0.1
+                    while not stop.is_set():
+                        for _ in conn.notifies(timeout=LISTEN_IDLE_S):
+                            on_wake()
+                            if stop.is_set():
+                                break
+                        if beat is not None:
+                            beat()
+            except psycopg.Error as exc:
+                if stop.is_set() or self._closed:
+                    return
+                log.warning(
+                    "command wake-ups from %s lost (%s); polling until reconnected in %.1f s",
+                    self._where,
+                    self._scrub(exc),
+                    delay,
+                )
+                if beat is not None:
+                    beat()
+                stop.wait(delay)
+                delay = min(delay * 2, LISTEN_RECONNECT_MAX_S)
 
     def close(self) -> None:
         self._closed = True

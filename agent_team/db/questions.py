@@ -14,6 +14,7 @@ from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
 from agent_team.db.records import Question, fetch_record, fetch_records
 from agent_team.db.validate import require_json, require_member
+from agent_team.db.wakeups import announce_commands
 from agent_team.exceptions import LedgerInputError, LedgerIntegrityError
 from agent_team.task_model import CommandKind, QuestionKind, QuestionStatus
 
@@ -161,6 +162,7 @@ def answer_question(
                 to_iso(utc_now()),
             ),
         )
+        announce_commands(tx, ledger.dialect)
         return True
 
     return ledger.write(work)

@@ -422,6 +422,15 @@ class SqliteLedger:
                 self._saver_conn, self._saver = conn, saver
             return self._saver
 
+    def listen_for_commands(
+        self,
+        on_wake: Callable[[], None],
+        stop: threading.Event,
+        *,
+        beat: Callable[[], None] | None = None,
+    ) -> None:
+        """SQLite has no channel between processes: returns at once (the worker polls)."""
+
     def close(self) -> None:
         self._closed = True
         with self._saver_guard:

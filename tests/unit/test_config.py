@@ -429,3 +429,17 @@ def test_a_bad_checkpoint_retention_names_the_variable(
     assert "AGENT_TEAM_CHECKPOINT_RETENTION" in message
     assert "30m, 12h, 7d" in message and "0 keeps them forever" in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("on", True), ("off", False), ("false", False)])
+def test_pg_notify_is_on_by_default_and_reads_on_off(
+    monkeypatch: pytest.MonkeyPatch, raw: str, expected: bool
+) -> None:
+    assert load_settings().pg_notify is True
+    monkeypatch.setenv("AGENT_TEAM_PG_NOTIFY", raw)
+    assert load_settings().pg_notify is expected
+
+
+def test_a_bad_pg_notify_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_TEAM_PG_NOTIFY", "sometimes")
+    assert "AGENT_TEAM_PG_NOTIFY" in config_error()
