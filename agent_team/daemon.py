@@ -93,8 +93,12 @@ class Daemon:
             settings, health=self.health, coordinator=self.coordinator, clock=self.coordinator.clock
         )
         self.health.set_fact("dashboard_writes", self.ctx.auth.tokens.enabled)
+        self.health.set_fact("instance", self.coordinator.instance)
         self.routes: list[BaseRoute] = []
         self.loops: list[Loop] = [Loop("worker", self._worker)]
+        if settings.pg_notify and self.coordinator.ledger.dialect.announce_commands:
+            # Other instances' commands wake this one's worker (PostgreSQL LISTEN/NOTIFY).
+            self.loops.append(Loop("command-wakeups", self._wakeups))
         self.cut_short = False  # runs were still going when the grace period ended
         self._server: uvicorn.Server | None = None
         self._threads: list[threading.Thread] = []
@@ -127,6 +131,9 @@ class Daemon:
             sweep=not first,  # the first sweep ran before READY=1
             beat=lambda: self.health.beat("worker"),
         )
+
+    def _wakeups(self, stop: threading.Event, _first: bool) -> None:
+        self.coordinator.listen_for_commands(stop, beat=lambda: self.health.beat("command-wakeups"))
 
     def _supervise(self, loop: Loop) -> None:
         backoff = 1.0
@@ -278,6 +285,7 @@ class Daemon:
             if self._worker_fresh():
                 self.notifier.watchdog()
             self.notifier.status(self._status_line())
+            self.health.set_fact("loops_held", self.coordinator.loops_held())
 
     def _worker_fresh(self) -> bool:
         """The watchdog is fed only while the worker loop keeps beating."""

@@ -24,6 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agent_team import db, inbox
 from agent_team.config import Settings
+from agent_team.coordinator.loop_lease import LoopLease
 from agent_team.coordinator.runner import GraphRunner, TaskObserver
 from agent_team.coordinator.sweeper import CHECKPOINT_BATCH, Sweeper, SweepReport
 from agent_team.coordinator.worker import Worker
@@ -99,6 +100,8 @@ class Coordinator:
             checkpoint_retention=settings.checkpoint_retention,
         )
         self._resources = resources or ExitStack()
+        self._loop_leases: dict[str, LoopLease] = {}
+        self.wakeups = 0  # wake-ups from other instances' commands (`listen_for_commands`)
 
     # -- the parts, as the rest of the process reads them ---------------------------------
 
@@ -118,9 +121,35 @@ class Coordinator:
     def wake(self) -> threading.Event:
         return self.worker.wake
 
+    @property
+    def instance(self) -> str:
+        """This process in leases, claims and `/healthz` (`host:pid:start-time`)."""
+        return self.worker.consumer
+
+    def loop_lease(self, loop: str, *, every_s: float) -> LoopLease:
+        """The lease a loop run every `every_s` asks before each pass (one instance at a time);
+        released when the coordinator closes, so a clean stop hands the loop over at once."""
+        lease = self._loop_leases.get(loop)  # a restarted loop asks again
+        if lease is None or lease.hold_s != every_s + self.settings.lease_s:
+            lease = LoopLease(
+                self.ledger,
+                loop,
+                owner=self.instance,
+                every_s=every_s,
+                lease_s=self.settings.lease_s,
+            )
+            self._loop_leases[loop] = lease
+        return lease
+
+    def loops_held(self) -> list[str]:
+        """The singleton loops this instance runs now."""
+        return sorted(name for name, lease in self._loop_leases.items() if lease.held)
+
     def close(self) -> None:
         """Finish the runs in the pool, then close what the wiring handed over (reverse order)."""
         self.worker.close()
+        for lease in self._loop_leases.values():
+            lease.release()
         self._resources.close()
 
     # -- requests (CLI, dashboard, transports, intake) ----------------------------------
@@ -204,15 +233,19 @@ class Coordinator:
         """The worker loop a daemon runs until `stop` is set.
 
         In-process answers and finished runs set `wake`, so they are acted on
-        at once; commands written by other processes (the CLI) are found by
-        polling the inbox every `poll_s` seconds. Deadlines, budget unparking
-        and delivery retries run every `timers_s` seconds; pruning every
-        `PRUNE_EVERY_S`, or again after `timers_s` while a backlog of
-        checkpoints fills whole passes. Once `stop` is set no new command is
-        claimed; runs in flight go on (`wait_idle` waits).
+        at once; so do commands other instances queue, where the ledger can
+        tell (`listen_for_commands`); otherwise (SQLite, or the listener
+        reconnecting) they are found by polling the inbox every `poll_s`
+        seconds. The timers run on one instance at a time, the holder of the
+        `timers` loop lease: deadlines, budget unparking and delivery retries
+        every `timers_s` seconds; pruning every `PRUNE_EVERY_S`, or again after
+        `timers_s` while a backlog of checkpoints fills whole passes. Once
+        `stop` is set no new command is claimed; runs in flight go on
+        (`wait_idle` waits).
         """
         if sweep:
             self.recovery_sweep()
+        timers = self.loop_lease("timers", every_s=timers_s)
         next_timers = 0.0
         next_prune = 0.0
         next_checkpoints = 0.0
@@ -220,19 +253,33 @@ class Coordinator:
             self.wake.clear()
             self.worker.fill()
             if time.monotonic() >= next_timers:
-                self.check_deadlines()
-                self.unpark_budget()
-                self.deliver_open()
                 next_timers = time.monotonic() + timers_s
-            if time.monotonic() >= next_prune:
-                self.prune_events()
-                next_prune = time.monotonic() + PRUNE_EVERY_S
-            if time.monotonic() >= next_checkpoints:
-                backlog = self.prune_checkpoints() >= CHECKPOINT_BATCH
-                next_checkpoints = time.monotonic() + (timers_s if backlog else PRUNE_EVERY_S)
+                if timers.turn():
+                    self.check_deadlines()
+                    self.unpark_budget()
+                    self.deliver_open()
+                    if time.monotonic() >= next_prune:
+                        self.prune_events()
+                        next_prune = time.monotonic() + PRUNE_EVERY_S
+                    if time.monotonic() >= next_checkpoints:
+                        backlog = self.prune_checkpoints() >= CHECKPOINT_BATCH
+                        next_checkpoints = time.monotonic() + (
+                            timers_s if backlog else PRUNE_EVERY_S
+                        )
             if beat is not None:
                 beat()
             self.wake.wait(poll_s)
+
+    def listen_for_commands(
+        self, stop: threading.Event, *, beat: Callable[[], None] | None = None
+    ) -> None:
+        """The daemon's `command-wakeups` loop: commands any instance queues wake this one's
+        worker at once (PostgreSQL's LISTEN/NOTIFY; returns at once on SQLite)."""
+        self.ledger.listen_for_commands(self._woken, stop, beat=beat)
+
+    def _woken(self) -> None:
+        self.wakeups += 1
+        self.wake.set()
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait for the runs `serve` started; False if some are still going after `timeout_s`."""

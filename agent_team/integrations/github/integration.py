@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from agent_team.coordinator import Coordinator, TaskObserver
+    from agent_team.coordinator.loop_lease import LoopLease
     from agent_team.doctor import CheckFn
     from agent_team.health import Health
 
@@ -87,6 +88,7 @@ class GitHubIntegration:
     webhook: WebhookHandler
     commenter: StatusCommenter | None
     publisher: PullRequestPublisher | None = None
+    poll_lease: LoopLease | None = None  # None: this process polls whenever asked
     totals: PollReport = field(default_factory=PollReport)
     _totals_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -142,7 +144,9 @@ class GitHubIntegration:
                 repos=github.repos,
                 dashboard_url=github.dashboard_url,
             )
-        return cls(github, client, intake, webhook, commenter, publisher)
+        # Several daemons on one database poll by turns: one rate limit spent, not one each.
+        poll_lease = coordinator.loop_lease("github-poller", every_s=github.poll_s)
+        return cls(github, client, intake, webhook, commenter, publisher, poll_lease)
 
     def routes(self) -> Sequence[BaseRoute]:
         return [self.webhook.route()]
@@ -201,6 +205,11 @@ class GitHubIntegration:
         set_fact: Callable[[str, object], None],
     ) -> None:
         while not stop.is_set():
+            if self.poll_lease is not None and not self.poll_lease.turn():
+                set_fact("github_last_poll", {"at": None, "polled_by": "another instance"})
+                beat()
+                stop.wait(self.settings.poll_s)
+                continue
             report = self.poll()
             with self._totals_lock:
                 totals = (self.totals.polls, self.totals.not_modified, self.totals.tasks_created)

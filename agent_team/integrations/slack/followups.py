@@ -47,13 +47,19 @@ class FollowUps:
         self._pending_lock = threading.Lock()
 
     def run_timers(
-        self, stop: threading.Event, beat: Callable[[], None], every_s: float = TIMERS_S
+        self,
+        stop: threading.Event,
+        beat: Callable[[], None],
+        every_s: float = TIMERS_S,
+        turn: Callable[[], bool] = lambda: True,
     ) -> None:
-        """Reminders, late and superseded redraws, every `every_s` until `stop`."""
+        """Reminders, late and superseded redraws, every `every_s` until `stop`, in the passes
+        `turn` says are this instance's (one instance at a time reminds)."""
         while not stop.is_set():
-            self.transport.remind_due()
-            self.transport.reconcile_answered()
-            self.transport.redraw_superseded()
+            if turn():
+                self.transport.remind_due()
+                self.transport.reconcile_answered()
+                self.transport.redraw_superseded()
             beat()
             stop.wait(every_s)
 

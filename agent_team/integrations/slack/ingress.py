@@ -134,11 +134,15 @@ class SlackListener:
             handler.close()  # type: ignore[no-untyped-call]
 
     def run_timers(
-        self, stop: threading.Event, beat: Callable[[], None], every_s: float = TIMERS_S
+        self,
+        stop: threading.Event,
+        beat: Callable[[], None],
+        every_s: float = TIMERS_S,
+        turn: Callable[[], bool] = lambda: True,
     ) -> None:
         """The daemon's Slack timer loop: reminders, late and superseded redraws; on stop, drain."""
         try:
-            self.followups.run_timers(stop, beat, every_s)
+            self.followups.run_timers(stop, beat, every_s, turn)
         finally:
             if stop.is_set():
                 self.drain(5.0)

@@ -36,6 +36,7 @@ class SlackIntegration:
             ConfigError: Slack refused the bot token or could not be reached.
         """
         # Imported here so the local transport never loads slack-bolt.
+        from agent_team.integrations.slack.followups import TIMERS_S
         from agent_team.integrations.slack.ingress import SlackListener
         from agent_team.integrations.slack.transport import SlackTransport
 
@@ -54,6 +55,8 @@ class SlackIntegration:
             clock=coordinator.clock,
             verify_token=True,
         )
+        # Several daemons on one database remind by turns, so nobody is reminded twice.
+        self._reminders = coordinator.loop_lease("slack-reminders", every_s=TIMERS_S)
 
     @classmethod
     def enabled(cls, settings: Settings) -> bool:
@@ -88,7 +91,7 @@ class SlackIntegration:
             Loop(
                 "slack-reminders",
                 lambda stop, _first: listener.run_timers(
-                    stop, lambda: health.beat("slack-reminders")
+                    stop, lambda: health.beat("slack-reminders"), turn=self._reminders.turn
                 ),
             )
         )

@@ -13,6 +13,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 
 from agent_team import db, inbox
+from agent_team.coordinator.loop_lease import LoopLease
 from tests.integration.slack.conftest import (
     ALICE,
     BOB,
@@ -312,6 +313,35 @@ def test_the_timer_loop_reminds_beats_and_finishes_cleanly_on_stop(world: SlackW
         loop.join(timeout=10)
     assert not loop.is_alive()
     assert len(in_thread(world, question.channel_ref or "")) == 1, "still one reminder"
+
+
+def test_the_timer_loop_reminds_only_in_the_turns_its_instance_holds(world: SlackWorld) -> None:
+    """Several daemons on one database: one reminds; the others beat and wait their turn."""
+    question = world.waiting_question()
+    world.clock.advance(hours=40)
+    other = LoopLease(world.conn, "slack-reminders", owner="other", every_s=0.01, lease_s=30)
+    mine = LoopLease(world.conn, "slack-reminders", owner="mine", every_s=0.01, lease_s=30)
+    assert other.turn()
+    stop = threading.Event()
+    beats: list[int] = []
+    loop = threading.Thread(
+        target=world.listener.run_timers,
+        args=(stop, lambda: beats.append(1), 0.01),
+        kwargs={"turn": mine.turn},
+    )
+    loop.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(beats) < 5:
+            assert time.monotonic() < deadline, "the loop should keep beating"
+            time.sleep(0.005)
+        assert in_thread(world, question.channel_ref or "") == [], "not this instance's turn"
+        other.release()  # the other daemon stops
+        world.fake.wait_for(lambda f: len(in_thread(world, question.channel_ref or "")) == 1)
+        assert mine.held
+    finally:
+        stop.set()
+        loop.join(timeout=10)
 
 
 def test_a_parked_notice_says_how_to_unpark(world: SlackWorld) -> None:
