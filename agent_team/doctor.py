@@ -17,6 +17,7 @@ from agent_team import db
 from agent_team.access import DashboardTokens
 from agent_team.config import Settings
 from agent_team.daemon_probe import RunningDaemon, probe_daemon
+from agent_team.db.url import redact_url
 from agent_team.exceptions import (
     AgentTeamError,
     ConfigError,
@@ -68,11 +69,16 @@ def run_checks(settings: Settings) -> list[CheckResult]:
 
 @check
 def check_config(settings: Settings) -> CheckResult:
-    return CheckResult("config", True, f"ledger {settings.db_path}, model {settings.model}")
+    target = settings.ledger_target
+    ledger = redact_url(target) if isinstance(target, str) else str(target)
+    return CheckResult("config", True, f"ledger {ledger}, model {settings.model}")
 
 
 @check
 def check_ledger(settings: Settings) -> CheckResult:
+    target = settings.ledger_target
+    if isinstance(target, str):
+        return _check_database(target)
     path = settings.db_path
     folder = db.folder_problem(path.parent)
     if not path.exists():
@@ -108,6 +114,54 @@ def check_ledger(settings: Settings) -> CheckResult:
         except AgentTeamError as exc:
             return CheckResult("ledger", False, str(exc))
     return CheckResult("ledger", True, f"{path} at schema version {db.SCHEMA_VERSION}")
+
+
+def _check_database(url: str) -> CheckResult:
+    """The PostgreSQL ledger: reachable, its server, the schema, the checkpoint tables, and
+    whether the server has the connections one more daemon needs."""
+    try:
+        facts = db.postgres_facts(url)
+    except AgentTeamError as exc:  # the message names the variable and hides the password
+        return CheckResult(
+            "ledger", False, str(exc), "check AGENT_TEAM_DATABASE_URL and that the server runs"
+        )
+    where = f"PostgreSQL {facts.server_version} at {facts.location}"
+    if facts.schema_version > db.SCHEMA_VERSION:
+        return CheckResult(
+            "ledger",
+            False,
+            f"{where} is at schema version {facts.schema_version}, newer than this "
+            f"agent-team ({db.SCHEMA_VERSION})",
+            "upgrade agent-team",
+        )
+    if facts.schema_version == 0:
+        schema = "empty; the daemon creates the tables on start"
+    elif facts.schema_version < db.SCHEMA_VERSION:
+        schema = (
+            f"at schema version {facts.schema_version}; the daemon migrates it to "
+            f"{db.SCHEMA_VERSION} on start"
+        )
+    else:
+        schema = f"at schema version {facts.schema_version}"
+    checkpoints = (
+        "checkpoint tables ready"
+        if facts.checkpoints_ready
+        else "checkpoint tables set up on the daemon's start"
+    )
+    connections = (
+        f"{facts.connections_used} of {facts.max_connections} connections in use "
+        f"({facts.reserved_connections} reserved); a daemon holds up to "
+        f"{db.CONNECTIONS_PER_DAEMON}"
+    )
+    detail = f"{where}: {schema}; {checkpoints}; {connections}"
+    if facts.connections_free < db.CONNECTIONS_PER_DAEMON:
+        return CheckResult(
+            "ledger",
+            False,
+            detail,
+            "raise max_connections on the server, or run fewer daemons on it",
+        )
+    return CheckResult("ledger", True, detail)
 
 
 @check

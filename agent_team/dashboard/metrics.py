@@ -86,6 +86,7 @@ class _LedgerFacts:
     open_questions: db.OpenQuestions
     spent_today: dict[str, db.Spend]
     latencies_s: list[float]
+    leases: db.LeaseSummary
 
 
 def _latency_s(row: db.AnswerResume) -> float:
@@ -118,6 +119,7 @@ class LedgerCollector(Collector):
                 open_questions=db.open_questions_summary(view),
                 spent_today=db.spent_by_mode(view, day=now),
                 latencies_s=[_latency_s(row) for row in db.answer_resume_times(view)],
+                leases=db.lease_summary(view, now=now),
             )
 
     def collect(self) -> Iterable[Metric]:
@@ -150,6 +152,37 @@ class LedgerCollector(Collector):
             restarts.add_metric([status.name], status.restarts)
         yield up
         yield restarts
+        yield from self._instance_metrics()
+
+    def _instance_metrics(self) -> Iterable[Metric]:
+        """This process's own counters: what no ledger row records."""
+        yield CounterMetricFamily(
+            "agent_team_fenced_writes_refused",
+            "Writes this process refused because its run's lease had moved to another "
+            "instance (a newer epoch).",
+            value=db.fence_counters.refused,
+        )
+        coordinator = self._ctx.coordinator
+        if coordinator is None:
+            return
+        info = GaugeMetricFamily(
+            "agent_team_instance", "This process (1), named as in leases.", labels=["instance"]
+        )
+        info.add_metric([coordinator.instance], 1)
+        yield info
+        yield CounterMetricFamily(
+            "agent_team_command_wakeups",
+            "Times another instance's command woke this one's worker (PostgreSQL NOTIFY).",
+            value=coordinator.wakeups,
+        )
+        held = GaugeMetricFamily(
+            "agent_team_singleton_loop_held",
+            "1 while this process holds a loop that runs on one instance at a time.",
+            labels=["loop"],
+        )
+        for loop in coordinator.loops_held():
+            held.add_metric([loop], 1)
+        yield held
 
     def _ledger_metrics(self, facts: _LedgerFacts, now: datetime) -> Iterable[Metric]:
         tasks = GaugeMetricFamily("agent_team_tasks", "Tasks per status.", labels=["status"])
@@ -184,6 +217,23 @@ class LedgerCollector(Collector):
             tokens.add_metric([mode.value], spend.tokens)
         yield usd
         yield tokens
+        running = GaugeMetricFamily(
+            "agent_team_running_tasks",
+            "Tasks running now per instance (live execution leases), from the ledger.",
+            labels=["instance"],
+        )
+        for owner, count in sorted(facts.leases.running_by_owner.items()):
+            running.add_metric([owner], count)
+        yield running
+        takeovers = CounterMetricFamily(
+            "agent_team_lease_takeovers",
+            "Leases taken over from a holder whose time ran out (a dead or stalled "
+            "instance), per kind (task runs, singleton loops), from the ledger.",
+            labels=["kind"],
+        )
+        for kind in ("task", "loop"):
+            takeovers.add_metric([kind], facts.leases.takeovers_by_kind.get(kind, 0))
+        yield takeovers
         buckets, total = histogram_buckets(facts.latencies_s)
         yield HistogramMetricFamily(
             "agent_team_answer_resume_seconds",

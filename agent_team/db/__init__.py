@@ -45,6 +45,7 @@ from agent_team.db.daemon_lock import (
     daemon_holder,
     in_use_error,
 )
+from agent_team.db.database_facts import CONNECTIONS_PER_DAEMON, DatabaseFacts, postgres_facts
 from agent_team.db.effects import begin_effect, finish_effect, get_effect, list_effects
 from agent_team.db.events import claim_event, event_seen, prune_events, release_event
 from agent_team.db.fencing import Fence, check_fence, current_fence, fenced, unfenced
@@ -55,8 +56,10 @@ from agent_team.db.intake import (
     record_issue_ingested,
 )
 from agent_team.db.leases import (
+    LeaseSummary,
     acquire_lease,
     get_lease,
+    lease_summary,
     list_leases,
     release_lease,
     release_leases_of,
@@ -144,6 +147,7 @@ from agent_team.db.views.pages import TaskCost, task_costs, task_sources
 from agent_team.db.views.slack import answered_since, find_question_by_channel_ref
 
 __all__ = [
+    "CONNECTIONS_PER_DAEMON",
     "LEDGER_TABLES",
     "OUTBOX_FILENAME",
     "SCHEMA_VERSION",
@@ -152,11 +156,13 @@ __all__ = [
     "Command",
     "DaemonHolder",
     "DaemonLock",
+    "DatabaseFacts",
     "Dialect",
     "Fence",
     "IntakeCursor",
     "IssueClaim",
     "Lease",
+    "LeaseSummary",
     "Ledger",
     "OpenQuestions",
     "Question",
@@ -228,6 +234,7 @@ __all__ = [
     "integrity_problem",
     "is_outage",
     "issue_already_ingested",
+    "lease_summary",
     "list_backups",
     "list_commands",
     "list_cursors",
@@ -243,6 +250,7 @@ __all__ = [
     "open_questions_summary",
     "overdue_questions",
     "parked_before",
+    "postgres_facts",
     "prune_events",
     "reclaim_space",
     "record_delivery",

@@ -15,6 +15,7 @@ a lease of 30 s tolerates skew of a few seconds.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent_team.db.clock import to_iso, utc_now
@@ -24,8 +25,10 @@ from agent_team.db.records import Lease, fetch_record, fetch_records
 from agent_team.exceptions import LedgerInputError
 
 __all__ = [
+    "LeaseSummary",
     "acquire_lease",
     "get_lease",
+    "lease_summary",
     "list_leases",
     "release_lease",
     "release_leases_of",
@@ -159,3 +162,29 @@ def list_leases(reader: Reader, *, owner: str | None = None, prefix: str = "") -
         sql += " AND owner = ?"
         params.append(owner)
     return fetch_records(reader, Lease, sql + " ORDER BY name", params)
+
+
+@dataclass(frozen=True)
+class LeaseSummary:
+    """What `/metrics` shows of the leases: who runs how many tasks, how often leases moved."""
+
+    running_by_owner: dict[str, int] = field(default_factory=dict)
+    takeovers_by_kind: dict[str, int] = field(default_factory=dict)  # `task`, `loop`
+
+
+def lease_summary(reader: Reader, *, now: datetime | None = None) -> LeaseSummary:
+    """Tasks running per instance now (live `task:` leases), and takeovers of each kind ever."""
+    now_iso = to_iso(now or utc_now())
+    running = reader.fetch_all(
+        "SELECT owner, count(*) AS n FROM leases WHERE owner IS NOT NULL "
+        "AND lease_until > ? AND substr(name, 1, 5) = 'task:' GROUP BY owner",
+        (now_iso,),
+    )
+    moved = reader.fetch_all(
+        "SELECT CASE WHEN substr(name, 1, 5) = 'task:' THEN 'task' ELSE 'loop' END AS kind, "
+        "sum(takeovers) AS n FROM leases GROUP BY 1"
+    )
+    return LeaseSummary(
+        running_by_owner={str(row["owner"]): int(row["n"]) for row in running},
+        takeovers_by_kind={str(row["kind"]): int(row["n"] or 0) for row in moved},
+    )

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agent_team import db, inbox
@@ -161,6 +162,18 @@ def test_a_paused_daemon_is_fenced_after_another_instance_takes_its_task(
             timeout_s=60,
             what="the resumed daemon to be fenced",
         )
+        paused_url = f"http://127.0.0.1:{paused_env['AGENT_TEAM_DASHBOARD_PORT']}"
+        metrics = httpx.get(f"{paused_url}/metrics", timeout=10).text
+        refused_writes = [
+            float(line.split()[-1])
+            for line in metrics.splitlines()
+            if line.startswith("agent_team_fenced_writes_refused_total ")
+        ]
+        assert refused_writes and refused_writes[0] >= 1, metrics
+        health = httpx.get(f"{paused_url}/healthz", timeout=10).json()
+        assert f":{paused.pid}:" in health["facts"]["instance"]
+        loops = {loop["name"] for loop in health["loops"]}
+        assert ("command-wakeups" in loops) == (backend.name == "postgres"), loops
         paused.send_signal(signal.SIGTERM)
         assert paused.wait(timeout=60) == 0, paused_log.read_text()
     finally:

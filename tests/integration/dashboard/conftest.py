@@ -330,9 +330,16 @@ def make_settings(path: Path, *, token: str | None = TOKEN, **overrides: Any) ->
 class FakeCoordinator:
     """What `DashboardContext` uses of a coordinator: its ledger and wake event."""
 
+    instance = "host-a:4242:20260302T100000.000000Z"
+
     def __init__(self, path: Path) -> None:
         self.ledger = db.open_ledger(path)
         self.wake = threading.Event()
+        self.wakeups = 0
+        self.held: list[str] = []
+
+    def loops_held(self) -> list[str]:
+        return list(self.held)
 
 
 @pytest.fixture

@@ -630,6 +630,33 @@ def test_metrics_read_the_ledger_at_scrape_time(client: TestClient, ctx: Dashboa
     assert found[("agent_team_intake_not_modified_total", ())] == 0
 
 
+def test_metrics_show_instances_leases_takeovers_and_wakeups(
+    client: TestClient, coordinator: FakeCoordinator
+) -> None:
+    ledger = coordinator.ledger
+    me, other = coordinator.instance, "host-b:77:20260302T100000.000000Z"
+    for task, owner in (("t1", me), ("t2", me), ("t3", other)):
+        live = db.acquire_lease(ledger, name=f"task:{task}", owner=owner, lease_s=60, now=NOW)
+        assert live is not None
+    lapsed = db.acquire_lease(ledger, name="task:t4", owner=other, lease_s=60, now=at(0))
+    assert lapsed is not None
+    assert db.acquire_lease(ledger, name="task:t4", owner=me, lease_s=60, now=NOW)  # took over
+    coordinator.wakeups = 7
+    coordinator.held = ["timers"]
+    refused = db.fence_counters.refused
+
+    found = samples(client.get("/metrics").text)
+
+    assert found[("agent_team_instance", (("instance", me),))] == 1
+    assert found[("agent_team_running_tasks", (("instance", me),))] == 3
+    assert found[("agent_team_running_tasks", (("instance", other),))] == 1
+    assert found[("agent_team_lease_takeovers_total", (("kind", "task"),))] == 1
+    assert found[("agent_team_lease_takeovers_total", (("kind", "loop"),))] == 0
+    assert found[("agent_team_command_wakeups_total", ())] == 7
+    assert found[("agent_team_singleton_loop_held", (("loop", "timers"),))] == 1
+    assert found[("agent_team_fenced_writes_refused_total", ())] == refused
+
+
 def test_answer_to_resume_latency_is_a_cumulative_histogram(client: TestClient) -> None:
     found = samples(client.get("/metrics").text)
     name = "agent_team_answer_resume_seconds"
