@@ -12,20 +12,32 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from agent_team import __version__, db, inbox, reports
-from agent_team.config import Settings, load_hooks, load_settings
-from agent_team.exceptions import AgentTeamError, ConfigError
+from agent_team.actors import cli_actor
+from agent_team.cli_automation import automation_app
+from agent_team.cli_inbox import audit_app
+from agent_team.cli_inbox import inbox as inbox_command
+from agent_team.cli_support import (
+    CliContext,
+    age,
+    context_of,
+    err,
+    id_table,
+    open_ready,
+    open_writable,
+    out,
+    print_json,
+)
+from agent_team.config import Settings
+from agent_team.exceptions import AgentTeamError, ConfigError, InvalidAutomationError
 from agent_team.invocation import command, localize
 from agent_team.journey import who_answered
 from agent_team.plandiff import DiffLine, changes_text
@@ -34,6 +46,7 @@ from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
 from agent_team.timefmt import deadline_text, parse_duration, span
 
 __all__ = ["app", "main"]
+
 
 app = typer.Typer(
     name="agent-team",
@@ -46,63 +59,9 @@ ledger_app = typer.Typer(help="Maintain the ledger.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
 intake_app = typer.Typer(help="Outside work coming in (GitHub issues).", no_args_is_help=True)
 app.add_typer(intake_app, name="intake")
-
-# Piped output (scripts, CI logs) gets a wide console so ids are never cut short.
-out = Console(
-    highlight=False, soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 200
-)
-err = Console(stderr=True, highlight=False, markup=False)
-
-
-@dataclass
-class _Context:
-    db_override: Path | None
-    config_file: Path | None
-    _settings: Settings | None = field(default=None, init=False)
-
-    def now(self) -> datetime:
-        """The CLI's clock (moved only by the clock test hook)."""
-        return load_hooks().clock()()
-
-    def settings(self) -> Settings:
-        if self._settings is None:
-            self._settings = load_settings(self.config_file, db_path=self.db_override)
-            logging.basicConfig(
-                level=self._settings.log_level.upper(),
-                format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                stream=sys.stderr,
-            )
-        return self._settings
-
-
-def _ctx(ctx: typer.Context) -> _Context:
-    obj = ctx.find_root().obj
-    assert isinstance(obj, _Context)
-    return obj
-
-
-def _table(*headers: str, ids: tuple[str, ...] = (), title: str | None = None) -> Table:
-    """A table whose id columns are never truncated (they are meant to be copied)."""
-    table = Table(title=title)
-    for header in headers:
-        if header in ids:
-            table.add_column(header, no_wrap=True, overflow="fold", min_width=12)
-        else:
-            table.add_column(header)
-    return table
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
-
-
-@contextmanager
-def _open_ready(ctx: typer.Context) -> Iterator[db.Ledger]:
-    """An existing, current ledger; never creates one as a side effect of reading."""
-    settings = _ctx(ctx).settings()
-    db.assert_ready(settings.ledger_target)
-    with db.open_ledger(settings.ledger_target, files_dir=settings.db_path.parent) as ledger:
-        yield ledger
+app.add_typer(automation_app, name="automation")
+app.add_typer(audit_app, name="audit")
+app.command("inbox")(inbox_command)
 
 
 def _show_version(value: bool) -> None:
@@ -128,13 +87,13 @@ def _main(
         ),
     ] = False,
 ) -> None:
-    ctx.obj = _Context(db_override=db_path, config_file=config)
+    ctx.obj = CliContext(db_override=db_path, config_file=config)
 
 
 @app.command()
 def migrate(ctx: typer.Context) -> None:
     """Create the ledger or bring it up to the current schema, then show its state."""
-    settings = _ctx(ctx).settings()
+    settings = context_of(ctx).settings()
     path = settings.ledger_target
     before = 0
     if not isinstance(path, Path) or path.exists():
@@ -187,7 +146,7 @@ def migrate_to_postgres(
     """
     named = "--to"
     if to is None:
-        target = _ctx(ctx).settings().ledger_target
+        target = context_of(ctx).settings().ledger_target
         if not isinstance(target, str):
             raise ConfigError(
                 "--to: give the PostgreSQL URL (postgresql://user@host:5432/dbname), "
@@ -280,7 +239,7 @@ def schema(
 ) -> None:
     """Print the ledger's DDL (what schema.sql holds); `--write schema.sql` regenerates it."""
     if dialect == "postgres":
-        text = db.dump_fresh_postgres_schema(_ctx(ctx).settings().ledger_target)
+        text = db.dump_fresh_postgres_schema(context_of(ctx).settings().ledger_target)
     elif dialect == "sqlite":
         text = db.dump_schema()
     else:
@@ -303,16 +262,16 @@ def questions(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List gate questions, oldest first."""
-    with _open_ready(ctx) as ledger:
+    with open_ready(ctx) as ledger:
         rows = db.list_questions(ledger, status=status.value if status else None, thread_id=task)
     if as_json:
-        _print_json([{**asdict(q), "answer": q.answer, "payload": q.payload} for q in rows])
+        print_json([{**asdict(q), "answer": q.answer, "payload": q.payload} for q in rows])
         return
     if not rows:
         out.print("no questions" + (f" with status {status.value}" if status else ""))
         return
-    now = _ctx(ctx).now()
-    table = _table(
+    now = context_of(ctx).now()
+    table = id_table(
         "question",
         "task",
         "turn",
@@ -402,7 +361,7 @@ def budget(
 ) -> None:
     """Spend on one UTC day per billing mode, model and stage."""
     bucket = _parse_day(day)
-    with _open_ready(ctx) as ledger:
+    with open_ready(ctx) as ledger:
         rows = db.usage_summary(ledger, day=bucket)
     if not rows:
         out.print(f"no model calls recorded on {bucket}")
@@ -447,8 +406,8 @@ def ledger_replay(
     ] = None,
 ) -> None:
     """Write budget rows that could not be recorded back into the ledger."""
-    with _open_ready(ctx) as ledger:
-        path = outbox or _ctx(ctx).settings().ledger_outbox or db.default_outbox_path(ledger)
+    with open_ready(ctx) as ledger:
+        path = outbox or context_of(ctx).settings().ledger_outbox or db.default_outbox_path(ledger)
         report = db.replay_outbox(path, ledger)
     out.print(
         f"outbox {path}: replayed {report['replayed']}, failed {report['failed']}, "
@@ -456,15 +415,6 @@ def ledger_replay(
     )
     if report["remaining"]:
         raise typer.Exit(code=1)
-
-
-@contextmanager
-def _open_writable(ctx: typer.Context) -> Iterator[db.Ledger]:
-    """The ledger for a command that writes, created or upgraded first."""
-    settings = _ctx(ctx).settings()
-    db.init_db(settings.ledger_target)
-    with db.open_ledger(settings.ledger_target, files_dir=settings.db_path.parent) as ledger:
-        yield ledger
 
 
 def _parse_duration(value: str) -> timedelta:
@@ -491,15 +441,16 @@ def submit(
     if not title.strip():
         raise typer.BadParameter("--title must not be empty")
     text = body_file.read_text(encoding="utf-8") if body_file else body
-    with _open_writable(ctx) as ledger:
+    with open_writable(ctx) as ledger:
         task_id = inbox.submit_task(
             ledger,
             title=title.strip(),
             body=text,
             kind=kind.value,
             source="cli",
+            actor=cli_actor(),
             repo=str(repo.resolve()) if repo else None,
-            confluence_enabled=_ctx(ctx).settings().confluence_enabled,
+            confluence_enabled=context_of(ctx).settings().confluence_enabled,
         )
     sys.stdout.write(task_id + "\n")
 
@@ -518,7 +469,7 @@ def tick(
     from agent_team.integrations.github.integration import GitHubIntegration
     from agent_team.wiring import build_runtime  # the graph stack loads only when needed
 
-    settings = _ctx(ctx).settings()
+    settings = context_of(ctx).settings()
     with build_runtime(settings, only={GitHubIntegration.name}) as runtime:
         coordinator = runtime.coordinator
         github = next((i for i in runtime.integrations if isinstance(i, GitHubIntegration)), None)
@@ -544,14 +495,12 @@ def tick(
         )
         + ("" if report.idle else " (not idle yet)")
     )
-
-
-def _age(stamp: str, now: datetime) -> str:
-    seconds = max(0, int((now - db.from_iso(stamp)).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    runs = report.automations
+    if runs.created or runs.skipped_budget or runs.skipped_overlap or runs.failed:
+        out.print(
+            f"automations: {runs.created} task(s) created, {runs.skipped_budget} skipped "
+            f"(budget), {runs.skipped_overlap} skipped (overlap), {runs.failed} failed"
+        )
 
 
 @app.command()
@@ -563,7 +512,7 @@ def tasks(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List tasks, newest first, with phase, age and cost."""
-    with _open_ready(ctx) as ledger:
+    with open_ready(ctx) as ledger:
         rows = db.list_tasks(
             ledger,
             status=status.value if status else None,
@@ -572,20 +521,20 @@ def tasks(
         )
         costs = {tid: cost.usd for tid, cost in db.task_costs(ledger, [t.id for t in rows]).items()}
     if as_json:
-        _print_json([{**asdict(t), "cost_usd": costs.get(t.id, 0.0)} for t in rows])
+        print_json([{**asdict(t), "cost_usd": costs.get(t.id, 0.0)} for t in rows])
         return
     if not rows:
         out.print("no tasks")
         return
-    now = _ctx(ctx).now()
-    table = _table("task", "status", "phase", "age", "USD", "title", ids=("task",))
+    now = context_of(ctx).now()
+    table = id_table("task", "status", "phase", "age", "USD", "title", ids=("task",))
     for t in rows:
         status_text = f"{t.status} ({t.parked_reason})" if t.parked_reason else t.status
         table.add_row(
             t.id,
             status_text,
             t.phase,
-            _age(t.created_at, now),
+            age(t.created_at, now),
             f"{costs.get(t.id, 0.0):.4f}",
             t.title,
         )
@@ -605,8 +554,8 @@ def show(
     ] = False,
 ) -> None:
     """A task's journey: each step's outcome, duration and cost; questions; the plan."""
-    with _open_ready(ctx) as ledger:
-        now = _ctx(ctx).now()
+    with open_ready(ctx) as ledger:
+        now = context_of(ctx).now()
         report = reports.task_report(ledger, task_id, now)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
@@ -633,7 +582,7 @@ def show(
         )
     out.print(journey)
     if report["questions"]:
-        asked = _table(
+        asked = id_table(
             "question",
             "kind",
             "status",
@@ -666,7 +615,7 @@ def _follow(ctx: typer.Context, task_id: str) -> None:
     from agent_team.build_watch import BuildOutput, build_output, follow_build
     from agent_team.builders.live_log import read_build_log, state_dir_of
 
-    settings = _ctx(ctx).settings()
+    settings = context_of(ctx).settings()
     state_dir = state_dir_of(settings)
 
     def write(text: str) -> None:
@@ -680,7 +629,7 @@ def _follow(ctx: typer.Context, task_id: str) -> None:
             if task is None:
                 raise AgentTeamError(f"task {task_id} is gone from the ledger")
             tail = read_build_log(state_dir, task_id)
-            output = build_output(task.id, task.status, tail, _ctx(ctx).now(), after=after)
+            output = build_output(task.id, task.status, tail, context_of(ctx).now(), after=after)
             return task.status, task.phase, output
 
         try:
@@ -708,9 +657,9 @@ def answer(
     """Answer a gate question. The first answer wins; the task resumes on the next pass."""
     responder = who.strip() or getpass.getuser()
     text = " ".join(words)
-    with _open_ready(ctx) as ledger:
+    with open_ready(ctx) as ledger:
         answered = inbox.submit_answer(
-            ledger, question_id, text, via=f"cli:{responder}", now=_ctx(ctx).now()
+            ledger, question_id, text, via=f"cli:{responder}", now=context_of(ctx).now()
         )
     out.print(f"answered {answered.question_id}: {answered.answer_json}")
 
@@ -725,9 +674,11 @@ def reopen(
 ) -> None:
     """Reopen an expired question with a new deadline; it is delivered again."""
     window = _parse_duration(deadline)
-    with _open_ready(ctx) as ledger:
-        reopened = inbox.reopen(ledger, question_id, deadline_at=_ctx(ctx).now() + window)
-    now = _ctx(ctx).now()
+    with open_ready(ctx) as ledger:
+        reopened = inbox.reopen(
+            ledger, question_id, deadline_at=context_of(ctx).now() + window, actor=cli_actor()
+        )
+    now = context_of(ctx).now()
     out.print(f"reopened {reopened.question_id}; deadline {_deadline(reopened.deadline_at, now)}")
 
 
@@ -736,8 +687,8 @@ def cancel(
     ctx: typer.Context, task_id: Annotated[str, typer.Argument(help="The task id.")]
 ) -> None:
     """Cancel a task: open questions are superseded, its worktree is kept for inspection."""
-    with _open_ready(ctx) as ledger:
-        inbox.cancel_task(ledger, task_id)
+    with open_ready(ctx) as ledger:
+        inbox.cancel_task(ledger, task_id, actor=cli_actor())
     out.print(f"cancel queued for {task_id}")
 
 
@@ -746,8 +697,8 @@ def retry(
     ctx: typer.Context, task_id: Annotated[str, typer.Argument(help="The parked task's id.")]
 ) -> None:
     """Continue a parked task from where it stopped, after fixing what parked it."""
-    with _open_ready(ctx) as ledger:
-        inbox.retry_task(ledger, task_id)
+    with open_ready(ctx) as ledger:
+        inbox.retry_task(ledger, task_id, actor=cli_actor())
     out.print(localize(f"{task_id} queued again; the daemon (or `agent-team tick`) continues it"))
 
 
@@ -767,7 +718,7 @@ def daemon(
     from agent_team.access import DashboardTokens, demo_token_path, ensure_demo_token
     from agent_team.daemon import Daemon
 
-    settings = _ctx(ctx).settings()
+    settings = context_of(ctx).settings()
     db.ensure_writable_folder(settings.db_path)  # before anything is written beside it
     created = ensure_demo_token(settings) if demo else None
     _token_lines(DashboardTokens(settings).describe(), created, demo_token_path(settings))
@@ -818,7 +769,7 @@ def intake_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Per repository and label: last poll, ETag hit rate, rate limit left, tasks created."""
-    with _open_ready(ctx) as ledger:
+    with open_ready(ctx) as ledger:
         cursors = db.list_cursors(ledger)
     rows = [
         {
@@ -839,12 +790,12 @@ def intake_status(
         for c in cursors
     ]
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
     if not rows:
         out.print("no intake polls recorded yet (set AGENT_TEAM_GITHUB_REPOS and run the daemon)")
         return
-    table = _table(
+    table = id_table(
         "repository",
         "label",
         "last poll",
@@ -876,7 +827,7 @@ def doctor(ctx: typer.Context) -> None:
     """Check the configuration and environment; each failed check says how to fix it."""
     from agent_team.doctor import run_checks
 
-    results = run_checks(_ctx(ctx).settings())
+    results = run_checks(context_of(ctx).settings())
     table = Table("", "check", "detail", "fix")
     for result in results:
         mark = "✓" if result.ok else "✗"
@@ -895,7 +846,7 @@ def backup(
     keep: Annotated[int, typer.Option("--keep", help="How many backups to keep.", min=1)] = 7,
 ) -> None:
     """An online backup of the ledger (safe while the daemon runs); keeps the newest N."""
-    settings = _ctx(ctx).settings()
+    settings = context_of(ctx).settings()
     if isinstance(settings.ledger_target, str):
         raise ConfigError(
             "agent-team backup copies a SQLite ledger; this one is on PostgreSQL "
@@ -911,7 +862,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the app, turning our errors into one line each."""
     try:
         app(args=argv)
-    except ConfigError as exc:
+    except (ConfigError, InvalidAutomationError) as exc:  # bad settings or arguments
         err.print(f"agent-team: {localize(str(exc))}", soft_wrap=True)
         sys.exit(2)
     except AgentTeamError as exc:

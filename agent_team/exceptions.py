@@ -29,6 +29,10 @@ operator as one line with no traceback.
     │   ├── QuestionClosedError     answering a question that is no longer open
     │   └── TaskRefusedError        a submission we will not run (e.g. a lane that is off)
     │       └── TaskTooLargeError   a title or body over the task limits
+    ├── AutomationError             an automation request we cannot carry out
+    │   ├── InvalidAutomationError  a bad field (names it; CLI exit 2, HTTP 422;
+    │   │                           also a ValueError); nothing was stored
+    │   └── UnknownAutomationError  no automation with that id or name
     ├── ParkingError                the task must wait for an operator or time;
     │   │                           `parked_reason` says which
     │   ├── BudgetExhaustedError    today's cap would be exceeded
@@ -49,6 +53,7 @@ from __future__ import annotations
 
 __all__ = [
     "AgentTeamError",
+    "AutomationError",
     "BudgetExhaustedError",
     "BuildError",
     "BuilderUnavailableError",
@@ -58,6 +63,7 @@ __all__ = [
     "DatabaseUnreachableError",
     "FencedError",
     "InvalidAnswerError",
+    "InvalidAutomationError",
     "LedgerBusyError",
     "LedgerCorruptError",
     "LedgerError",
@@ -76,6 +82,7 @@ __all__ = [
     "TaskError",
     "TaskRefusedError",
     "TaskTooLargeError",
+    "UnknownAutomationError",
     "UnknownTaskError",
 ]
 
@@ -175,6 +182,22 @@ class TaskTooLargeError(TaskRefusedError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class AutomationError(AgentTeamError):
+    """An automation request we cannot carry out."""
+
+
+class InvalidAutomationError(AutomationError, ValueError):
+    """A bad field of an automation; `field` names it. Nothing was stored."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class UnknownAutomationError(AutomationError):
+    """No automation with that id or name."""
 
 
 class ParkingError(AgentTeamError):

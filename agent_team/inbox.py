@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agent_team import db
+from agent_team.actors import INTERNAL, Actor
 from agent_team.answers import parse_answer
 from agent_team.exceptions import QuestionClosedError, TaskRefusedError, UnknownTaskError
 from agent_team.limits import check_task_size
@@ -47,8 +48,9 @@ def submit_task(
     repo: str | None = None,
     task_id: str | None = None,
     confluence_enabled: bool = False,
+    actor: Actor = INTERNAL,
 ) -> str:
-    """Record a task and its `start` command; returns the task id.
+    """Record a task (with its audit row) and its `start` command; returns the task id.
 
     Idempotent for a given `task_id`: a second submit changes nothing. If the
     process dies between the two writes, the recovery sweep starts the task.
@@ -72,6 +74,7 @@ def submit_task(
         body=body,
         source=source,
         source_ref=source_ref,
+        audit=actor.entry("submit", new_id, {"kind": kind, "source": source, "title": title[:200]}),
     )
     payload: dict[str, Any] = {"repo": repo} if repo else {}
     db.enqueue_command(
@@ -84,7 +87,9 @@ def submit_task(
     return new_id
 
 
-def reopen(ledger: db.Ledger, question_id: str, *, deadline_at: datetime) -> db.Question:
+def reopen(
+    ledger: db.Ledger, question_id: str, *, deadline_at: datetime, actor: Actor = INTERNAL
+) -> db.Question:
     """expired -> open with a new deadline; the task waits on it again.
 
     Delivery is left to the coordinator (the question has no `channel_ref`
@@ -103,7 +108,10 @@ def reopen(ledger: db.Ledger, question_id: str, *, deadline_at: datetime) -> db.
             f"task {owner.id} is {owner.status}; its questions cannot be reopened "
             "(submit the task again instead)"
         )
-    if not db.reopen_question(ledger, question_id=question_id, deadline_at=deadline_at):
+    audit = actor.entry("reopen", question_id, {"deadline_at": db.to_iso(deadline_at)})
+    if not db.reopen_question(
+        ledger, question_id=question_id, deadline_at=deadline_at, audit=audit
+    ):
         raise QuestionClosedError(
             f"question {question_id} is {question.status}; only expired questions reopen"
         )
@@ -122,7 +130,7 @@ def reopen(ledger: db.Ledger, question_id: str, *, deadline_at: datetime) -> db.
     return reopened
 
 
-def cancel_task(ledger: db.Ledger, task_id: str) -> None:
+def cancel_task(ledger: db.Ledger, task_id: str, *, actor: Actor = INTERNAL) -> None:
     """Queue a cancel; the worker closes the task and supersedes its open questions.
 
     Raises:
@@ -140,10 +148,11 @@ def cancel_task(ledger: db.Ledger, task_id: str) -> None:
         kind=CommandKind.CANCEL.value,
         task_id=task_id,
         payload={},
+        audit=actor.entry("cancel", task_id, {"status": task.status}),
     )
 
 
-def retry_task(ledger: db.Ledger, task_id: str) -> str:
+def retry_task(ledger: db.Ledger, task_id: str, *, actor: Actor = INTERNAL) -> str:
     """Continue a parked task from its last checkpoint, once the operator fixed the cause.
 
     For a builder that could not run, a refused write, a task whose checkpoints
@@ -174,17 +183,14 @@ def retry_task(ledger: db.Ledger, task_id: str) -> str:
             f"task {task_id} waits on an expired question; reopen it: agent-team reopen {which}"
         )
     command_id = f"retry:{task_id}:{uuid.uuid4().hex[:8]}"
-    db.set_task_status(ledger, task_id, TaskStatus.QUEUED, phase=task.phase)
-    db.record_transition(
+    if not db.requeue_task(
         ledger,
-        thread_id=task_id,
-        to_phase=task.phase,
-        status=TaskStatus.QUEUED,
+        task_id=task_id,
+        command_id=command_id,
         note=f"retried by an operator (was parked: {task.parked_reason})",
-    )
-    db.enqueue_command(
-        ledger, command_id=command_id, kind=CommandKind.START.value, task_id=task_id, payload={}
-    )
+        audit=actor.entry("retry", task_id, {"parked_reason": task.parked_reason}),
+    ):
+        raise TaskRefusedError(f"task {task_id} is no longer parked; nothing was queued")
     return command_id
 
 
@@ -234,12 +240,16 @@ def submit_answer(
     if question.status != QuestionStatus.OPEN:
         raise QuestionClosedError(closed_message(question))
     normalised = parse_answer(question.kind, text)
+    decision = normalised.get("decision")
     won = db.answer_question(
         ledger,
         question_id=question_id,
         answer_json=json.dumps(normalised, sort_keys=True),
         answered_via=via,
         answered_at=now,
+        audit=Actor.from_via(via).entry(
+            "answer", question_id, {"task": question.thread_id, "decision": decision or "reply"}
+        ),
     )
     latest = db.get_question(ledger, question_id)
     assert latest is not None

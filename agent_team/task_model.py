@@ -11,13 +11,17 @@ from typing import Any, TypedDict
 
 __all__ = [
     "TERMINAL_STATUSES",
+    "AutomationRunStatus",
+    "AutomationStatus",
     "BillingMode",
     "CommandKind",
     "CommandState",
     "EffectState",
+    "OverlapPolicy",
     "Phase",
     "QuestionKind",
     "QuestionStatus",
+    "ScheduleKind",
     "TaskKind",
     "TaskState",
     "TaskStatus",
@@ -90,6 +94,35 @@ class EffectState(StrEnum):
 
     PENDING = "pending"
     DONE = "done"
+    FAILED = "failed"
+
+
+class AutomationStatus(StrEnum):
+    """An automation runs while `active`; `cancelled` is soft (its rows and runs are kept)."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+
+
+class ScheduleKind(StrEnum):
+    EVERY = "every"  # a fixed interval from the first run
+    CRON = "cron"  # a cron expression in a time zone
+    ONCE = "once"  # one run at `first_run_at`
+
+
+class OverlapPolicy(StrEnum):
+    SKIP = "skip"  # no new run while the previous run's task is open
+    ALLOW = "allow"
+
+
+class AutomationRunStatus(StrEnum):
+    """A slot's run: claimed first, then exactly one of the others."""
+
+    CLAIMED = "claimed"
+    CREATED = "created"
+    SKIPPED_BUDGET = "skipped_budget"
+    SKIPPED_OVERLAP = "skipped_overlap"
     FAILED = "failed"
 
 

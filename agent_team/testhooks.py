@@ -10,13 +10,25 @@ tests reach a subprocess only through its environment.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["Clock", "Hooks", "wall_clock"]
+__all__ = ["CRASH_EXIT_CODE", "Clock", "Hooks", "crash_if", "wall_clock"]
+
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+CRASH_EXIT_CODE = 137  # what a shell reports for SIGKILL, so crash tests read naturally
+
+
+def crash_if(crash_at: str | None, point: str) -> None:
+    """Die like `kill -9` here when the crash hook (`AGENT_TEAM_CRASH_AT`) names `point`."""
+    if crash_at == point:
+        log.warning("AGENT_TEAM_CRASH_AT=%s reached; exiting abruptly", crash_at)
+        os._exit(CRASH_EXIT_CODE)
 
 
 def wall_clock() -> datetime:

@@ -23,12 +23,15 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from agent_team import db, inbox
+from agent_team.actors import INTERNAL, Actor
+from agent_team.automations.runner import AutomationRunner, PassReport
 from agent_team.config import Settings
 from agent_team.coordinator.loop_lease import LoopLease
 from agent_team.coordinator.runner import GraphRunner, TaskObserver
 from agent_team.coordinator.sweeper import CHECKPOINT_BATCH, Sweeper, SweepReport
 from agent_team.coordinator.worker import Worker
 from agent_team.exceptions import UnknownTaskError
+from agent_team.models.budget_view import BudgetToday, settings_budget
 from agent_team.nodes.common import GraphDeps
 from agent_team.task_model import QuestionKind
 from agent_team.transports.base import Transport
@@ -46,6 +49,7 @@ class TickReport:
     expired: int = 0
     unparked: int = 0
     checkpoints_pruned: int = 0
+    automations: PassReport = field(default_factory=PassReport)
     sweep: SweepReport = field(default_factory=SweepReport)
     idle: bool = False
 
@@ -98,6 +102,14 @@ class Coordinator:
             consumer=self.worker.consumer,
             clock=clock,
             checkpoint_retention=settings.checkpoint_retention,
+        )
+        self.automations = AutomationRunner(
+            ledger,
+            submit=self.start_task,
+            budget=self.budget_today,
+            clock=clock,
+            owner=self.worker.consumer,
+            crash_at=deps.crash_at,
         )
         self._resources = resources or ExitStack()
         self._loop_leases: dict[str, LoopLease] = {}
@@ -168,7 +180,9 @@ class Coordinator:
         self.wake.set()
         return answered
 
-    def reopen(self, question_id: str, *, deadline: timedelta | None = None) -> db.Question:
+    def reopen(
+        self, question_id: str, *, deadline: timedelta | None = None, actor: Actor = INTERNAL
+    ) -> db.Question:
         """Reopen an expired question (see `inbox.reopen`) and deliver it again."""
         question = db.get_question(self.ledger, question_id)
         if question is None:
@@ -178,19 +192,24 @@ class Coordinator:
             self.ledger,
             question_id,
             deadline_at=inbox.deadline_for(question.kind, window, self.clock()),
+            actor=actor,
         )
         self.deliver_open(reopened.thread_id)
         return reopened
 
-    def retry(self, task_id: str) -> None:
+    def retry(self, task_id: str, *, actor: Actor = INTERNAL) -> None:
         """Continue a parked task (see `inbox.retry_task`) and wake the worker."""
-        inbox.retry_task(self.ledger, task_id)
+        inbox.retry_task(self.ledger, task_id, actor=actor)
         self.wake.set()
 
-    def cancel(self, task_id: str) -> None:
+    def cancel(self, task_id: str, *, actor: Actor = INTERNAL) -> None:
         """Queue a cancel (see `inbox.cancel_task`) and wake the worker."""
-        inbox.cancel_task(self.ledger, task_id)
+        inbox.cancel_task(self.ledger, task_id, actor=actor)
         self.wake.set()
+
+    def budget_today(self) -> BudgetToday:
+        """Today's spend against the cap the model caller applies (automations, the inbox)."""
+        return settings_budget(self.ledger, self.settings, self.clock())
 
     def counts(self) -> dict[str, int]:
         """Tasks per status, for systemd's STATUS= line and the health page."""
@@ -217,6 +236,11 @@ class Coordinator:
 
     def prune_events(self) -> int:
         return self.sweeper.prune_events()
+
+    def run_automations(self) -> PassReport:
+        """Finish runs a crash left claimed, then make the due automations' runs (the tasks
+        they create wake the worker through `start_task`)."""
+        return self.automations.run_pass()
 
     def prune_checkpoints(self) -> int:
         return self.sweeper.prune_checkpoints()
@@ -258,6 +282,7 @@ class Coordinator:
                     self.check_deadlines()
                     self.unpark_budget()
                     self.deliver_open()
+                    self.run_automations()
                     if time.monotonic() >= next_prune:
                         self.prune_events()
                         next_prune = time.monotonic() + PRUNE_EVERY_S
@@ -290,6 +315,7 @@ class Coordinator:
         report = TickReport(sweep=self.recovery_sweep())
         self.prune_events()
         report.checkpoints_pruned = self.prune_checkpoints()
+        report.automations = self.run_automations()
         deadline = time.monotonic() + timeout_s
         while True:
             ran = self.run_pending()

@@ -428,7 +428,7 @@ class _Api:
             raise ApiError(exc.status, exc.message, headers=exc.headers) from None
 
     async def submit_task(self, request: Request) -> Response:
-        self._authorize(request)
+        caller = self._authorize(request)
         data = await _json_body(request)
         _no_other_fields(data, {"title", "body", "kind"})
         title = _text_field(data, "title", required=True, max_chars=MAX_TITLE_CHARS)
@@ -447,6 +447,7 @@ class _Api:
                     kind=kind,
                     source="dashboard",
                     confluence_enabled=self.ctx.settings.confluence_enabled,
+                    actor=caller.actor(),
                 )
 
         task_id = await run_in_threadpool(work)

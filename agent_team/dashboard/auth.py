@@ -32,6 +32,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agent_team.access import DashboardToken, DashboardTokens, create_secret_file
+from agent_team.actors import Actor
 
 if TYPE_CHECKING:
     from agent_team.config import Settings
@@ -80,6 +81,10 @@ class Caller:
 
     name: str | None
     how: Literal["bearer", "session"]
+
+    def actor(self) -> Actor:
+        """As the audit log names it (the unnamed token is `token`)."""
+        return Actor(self.name or "token", "dashboard")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.fencing import Fence
 from agent_team.db.leases import take_lease, task_lease_name
-from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
+from agent_team.db.ledger import Dialect, Ledger, Reader, Transaction, where_equal
 from agent_team.db.records import Command, fetch_record, fetch_records, row_to
 from agent_team.db.validate import require_member
 from agent_team.db.wakeups import announce_commands
@@ -31,6 +32,7 @@ __all__ = [
     "enqueue_command",
     "fail_command",
     "get_command",
+    "insert_command",
     "list_commands",
     "release_command",
 ]
@@ -43,8 +45,9 @@ def enqueue_command(
     kind: str,
     task_id: str,
     payload: Mapping[str, Any] | None = None,
+    audit: AuditEntry | None = None,
 ) -> bool:
-    """Add a command unless one with this id exists.
+    """Add a command unless one with this id exists (with its audit row, in one transaction).
 
     Returns:
         True if this call added it; False if `command_id` was already there
@@ -57,18 +60,32 @@ def enqueue_command(
         raise LedgerInputError(f"command payload is not JSON-serialisable: {exc}") from exc
 
     def work(tx: Transaction) -> bool:
-        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-        cur = tx.execute(
-            "INSERT INTO commands (command_id, kind, task_id, payload_json, state, created_at) "
-            "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (command_id) DO NOTHING",
-            (command_id, kind, task_id, payload_json, now),
-        )
-        if cur.rowcount != 1:
+        if not insert_command(tx, ledger.dialect, command_id, kind, task_id, payload_json):
             return False
-        announce_commands(tx, ledger.dialect)
+        if audit is not None:
+            append_audit(tx, audit)
         return True
 
     return ledger.write(work)
+
+
+def insert_command(
+    tx: Transaction, dialect: Dialect, command_id: str, kind: str, task_id: str, payload_json: str
+) -> bool:
+    """Inside a write: queue a command unless its id exists, and wake the other instances.
+
+    Its time is taken inside the transaction (under SQLite's write lock), so commands
+    keep commit order: a resume never overtakes a cancel queued before it.
+    """
+    cur = tx.execute(
+        "INSERT INTO commands (command_id, kind, task_id, payload_json, state, created_at) "
+        "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (command_id) DO NOTHING",
+        (command_id, kind, task_id, payload_json, to_iso(utc_now())),
+    )
+    if cur.rowcount != 1:
+        return False
+    announce_commands(tx, dialect)
+    return True
 
 
 @dataclass(frozen=True, slots=True)

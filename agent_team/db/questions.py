@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
+from agent_team.db.commands import insert_command
 from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
 from agent_team.db.records import Question, fetch_record, fetch_records
 from agent_team.db.validate import require_json, require_member
-from agent_team.db.wakeups import announce_commands
 from agent_team.exceptions import LedgerInputError, LedgerIntegrityError
 from agent_team.task_model import CommandKind, QuestionKind, QuestionStatus
 
@@ -121,11 +122,12 @@ def answer_question(
     answer_json: str,
     answered_via: str,
     answered_at: datetime | None = None,
+    audit: AuditEntry | None = None,
 ) -> bool:
     """Record the first answer to an open, unexpired question and queue its resume.
 
-    The status flip and the `resume` command are one transaction: an answer is
-    never stored without its resume, and never twice.
+    The status flip, the `resume` command and the audit row (if given) are one
+    transaction: an answer is never stored without its resume, nor twice.
 
     Returns:
         True for the winning answer; False if the question is unknown, not
@@ -149,20 +151,16 @@ def answer_question(
         payload = json.dumps(
             {"question_id": question_id, "answer": json.loads(answer_json)}, sort_keys=True
         )
-        # The command's time is taken under the lock (not the answer's time), so commands
-        # keep commit order: a resume never overtakes a cancel queued before it.
-        tx.execute(
-            "INSERT INTO commands (command_id, kind, task_id, payload_json, state, created_at) "
-            "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (command_id) DO NOTHING",
-            (
-                resume_command_id(question_id),
-                CommandKind.RESUME.value,
-                row[0],
-                payload,
-                to_iso(utc_now()),
-            ),
+        insert_command(
+            tx,
+            ledger.dialect,
+            resume_command_id(question_id),
+            CommandKind.RESUME.value,
+            row[0],
+            payload,
         )
-        announce_commands(tx, ledger.dialect)
+        if audit is not None:
+            append_audit(tx, audit, now=answered_at)
         return True
 
     return ledger.write(work)
@@ -174,17 +172,19 @@ def _flip(
     from_statuses: tuple[str, ...],
     set_sql: str,
     params: tuple[object, ...] = (),
+    audit: AuditEntry | None = None,
 ) -> bool:
     marks = ", ".join("?" for _ in from_statuses)
+    sql = f"UPDATE pending_questions SET {set_sql} WHERE question_id = ? AND status IN ({marks})"
 
-    return (
-        write_statement(
-            ledger,
-            f"UPDATE pending_questions SET {set_sql} WHERE question_id = ? AND status IN ({marks})",
-            (*params, question_id, *from_statuses),
-        )
-        == 1
-    )
+    def work(tx: Transaction) -> bool:
+        if tx.execute(sql, (*params, question_id, *from_statuses)).rowcount != 1:
+            return False
+        if audit is not None:
+            append_audit(tx, audit)
+        return True
+
+    return ledger.write(work)
 
 
 def expire_question(ledger: Ledger, *, question_id: str) -> bool:
@@ -193,7 +193,11 @@ def expire_question(ledger: Ledger, *, question_id: str) -> bool:
 
 
 def reopen_question(
-    ledger: Ledger, *, question_id: str, deadline_at: datetime | None = None
+    ledger: Ledger,
+    *,
+    question_id: str,
+    deadline_at: datetime | None = None,
+    audit: AuditEntry | None = None,
 ) -> bool:
     """expired -> open with a new deadline; `channel_ref` is cleared so it is delivered again."""
     deadline = to_iso(deadline_at) if deadline_at is not None else None
@@ -203,6 +207,7 @@ def reopen_question(
         (QuestionStatus.EXPIRED.value,),
         "status = 'open', deadline_at = ?, channel_ref = NULL, posted_at = NULL",
         (deadline,),
+        audit,
     )
 
 

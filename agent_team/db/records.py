@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 _R = TypeVar("_R", bound="DataclassInstance")
 
 __all__ = [
+    "AuditRow",
+    "Automation",
+    "AutomationRun",
     "Command",
     "IntakeCursor",
     "Lease",
@@ -168,6 +171,60 @@ class Lease:
     acquired_at: str | None
     renewed_at: str | None
     takeovers: int
+
+
+@dataclass(frozen=True, slots=True)
+class Automation:
+    automation_id: str
+    name: str
+    title: str
+    body: str
+    kind: str
+    repo: str | None
+    schedule_kind: str
+    every_s: int | None
+    cron: str | None
+    timezone: str
+    overlap: str
+    status: str
+    first_run_at: str
+    next_run_at: str | None
+    last_slot_at: str | None
+    created_by: str
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class AutomationRun:
+    run_id: str
+    automation_id: str
+    slot_at: str
+    manual: int
+    missed: int
+    status: str
+    task_id: str
+    claimed_by: str
+    claimed_at: str
+    finished_at: str | None
+    detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    seq: int
+    at: str
+    actor: str
+    via: str
+    action: str
+    target: str
+    detail: str | None
+    prev_hash: str
+    hash: str
+
+    @property
+    def detail_dict(self) -> dict[str, Any]:
+        return dict(_json_or_none(self.detail) or {})
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -251,6 +251,74 @@ _V9 = (
     WHERE checkpoints_pruned_at IS NULL""",
 )
 
+# v10: automations (task templates on a schedule), their runs (one row per claimed slot:
+# the claim gate's record, unique per slot), and the hash-chained audit log with its head
+# (the last row's hash and the row count, updated by every append: a write conflict on
+# PostgreSQL, the write lock on SQLite, so appends form one chain; and a truncated tail
+# no longer matches the head).
+_V10 = (
+    """CREATE TABLE automations (
+    automation_id TEXT PRIMARY KEY,
+    name          TEXT NOT NULL,
+    title         TEXT NOT NULL,
+    body          TEXT NOT NULL,
+    kind          TEXT NOT NULL DEFAULT 'code' CHECK (kind IN ('code', 'confluence')),
+    repo          TEXT,
+    schedule_kind TEXT NOT NULL CHECK (schedule_kind IN ('every', 'cron', 'once')),
+    every_s       INTEGER CHECK (every_s IS NULL OR every_s >= 60),
+    cron          TEXT,
+    timezone      TEXT NOT NULL DEFAULT 'UTC',
+    overlap       TEXT NOT NULL DEFAULT 'skip' CHECK (overlap IN ('skip', 'allow')),
+    status        TEXT NOT NULL DEFAULT 'active'
+                  CHECK (status IN ('active', 'paused', 'cancelled')),
+    first_run_at  TEXT NOT NULL,
+    next_run_at   TEXT,
+    last_slot_at  TEXT,
+    created_by    TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL
+)""",
+    """CREATE UNIQUE INDEX idx_automations_name ON automations (name)
+    WHERE status <> 'cancelled'""",
+    """CREATE INDEX idx_automations_due ON automations (next_run_at)
+    WHERE status = 'active'""",
+    """CREATE TABLE automation_runs (
+    run_id        TEXT PRIMARY KEY,
+    automation_id TEXT NOT NULL,
+    slot_at       TEXT NOT NULL,
+    manual        INTEGER NOT NULL DEFAULT 0,
+    missed        INTEGER NOT NULL DEFAULT 0,
+    status        TEXT NOT NULL DEFAULT 'claimed' CHECK (status IN
+                  ('claimed', 'created', 'skipped_budget', 'skipped_overlap', 'failed')),
+    task_id       TEXT NOT NULL,
+    claimed_by    TEXT NOT NULL,
+    claimed_at    TEXT NOT NULL,
+    finished_at   TEXT,
+    detail        TEXT,
+    UNIQUE (automation_id, slot_at)
+)""",
+    "CREATE INDEX idx_automation_runs_claimed ON automation_runs (status) WHERE status = 'claimed'",
+    "CREATE INDEX idx_automation_runs_task ON automation_runs (task_id)",
+    """CREATE TABLE audit_log (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at        TEXT NOT NULL,
+    actor     TEXT NOT NULL,
+    via       TEXT NOT NULL,
+    action    TEXT NOT NULL,
+    target    TEXT NOT NULL,
+    detail    TEXT,
+    prev_hash TEXT NOT NULL,
+    hash      TEXT NOT NULL
+)""",
+    "CREATE INDEX idx_audit_log_target ON audit_log (target, seq)",
+    "CREATE INDEX idx_audit_log_at ON audit_log (at)",
+    """CREATE TABLE audit_head (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    rows  INTEGER NOT NULL,
+    hash  TEXT NOT NULL
+)""",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -262,6 +330,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
     7: _V7,
     8: _V8,
     9: _V9,
+    10: _V10,
 }
 _FOREIGN_KEYS_OFF = frozenset({5})
 
@@ -277,6 +346,10 @@ LEDGER_TABLES = (
     "side_effects",
     "intake_cursors",
     "leases",
+    "automations",
+    "automation_runs",
+    "audit_log",
+    "audit_head",
 )
 
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -376,6 +449,41 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "last_error",
     ),
     "leases": ("name", "owner", "epoch", "lease_until", "acquired_at", "renewed_at", "takeovers"),
+    "automations": (
+        "automation_id",
+        "name",
+        "title",
+        "body",
+        "kind",
+        "repo",
+        "schedule_kind",
+        "every_s",
+        "cron",
+        "timezone",
+        "overlap",
+        "status",
+        "first_run_at",
+        "next_run_at",
+        "last_slot_at",
+        "created_by",
+        "created_at",
+        "updated_at",
+    ),
+    "automation_runs": (
+        "run_id",
+        "automation_id",
+        "slot_at",
+        "manual",
+        "missed",
+        "status",
+        "task_id",
+        "claimed_by",
+        "claimed_at",
+        "finished_at",
+        "detail",
+    ),
+    "audit_log": ("seq", "at", "actor", "via", "action", "target", "detail", "prev_hash", "hash"),
+    "audit_head": ("id", "rows", "hash"),
 }
 
 

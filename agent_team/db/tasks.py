@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
 from agent_team.db.records import Task, fetch_record, fetch_records
@@ -40,8 +41,9 @@ def create_task(
     body: str = "",
     source: str = "cli",
     source_ref: str | None = None,
+    audit: AuditEntry | None = None,
 ) -> bool:
-    """Record a new task as `queued` in phase `intake`.
+    """Record a new task as `queued` in phase `intake` (and its audit row, in one transaction).
 
     Returns:
         True if created; False if a task with this id already exists (unchanged).
@@ -58,7 +60,11 @@ def create_task(
             "ON CONFLICT (id) DO NOTHING",
             (task_id, kind, source, source_ref, title, body, now, now),
         )
-        return cur.rowcount == 1
+        if cur.rowcount != 1:
+            return False
+        if audit is not None:
+            append_audit(tx, audit)
+        return True
 
     return ledger.write(work)
 

@@ -6,15 +6,23 @@ row (no `exited_at`), which a partial unique index enforces.
 
 from __future__ import annotations
 
+from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
+from agent_team.db.commands import insert_command
 from agent_team.db.fencing import current_fence
 from agent_team.db.ledger import Ledger, Reader, Transaction
 from agent_team.db.records import Transition, fetch_records
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
-from agent_team.task_model import Phase, TaskStatus
+from agent_team.task_model import CommandKind, Phase, TaskStatus
 
-__all__ = ["close_terminal", "enter_phase", "list_transitions", "record_transition"]
+__all__ = [
+    "close_terminal",
+    "enter_phase",
+    "list_transitions",
+    "record_transition",
+    "requeue_task",
+]
 
 
 def record_transition(
@@ -39,6 +47,39 @@ def record_transition(
 
     def work(tx: Transaction) -> int:
         return _transition(tx, thread_id, to_phase, status, note)
+
+    return ledger.write(work)
+
+
+def requeue_task(
+    ledger: Ledger,
+    *,
+    task_id: str,
+    command_id: str,
+    note: str,
+    audit: AuditEntry | None = None,
+) -> bool:
+    """parked -> queued, its history row, a `start` command and the audit row: one transaction.
+
+    Returns:
+        False if the task is not parked (nothing written).
+    """
+
+    def work(tx: Transaction) -> bool:
+        row = tx.fetch_one(
+            "SELECT phase FROM tasks WHERE id = ? AND status = ?", (task_id, TaskStatus.PARKED)
+        )
+        if row is None:
+            return False
+        tx.execute(
+            "UPDATE tasks SET status = ?, parked_reason = NULL, updated_at = ? WHERE id = ?",
+            (TaskStatus.QUEUED.value, to_iso(utc_now()), task_id),
+        )
+        _transition(tx, task_id, str(row["phase"]), TaskStatus.QUEUED.value, note)
+        insert_command(tx, ledger.dialect, command_id, CommandKind.START.value, task_id, "{}")
+        if audit is not None:
+            append_audit(tx, audit)
+        return True
 
     return ledger.write(work)
 

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 
 from agent_team import db
 from agent_team.exceptions import BudgetExhaustedError, ConfigError, ModelError
+from agent_team.models.budget_view import capped_in_usd
 from agent_team.models.pricing import Price, cost_usd, price_for
 from agent_team.models.tokens import estimate_tokens, message_text, reply_text
 from agent_team.redact import redact
@@ -204,7 +205,7 @@ class ModelCaller:
         day = db.day_bucket(self._clock())
         mode = self._mode.value
         with self._lock:
-            if self._price is not None and self._mode is BillingMode.API:
+            if self._price is not None and capped_in_usd(self._price, mode):
                 usd = cost_usd(self._price, input_tokens, output_tokens)
                 spent = db.spent(self._ledger, day=day, billing_mode=mode) + self._inflight_usd
                 if spent + usd > self._budget_usd:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -24,12 +23,11 @@ from agent_team.builders.base import BuildResult, BuildTask
 from agent_team.integrations.confluence.lane import ConfluenceLane
 from agent_team.models.caller import ModelCaller
 from agent_team.task_model import Phase, QuestionKind, TaskState, TaskStatus, question_id_for
+from agent_team.testhooks import CRASH_EXIT_CODE, crash_if
 
 __all__ = ["CRASH_EXIT_CODE", "GraphDeps", "ask_human", "crash_point", "enter"]
 
 log = logging.getLogger(__name__)
-
-CRASH_EXIT_CODE = 137  # what a shell reports for SIGKILL, so crash tests read naturally
 
 
 @dataclass
@@ -56,9 +54,7 @@ class GraphDeps:
 
 def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:
     """Test hook (`AGENT_TEAM_CRASH_AT=<phase>:<before|after>`): die like `kill -9` here."""
-    if deps.crash_at == f"{phase.value}:{when}":
-        log.warning("AGENT_TEAM_CRASH_AT=%s reached; exiting abruptly", deps.crash_at)
-        os._exit(CRASH_EXIT_CODE)
+    crash_if(deps.crash_at, f"{phase.value}:{when}")
 
 
 def enter(deps: GraphDeps, state: TaskState, phase: Phase) -> None:

@@ -281,6 +281,12 @@ def test_upgraded_indexes_are_all_there(old_ledger: tuple[int, Path]) -> None:
         "idx_budget_day_covering",
         "idx_leases_owner",
         "idx_tasks_unpruned",
+        "idx_automations_name",
+        "idx_automations_due",
+        "idx_automation_runs_claimed",
+        "idx_automation_runs_task",
+        "idx_audit_log_target",
+        "idx_audit_log_at",
     }
     # The recreated partial unique index still does its job on the rebuilt table.
     with raw_connect(path) as raw:
@@ -521,7 +527,33 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
         )
         raw.execute("INSERT INTO intake_cursors (source, label) VALUES ('github:o/r', 'x')")
         raw.execute("INSERT INTO leases (name, owner, epoch) VALUES ('task:t-1', 'h:1:s', 3)")
-    with closing(db.open_ledger(path)) as conn:
+    with closing(db.open_ledger(path)) as conn:  # and in the v10 ones, through their functions
+        automation = db.create_automation(
+            conn,
+            values={
+                "automation_id": "a-1",
+                "name": "nightly",
+                "title": "Nightly",
+                "body": "Update the page",
+                "schedule_kind": "every",
+                "every_s": 86400,
+                "first_run_at": "2024-08-01T00:00:00.000000Z",
+                "next_run_at": "2024-08-01T00:00:00.000000Z",
+                "created_by": "cli:ada",
+            },
+            audit=db.AuditEntry("ada", "cli", "automation.create", "a-1"),
+        )
+        assert db.claim_slot(
+            conn,
+            automation_id=automation.automation_id,
+            expected_next=automation.next_run_at,
+            slot_at="2024-08-01T00:00:00.000000Z",
+            next_run_at="2024-08-02T00:00:00.000000Z",
+            missed=0,
+            run_id="a-1@1",
+            task_id="t-2",
+            claimed_by="h:1:s",
+        )
         counts = db.table_counts(conn)
     rows, dump, content = read_rows(path), dump_of(path), path.read_bytes()
     assert all(counts.values()), counts

@@ -15,12 +15,16 @@ import pytest
 from agent_team import db
 from agent_team.exceptions import LedgerIntegrityError
 from agent_team.task_model import (
+    AutomationRunStatus,
+    AutomationStatus,
     BillingMode,
     CommandKind,
     CommandState,
     EffectState,
+    OverlapPolicy,
     QuestionKind,
     QuestionStatus,
+    ScheduleKind,
     TaskKind,
     TaskStatus,
 )
@@ -98,6 +102,11 @@ ENUM_CHECKS: dict[tuple[str, str], type[StrEnum]] = {
     ("commands", "state"): CommandState,
     ("side_effects", "state"): EffectState,
     ("budget_ledger", "billing_mode"): BillingMode,
+    ("automations", "kind"): TaskKind,
+    ("automations", "schedule_kind"): ScheduleKind,
+    ("automations", "overlap"): OverlapPolicy,
+    ("automations", "status"): AutomationStatus,
+    ("automation_runs", "status"): AutomationRunStatus,
 }
 
 NOW = "2024-08-01T00:00:00.000000Z"
@@ -115,12 +124,30 @@ BASE_ROWS: dict[str, dict[str, object]] = {
         "recorded_at": NOW,
         "day_bucket": "2024-08-01",
     },
+    "automations": {
+        "name": "n",
+        "title": "t",
+        "body": "b",
+        "schedule_kind": "every",
+        "first_run_at": NOW,
+        "created_by": "cli:x",
+        "created_at": NOW,
+        "updated_at": NOW,
+    },
+    "automation_runs": {
+        "automation_id": "a-1",
+        "task_id": "t-1",
+        "claimed_by": "x",
+        "claimed_at": NOW,
+    },
 }
 PRIMARY_KEYS = {
     "pending_questions": "question_id",
     "tasks": "id",
     "commands": "command_id",
     "side_effects": "effect_id",
+    "automations": "automation_id",
+    "automation_runs": "run_id",
 }
 _CHECK_IN = re.compile(r"CHECK\s*\(\s*(\w+)\s+IN\s*\(([^)]*)\)\s*\)", re.IGNORECASE)
 
@@ -139,6 +166,10 @@ def insert(conn: sqlite3.Connection, table: str, column: str, value: str, key: s
     row = {**BASE_ROWS[table], column: value}
     if table in PRIMARY_KEYS:
         row[PRIMARY_KEYS[table]] = key
+    if table == "automations":
+        row["name"] = key  # unique among automations that are not cancelled
+    if table == "automation_runs":
+        row["slot_at"] = key  # one run per slot
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
     cur = conn.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values()))

@@ -35,6 +35,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_team import __version__, db
+from agent_team.actors import Actor
 from agent_team.exceptions import AgentTeamError
 from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.limits import MAX_BODY_CHARS, MAX_TITLE_CHARS
@@ -466,6 +467,7 @@ class GitHubIntake:
             "source_ref": issue.html_url,
             "task_id": task_id_for(repo, issue.number),
             "confluence_enabled": self.settings.confluence_enabled,
+            "actor": Actor(f"{repo}#{issue.number}", "github"),
         }
         checkout = self.checkouts.get(repo.lower())
         if checkout is not None:

@@ -28,6 +28,7 @@ from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from agent_team import db
+from agent_team.automations import service
 from agent_team.builders.base import BuildResult, BuildTask
 from agent_team.config import ENV_PREFIX, load_settings
 from agent_team.dashboard import DashboardContext, create_app
@@ -120,6 +121,27 @@ def _build_source(root: Path) -> Source:
         assert db.finish_effect(ledger, effect_id="slack:post:1", result_ref="C1:1700.1")
         db.record_poll(ledger, source="github:acme/app", label="agent-team", status=200, etag="W/1")
         assert db.acquire_lease(ledger, name="loop:deadlines", owner="old-daemon", lease_s=60)
+        nightly = service.create(  # an automation (audited) and one run of it
+            ledger,
+            service.AutomationRequest(
+                name="nightly docs", title="Docs", body=LONG_BODY, every="1d"
+            ),
+            actor=service.Actor("tester", "cli"),
+            now=clock.now,
+        )
+        run = db.claim_slot(
+            ledger,
+            automation_id=nightly.automation_id,
+            expected_next=nightly.next_run_at,
+            slot_at=str(nightly.next_run_at),
+            next_run_at=None,
+            missed=2,
+            run_id=f"{nightly.automation_id}@1",
+            task_id="t-never-made",
+            claimed_by="old-daemon",
+        )
+        assert run is not None
+        assert db.finish_run(ledger, run_id=run.run_id, status="skipped_budget", detail="cap")
         # A cost no decimal shortcut keeps exactly.
         assert db.record_usage(
             ledger,

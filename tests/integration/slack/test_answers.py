@@ -219,6 +219,9 @@ def test_a_thread_reply_answers(world: SlackWorld) -> None:
     answered = world.question(question.question_id)
     assert answered.status == "answered" and answered.answered_via == f"slack:{ALICE}"
     assert answered.answer == {"decision": "approve", "text": "ship it"}
+    (audit,) = db.list_audit(world.conn, action="answer")  # one row, with the answer
+    assert (audit.actor, audit.via, audit.target) == (ALICE, "slack", question.question_id)
+    assert audit.detail_dict == {"decision": "approve", "task": question.thread_id}
 
 
 def test_a_bad_reply_gets_the_accepted_forms_and_the_question_stays_open(

@@ -1,0 +1,111 @@
+"""What every `agent-team` command module shares: the consoles, settings, the ledger, output.
+
+`cli.py` holds the commands of the core; bigger groups (`automation`,
+`audit`, `inbox`) live in modules of their own and take these helpers from
+here, so no command module imports another.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agent_team import db
+from agent_team.config import Settings, load_hooks, load_settings
+
+__all__ = [
+    "CliContext",
+    "age",
+    "context_of",
+    "err",
+    "id_table",
+    "open_ready",
+    "open_writable",
+    "out",
+    "print_json",
+]
+
+# Piped output (scripts, CI logs) gets a wide console so ids are never cut short.
+out = Console(
+    highlight=False, soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 200
+)
+err = Console(stderr=True, highlight=False, markup=False)
+
+
+@dataclass
+class CliContext:
+    db_override: Path | None
+    config_file: Path | None
+    _settings: Settings | None = field(default=None, init=False)
+
+    def now(self) -> datetime:
+        """The CLI's clock (moved only by the clock test hook)."""
+        return load_hooks().clock()()
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config_file, db_path=self.db_override)
+            logging.basicConfig(
+                level=self._settings.log_level.upper(),
+                format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                stream=sys.stderr,
+            )
+        return self._settings
+
+
+def context_of(ctx: typer.Context) -> CliContext:
+    obj = ctx.find_root().obj
+    assert isinstance(obj, CliContext)
+    return obj
+
+
+def id_table(*headers: str, ids: tuple[str, ...] = (), title: str | None = None) -> Table:
+    """A table whose id columns are never truncated (they are meant to be copied)."""
+    table = Table(title=title)
+    for header in headers:
+        if header in ids:
+            table.add_column(header, no_wrap=True, overflow="fold", min_width=12)
+        else:
+            table.add_column(header)
+    return table
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@contextmanager
+def open_ready(ctx: typer.Context) -> Iterator[db.Ledger]:
+    """An existing, current ledger; never creates one as a side effect of reading."""
+    settings = context_of(ctx).settings()
+    db.assert_ready(settings.ledger_target)
+    with db.open_ledger(settings.ledger_target, files_dir=settings.db_path.parent) as ledger:
+        yield ledger
+
+
+@contextmanager
+def open_writable(ctx: typer.Context) -> Iterator[db.Ledger]:
+    """The ledger for a command that writes, created or upgraded first."""
+    settings = context_of(ctx).settings()
+    db.init_db(settings.ledger_target)
+    with db.open_ledger(settings.ledger_target, files_dir=settings.db_path.parent) as ledger:
+        yield ledger
+
+
+def age(stamp: str, now: datetime) -> str:
+    seconds = max(0, int((now - db.from_iso(stamp)).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

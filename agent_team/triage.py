@@ -1,0 +1,177 @@
+"""The triage inbox: one list of what needs a person now, oldest first.
+
+Open questions (with their age and deadline), parked tasks (the reason and
+the command that fixes it), tasks that failed in the last week, automations
+that are overdue (no daemon ran their slot) or whose last run failed or was
+skipped for the budget, and the day's budget once it is near its cap. The CLI
+(`agent-team inbox`), `GET /api/triage`, the dashboard's inbox page and the
+daily Slack digest all read this one function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from agent_team import db
+from agent_team.models.budget_view import BudgetToday
+from agent_team.task_model import AutomationRunStatus
+
+__all__ = [
+    "FAILED_WINDOW",
+    "NEAR_CAP",
+    "OVERDUE_GRACE",
+    "TriageItem",
+    "triage",
+]
+
+FAILED_WINDOW = timedelta(days=7)
+NEAR_CAP = 0.8  # the budget shows from 80 % of the day's cap
+# An automation whose slot is this late was not run: no daemon (or `tick`) is working.
+OVERDUE_GRACE = timedelta(minutes=5)
+
+_PARKED_FIX = {
+    "budget_exhausted": "resumes by itself after UTC midnight; or raise "
+    "AGENT_TEAM_DAILY_BUDGET_USD / AGENT_TEAM_DAILY_TOKEN_CAP",
+}
+
+
+@dataclass(frozen=True)
+class TriageItem:
+    kind: str  # question, parked, failed, automation, budget
+    since: str  # ISO 8601 UTC: what the list is ordered by (oldest first)
+    title: str
+    detail: str
+    fix: str | None = None  # the command or action that deals with it
+    task_id: str | None = None
+    question_id: str | None = None
+    automation_id: str | None = None
+    deadline_at: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _questions(rows: db.TriageRows, now: datetime) -> list[TriageItem]:
+    items = []
+    for q in rows.open_questions:
+        since = q.posted_at or q.task_created_at or db.to_iso(now)
+        items.append(
+            TriageItem(
+                kind="question",
+                since=since,
+                title=q.task_title or q.task_id,
+                detail=f"{q.kind.replace('_', ' ')} question waiting",
+                fix=f"agent-team answer {q.question_id} ...",
+                task_id=q.task_id,
+                question_id=q.question_id,
+                deadline_at=q.deadline_at,
+            )
+        )
+    return items
+
+
+def _parked(rows: db.TriageRows) -> list[TriageItem]:
+    items = []
+    for task in rows.parked:
+        reason = task.parked_reason or "unknown"
+        if reason == "question_expired":
+            question = rows.expired_question_of.get(task.id, "<question id>")
+            fix = f"agent-team reopen {question}"
+        else:
+            fix = _PARKED_FIX.get(reason, f"fix the cause, then: agent-team retry {task.id}")
+        items.append(
+            TriageItem(
+                kind="parked",
+                since=task.updated_at,
+                title=task.title,
+                detail=f"parked: {reason}",
+                fix=fix,
+                task_id=task.id,
+            )
+        )
+    return items
+
+
+def _failed(rows: db.TriageRows) -> list[TriageItem]:
+    return [
+        TriageItem(
+            kind="failed",
+            since=task.updated_at,
+            title=task.title,
+            detail=f"failed in {task.phase}",
+            fix=f"agent-team show {task.id}",
+            task_id=task.id,
+        )
+        for task in rows.failed
+    ]
+
+
+def _automations(
+    rows: db.TriageRows, last: dict[str, db.RunView], names: dict[str, str]
+) -> list[TriageItem]:
+    items = []
+    for automation in rows.overdue_automations:
+        assert automation.next_run_at is not None  # the query asks for one in the past
+        items.append(
+            TriageItem(
+                kind="automation",
+                since=automation.next_run_at,
+                title=automation.name,
+                detail="overdue: its slot has passed and no daemon ran it",
+                fix="start the daemon, or run `agent-team tick`",
+                automation_id=automation.automation_id,
+            )
+        )
+    overdue = {automation.automation_id for automation in rows.overdue_automations}
+    for automation_id, view in last.items():
+        run = view.run
+        if automation_id in overdue or run.status not in (
+            AutomationRunStatus.FAILED,
+            AutomationRunStatus.SKIPPED_BUDGET,
+        ):
+            continue
+        items.append(
+            TriageItem(
+                kind="automation",
+                since=run.finished_at or run.claimed_at,
+                title=names.get(automation_id, automation_id),
+                detail=f"last run {run.status.replace('_', ' ')}: {run.detail or ''}".rstrip(": "),
+                fix=f"agent-team automation show {automation_id}",
+                automation_id=automation_id,
+            )
+        )
+    return items
+
+
+def _budget(budget: BudgetToday | None) -> list[TriageItem]:
+    if budget is None or budget.fraction < NEAR_CAP:
+        return []
+    state = "reached" if budget.reached else f"{budget.fraction:.0%} used"
+    return [
+        TriageItem(
+            kind="budget",
+            since=f"{budget.day}T00:00:00.000000Z",
+            title=f"daily budget {state}",
+            detail=budget.describe(),
+            fix="raise AGENT_TEAM_DAILY_BUDGET_USD / AGENT_TEAM_DAILY_TOKEN_CAP, or wait for "
+            "UTC midnight",
+        )
+    ]
+
+
+def triage(reader: db.Reader, *, now: datetime, budget: BudgetToday | None) -> list[TriageItem]:
+    """Everything waiting on a person, oldest first (`reader`: a snapshot, for one view)."""
+    rows = db.triage_rows(
+        reader, failed_since=now - FAILED_WINDOW, overdue_before=now - OVERDUE_GRACE
+    )
+    names = {a.automation_id: a.name for a in db.list_automations(reader)}
+    items = [
+        *_questions(rows, now),
+        *_parked(rows),
+        *_failed(rows),
+        *_automations(rows, db.last_runs(reader), names),
+        *_budget(budget),
+    ]
+    return sorted(items, key=lambda item: (item.since, item.kind, item.title))
