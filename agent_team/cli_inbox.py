@@ -8,7 +8,6 @@ import typer
 
 from agent_team import db, triage
 from agent_team.cli_support import age, context_of, id_table, open_ready, out, print_json
-from agent_team.models.budget_view import settings_budget
 from agent_team.timefmt import deadline_text, parse_duration
 
 __all__ = ["audit_app", "inbox"]
@@ -28,7 +27,7 @@ def inbox(
     settings = context_of(ctx).settings()
     now = context_of(ctx).now()
     with open_ready(ctx) as ledger, ledger.snapshot() as view:
-        items = triage.triage(view, now=now, budget=settings_budget(view, settings, now))
+        items = triage.for_settings(view, settings, now)
     if as_json:
         print_json([item.as_json() for item in items])
         return

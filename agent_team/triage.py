@@ -12,17 +12,21 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_team import db
-from agent_team.models.budget_view import BudgetToday
+from agent_team.models.budget_view import BudgetToday, settings_budget
 from agent_team.task_model import AutomationRunStatus
+
+if TYPE_CHECKING:
+    from agent_team.config import Settings
 
 __all__ = [
     "FAILED_WINDOW",
     "NEAR_CAP",
     "OVERDUE_GRACE",
     "TriageItem",
+    "for_settings",
     "triage",
 ]
 
@@ -145,14 +149,15 @@ def _automations(
     return items
 
 
-def _budget(budget: BudgetToday | None) -> list[TriageItem]:
+def _budget(budget: BudgetToday | None, now: datetime) -> list[TriageItem]:
+    """A state of now (when it crossed 80 % is not recorded), so it is listed last."""
     if budget is None or budget.fraction < NEAR_CAP:
         return []
     state = "reached" if budget.reached else f"{budget.fraction:.0%} used"
     return [
         TriageItem(
             kind="budget",
-            since=f"{budget.day}T00:00:00.000000Z",
+            since=db.to_iso(now),
             title=f"daily budget {state}",
             detail=budget.describe(),
             fix="raise AGENT_TEAM_DAILY_BUDGET_USD / AGENT_TEAM_DAILY_TOKEN_CAP, or wait for "
@@ -172,6 +177,11 @@ def triage(reader: db.Reader, *, now: datetime, budget: BudgetToday | None) -> l
         *_parked(rows),
         *_failed(rows),
         *_automations(rows, db.last_runs(reader), names),
-        *_budget(budget),
+        *_budget(budget, now),
     ]
     return sorted(items, key=lambda item: (item.since, item.kind, item.title))
+
+
+def for_settings(reader: db.Reader, settings: Settings, now: datetime) -> list[TriageItem]:
+    """`triage` with the configured caps' budget: what the CLI, the API and the page show."""
+    return triage(reader, now=now, budget=settings_budget(reader, settings, now))

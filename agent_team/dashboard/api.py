@@ -13,12 +13,9 @@ token configured, writes are off.
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping
 from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
@@ -33,12 +30,22 @@ from agent_team import db, inbox, reports
 from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP
 from agent_team.build_watch import build_output
 from agent_team.builders.live_log import read_build_log, state_dir_of
+from agent_team.dashboard.api_common import (
+    MAX_BODY_BYTES,
+    ApiError,
+    bad_field,
+    bad_parameter,
+    guard_async,
+    guard_sync,
+    json_body,
+    no_other_fields,
+    text_field,
+)
 from agent_team.dashboard.app import DashboardContext
 from agent_team.dashboard.auth import AuthRefused, Caller
 from agent_team.dashboard.metrics import make_registry
 from agent_team.dashboard.task_filters import (
     MAX_LIMIT,
-    BadParameter,
     choice,
     integer,
     list_filtered,
@@ -46,12 +53,7 @@ from agent_team.dashboard.task_filters import (
 )
 from agent_team.exceptions import (
     InvalidAnswerError,
-    LedgerBusyError,
     LedgerError,
-    LedgerInputError,
-    QuestionClosedError,
-    TaskRefusedError,
-    TaskTooLargeError,
     UnknownTaskError,
 )
 from agent_team.health import LoopStatus
@@ -63,7 +65,6 @@ __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "ApiError", "routes"]
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1_000_000
 MAX_NAME_CHARS = 100
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ACCEPTED: dict[str, str] = {
@@ -71,90 +72,6 @@ _ACCEPTED: dict[str, str] = {
     QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
     QuestionKind.CONFLUENCE_APPROVAL.value: PUBLISH_HELP,
 }
-
-
-class ApiError(Exception):
-    """A refusal to answer with `status` and a JSON body naming what was wrong."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        extra: Mapping[str, Any] | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.extra = dict(extra or {})
-        self.headers = dict(headers or {})
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(
-            {"error": self.message, **self.extra}, status_code=self.status, headers=self.headers
-        )
-
-
-def _bad_parameter(name: str, message: str) -> ApiError:
-    return ApiError(400, f"{name}: {message}", extra={"parameter": name})
-
-
-def _bad_field(name: str, message: str) -> ApiError:
-    return ApiError(400, f"{name}: {message}", extra={"field": name})
-
-
-def _translate(exc: Exception) -> ApiError:
-    """Our errors as HTTP; anything else is logged and becomes a bare 500."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, BadParameter):
-        return _bad_parameter(exc.name, exc.message)
-    if isinstance(exc, UnknownTaskError):
-        return ApiError(404, str(exc))
-    if isinstance(exc, QuestionClosedError):
-        return ApiError(409, str(exc))
-    if isinstance(exc, TaskTooLargeError):
-        return ApiError(413, f"{exc.field}: {exc}", extra={"field": exc.field})
-    if isinstance(exc, InvalidAnswerError | TaskRefusedError):
-        return ApiError(422, str(exc))
-    if isinstance(exc, LedgerInputError):
-        return ApiError(400, str(exc))
-    if isinstance(exc, LedgerBusyError):
-        return ApiError(503, "the ledger is busy; try again shortly")
-    if isinstance(exc, LedgerError):
-        log.error("dashboard: the ledger is unavailable: %s", exc)
-        return ApiError(503, "the ledger is unavailable; check the daemon's log")
-    log.exception("dashboard: unexpected error", exc_info=exc)
-    return ApiError(500, "internal error")
-
-
-_Sync = Callable[[Request], Response]
-_Async = Callable[[Request], Awaitable[Response]]
-
-
-def _guard_sync(handler: _Sync) -> _Sync:
-    """Run a sync handler (Starlette puts it on a worker thread), turning errors into JSON."""
-
-    @functools.wraps(handler)
-    def endpoint(request: Request) -> Response:
-        try:
-            return handler(request)
-        except Exception as exc:
-            return _translate(exc).response()
-
-    return endpoint
-
-
-def _guard_async(handler: _Async) -> _Async:
-    @functools.wraps(handler)
-    async def endpoint(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except Exception as exc:
-            return _translate(exc).response()
-
-    return endpoint
 
 
 # --- parameters ---------------------------------------------------------------------------
@@ -174,46 +91,7 @@ def _day(request: Request, now: datetime) -> str:
             raise ValueError(raw)
         return date.fromisoformat(raw).isoformat()
     except ValueError:
-        raise _bad_parameter("day", f"{raw[:40]!r} is not a date; use YYYY-MM-DD") from None
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object, read with a size cap so a huge body cannot exhaust memory."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise ApiError(413, f"the body is over {MAX_BODY_BYTES} bytes")
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "the body is not valid JSON; send a JSON object") from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "the body must be a JSON object")
-    return data
-
-
-def _text_field(
-    data: Mapping[str, Any], name: str, *, required: bool, max_chars: int | None = None
-) -> str | None:
-    value = data.get(name)
-    if value is None:
-        if required:
-            raise _bad_field(name, "is required")
-        return None
-    if not isinstance(value, str):
-        raise _bad_field(name, "must be a string")
-    if required and not value.strip():
-        raise _bad_field(name, "must not be blank")
-    if max_chars is not None and len(value.strip()) > max_chars:
-        raise _bad_field(name, f"is longer than {max_chars} characters")
-    return value
-
-
-def _no_other_fields(data: Mapping[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise _bad_field(unknown[0], f"is not a field here; send only {', '.join(sorted(allowed))}")
+        raise bad_parameter("day", f"{raw[:40]!r} is not a date; use YYYY-MM-DD") from None
 
 
 # --- views --------------------------------------------------------------------------------
@@ -285,13 +163,13 @@ class _Api:
     def task_by_query(self, request: Request) -> Response:
         task_id = request.query_params.get("id", "").strip()
         if not task_id:
-            raise _bad_parameter("id", "is required: /api/task?id=<task id>")
+            raise bad_parameter("id", "is required: /api/task?id=<task id>")
         return self._task(task_id)
 
     def task_by_path(self, request: Request) -> Response:
         task_id = str(request.path_params["task_id"]).strip()
         if not task_id:
-            raise _bad_parameter("id", "is required: /api/task/<task id>")
+            raise bad_parameter("id", "is required: /api/task/<task id>")
         return self._task(task_id)
 
     def _task(self, task_id: str) -> Response:
@@ -429,13 +307,13 @@ class _Api:
 
     async def submit_task(self, request: Request) -> Response:
         caller = self._authorize(request)
-        data = await _json_body(request)
-        _no_other_fields(data, {"title", "body", "kind"})
-        title = _text_field(data, "title", required=True, max_chars=MAX_TITLE_CHARS)
-        body = _text_field(data, "body", required=False) or ""
-        kind = _text_field(data, "kind", required=False) or TaskKind.CODE.value
+        data = await json_body(request)
+        no_other_fields(data, {"title", "body", "kind"})
+        title = text_field(data, "title", required=True, max_chars=MAX_TITLE_CHARS)
+        body = text_field(data, "body", required=False) or ""
+        kind = text_field(data, "kind", required=False) or TaskKind.CODE.value
         if kind not in {member.value for member in TaskKind}:
-            raise _bad_field("kind", f"{kind[:40]!r} is not one of: {', '.join(TaskKind)}")
+            raise bad_field("kind", f"{kind[:40]!r} is not one of: {', '.join(TaskKind)}")
         assert title is not None
 
         def work() -> str:
@@ -459,10 +337,10 @@ class _Api:
     async def answer(self, request: Request) -> Response:
         caller = self._authorize(request)
         question_id = str(request.path_params["question_id"]).strip()
-        data = await _json_body(request)
-        _no_other_fields(data, {"answer", "name"})
-        text = _text_field(data, "answer", required=True)
-        name = _answerer(caller, _text_field(data, "name", required=False))
+        data = await json_body(request)
+        no_other_fields(data, {"answer", "name"})
+        text = text_field(data, "answer", required=True)
+        name = _answerer(caller, text_field(data, "name", required=False))
         assert text is not None
 
         def work() -> db.Question:
@@ -494,19 +372,19 @@ def _answerer(caller: Caller, given: str | None) -> str:
     """
     if caller.name is not None:
         if given is not None and given.strip() and given.strip() != caller.name:
-            raise _bad_field(
+            raise bad_field(
                 "name", f"this token is {caller.name!r}'s; leave name out or send {caller.name!r}"
             )
         return caller.name
     if given is None:
-        raise _bad_field("name", "is required with the unnamed token (a named token sets it)")
+        raise bad_field("name", "is required with the unnamed token (a named token sets it)")
     name = given.strip()
     if not name:
-        raise _bad_field("name", "must not be blank")
+        raise bad_field("name", "must not be blank")
     if len(name) > MAX_NAME_CHARS:
-        raise _bad_field("name", f"is longer than {MAX_NAME_CHARS} characters")
+        raise bad_field("name", f"is longer than {MAX_NAME_CHARS} characters")
     if not name.isprintable():
-        raise _bad_field("name", "must be printable text on one line")
+        raise bad_field("name", "must be printable text on one line")
     return name
 
 
@@ -514,14 +392,14 @@ def routes(ctx: DashboardContext) -> list[BaseRoute]:
     """The API's routes; `create_app` mounts them beside the pages."""
     api = _Api(ctx)
     return [
-        Route("/api/task", _guard_sync(api.task_by_query), methods=["GET"]),
-        Route("/api/task/{task_id}", _guard_sync(api.task_by_path), methods=["GET"]),
-        Route("/api/task/{task_id}/log", _guard_sync(api.task_log), methods=["GET"]),
-        Route("/api/tasks", _guard_sync(api.tasks), methods=["GET"]),
-        Route("/api/tasks", _guard_async(api.submit_task), methods=["POST"]),
-        Route("/api/questions", _guard_sync(api.questions), methods=["GET"]),
-        Route("/api/questions/{question_id}/answer", _guard_async(api.answer), methods=["POST"]),
-        Route("/api/budget", _guard_sync(api.budget), methods=["GET"]),
-        Route("/healthz", _guard_sync(api.healthz), methods=["GET"]),
-        Route("/metrics", _guard_sync(api.metrics), methods=["GET"]),
+        Route("/api/task", guard_sync(api.task_by_query), methods=["GET"]),
+        Route("/api/task/{task_id}", guard_sync(api.task_by_path), methods=["GET"]),
+        Route("/api/task/{task_id}/log", guard_sync(api.task_log), methods=["GET"]),
+        Route("/api/tasks", guard_sync(api.tasks), methods=["GET"]),
+        Route("/api/tasks", guard_async(api.submit_task), methods=["POST"]),
+        Route("/api/questions", guard_sync(api.questions), methods=["GET"]),
+        Route("/api/questions/{question_id}/answer", guard_async(api.answer), methods=["POST"]),
+        Route("/api/budget", guard_sync(api.budget), methods=["GET"]),
+        Route("/healthz", guard_sync(api.healthz), methods=["GET"]),
+        Route("/metrics", guard_sync(api.metrics), methods=["GET"]),
     ]

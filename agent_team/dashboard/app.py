@@ -77,11 +77,13 @@ class DashboardContext:
 
 def create_app(ctx: DashboardContext, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The daemon's HTTP app: API, pages, static files, and the integrations' routes."""
-    from agent_team.dashboard import api, auth, pages
+    from agent_team.dashboard import api, api_automations, auth, pages, pages_automations
 
     routes: list[BaseRoute] = [
         *api.routes(ctx),
+        *api_automations.routes(ctx),
         *pages.routes(ctx),
+        *pages_automations.routes(ctx),
         *auth.routes(ctx.auth),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
         *extra_routes,

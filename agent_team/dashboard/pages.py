@@ -54,7 +54,7 @@ from agent_team.reports import task_report
 from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind, TaskStatus
 from agent_team.timefmt import relative, span
 
-__all__ = ["TEMPLATES_DIR", "render_page", "routes"]
+__all__ = ["TEMPLATES_DIR", "Stamp", "failure_page", "render_page", "routes", "stamp"]
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def _age(seconds: float) -> str:
     return f"{max(0, int(seconds))} s" if seconds < 60 else span(seconds)
 
 
-def _stamp(text: str | None, now: datetime) -> Stamp | None:
+def stamp(text: str | None, now: datetime) -> Stamp | None:
     if not text:
         return None
     moment = db.from_iso(text)
@@ -342,7 +342,7 @@ class _Pages:
             budget = self._budget(view, now)
         rows = []
         for t in tasks:
-            created = _stamp(t.created_at, now)
+            created = stamp(t.created_at, now)
             cost = costs.get(t.id, db.TaskCost(0.0, 0))
             rows.append(
                 TaskRow(
@@ -365,7 +365,7 @@ class _Pages:
                 task_title=self._clean(titles.get(q.thread_id, q.thread_id)),
                 kind_label=_KIND_LABELS.get(q.kind, q.kind),
                 text=self._clean(_question_text(q.payload)),
-                deadline=_stamp(q.deadline_at, now),
+                deadline=stamp(q.deadline_at, now),
             )
             for q in questions
         ]
@@ -404,7 +404,7 @@ class _Pages:
             context = await run_in_threadpool(self._overview_context, wanted)
             return render_page(request, "overview.html", context)
         except Exception as exc:
-            return _failure_page(request, exc)
+            return failure_page(request, exc)
 
     # -- task ------------------------------------------------------------------------------
 
@@ -446,7 +446,7 @@ class _Pages:
                 Step(
                     phase=t["phase"],
                     status=t["outcome"],
-                    entered=_stamp(t["entered_at"], now),
+                    entered=stamp(t["entered_at"], now),
                     duration=duration,
                     cost=_usd(cost),
                     tokens=_tokens(tokens) if tokens else "",
@@ -480,8 +480,8 @@ class _Pages:
                 "parked_reason": self._clean(task["parked_reason"])
                 if task["parked_reason"]
                 else None,
-                "created": _stamp(task["created_at"], now),
-                "checkpoints_pruned": _stamp(task.get("checkpoints_pruned_at"), now),
+                "created": stamp(task["created_at"], now),
+                "checkpoints_pruned": stamp(task.get("checkpoints_pruned_at"), now),
             },
             "totals": {
                 "cost": _usd(float(totals["cost_usd"])),
@@ -527,13 +527,13 @@ class _Pages:
             turn=int(q["turn"]),
             text=self._clean(_question_text(payload)),
             help=render_markdown(self._clean(str(payload.get("help") or ""))) if payload else "",
-            deadline=_stamp(q.get("deadline_at"), now),
+            deadline=stamp(q.get("deadline_at"), now),
             is_open=is_open,
             action=f"/api/questions/{quote(q['question_id'], safe='')}/answer",
             decision=str(answer["decision"]) if answer and answer.get("decision") else None,
             answer_text=self._clean(str(answer.get("text") or "")) if answer else None,
             answered_by=_who(q.get("answered_via")) if q.get("answered_at") else None,
-            answered_at=_stamp(q.get("answered_at"), now),
+            answered_at=stamp(q.get("answered_at"), now),
             quick_fills=_QUICK_FILLS.get(q["kind"], ()) if is_open else (),
         )
 
@@ -554,10 +554,10 @@ class _Pages:
                 "another ledger.",
             )
         except Exception as exc:
-            return _failure_page(request, exc)
+            return failure_page(request, exc)
 
 
-def _failure_page(request: Request, exc: Exception) -> HTMLResponse:
+def failure_page(request: Request, exc: Exception) -> HTMLResponse:
     """A failed page becomes a short explanation; the details go to the log only."""
     if isinstance(exc, LedgerError):
         log.error("dashboard page %s: the ledger is not readable: %s", request.url.path, exc)

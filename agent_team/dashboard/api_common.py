@@ -1,0 +1,177 @@
+"""What every JSON API module of the dashboard shares: refusals as JSON, guarded handlers,
+bounded bodies and checked fields.
+
+A refusal is `{"error": ...}` with the status that says why, naming the
+parameter or field at fault; our own errors map to their statuses in
+`translate`, and anything unexpected is logged and answered with a bare 500,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from agent_team.dashboard.task_filters import BadParameter
+from agent_team.exceptions import (
+    InvalidAnswerError,
+    InvalidAutomationError,
+    LedgerBusyError,
+    LedgerError,
+    LedgerInputError,
+    QuestionClosedError,
+    TaskRefusedError,
+    TaskTooLargeError,
+    UnknownAutomationError,
+    UnknownTaskError,
+)
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "ApiError",
+    "bad_field",
+    "bad_parameter",
+    "guard_async",
+    "guard_sync",
+    "json_body",
+    "no_other_fields",
+    "text_field",
+    "translate",
+]
+
+log = logging.getLogger("agent_team.dashboard.api")
+
+MAX_BODY_BYTES = 1_000_000
+
+
+class ApiError(Exception):
+    """A refusal to answer with `status` and a JSON body naming what was wrong."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        extra: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = dict(extra or {})
+        self.headers = dict(headers or {})
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(
+            {"error": self.message, **self.extra}, status_code=self.status, headers=self.headers
+        )
+
+
+def bad_parameter(name: str, message: str) -> ApiError:
+    return ApiError(400, f"{name}: {message}", extra={"parameter": name})
+
+
+def bad_field(name: str, message: str) -> ApiError:
+    return ApiError(400, f"{name}: {message}", extra={"field": name})
+
+
+def translate(exc: Exception) -> ApiError:
+    """Our errors as HTTP; anything else is logged and becomes a bare 500."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, BadParameter):
+        return bad_parameter(exc.name, exc.message)
+    if isinstance(exc, UnknownTaskError):
+        return ApiError(404, str(exc))
+    if isinstance(exc, QuestionClosedError):
+        return ApiError(409, str(exc))
+    if isinstance(exc, TaskTooLargeError):
+        return ApiError(413, f"{exc.field}: {exc}", extra={"field": exc.field})
+    if isinstance(exc, InvalidAnswerError | TaskRefusedError):
+        return ApiError(422, str(exc))
+    if isinstance(exc, InvalidAutomationError):
+        return ApiError(422, str(exc), extra={"field": exc.field})
+    if isinstance(exc, UnknownAutomationError):
+        return ApiError(404, str(exc))
+    if isinstance(exc, LedgerInputError):
+        return ApiError(400, str(exc))
+    if isinstance(exc, LedgerBusyError):
+        return ApiError(503, "the ledger is busy; try again shortly")
+    if isinstance(exc, LedgerError):
+        log.error("dashboard: the ledger is unavailable: %s", exc)
+        return ApiError(503, "the ledger is unavailable; check the daemon's log")
+    log.exception("dashboard: unexpected error", exc_info=exc)
+    return ApiError(500, "internal error")
+
+
+_Sync = Callable[[Request], Response]
+_Async = Callable[[Request], Awaitable[Response]]
+
+
+def guard_sync(handler: _Sync) -> _Sync:
+    """Run a sync handler (Starlette puts it on a worker thread), turning errors into JSON."""
+
+    @functools.wraps(handler)
+    def endpoint(request: Request) -> Response:
+        try:
+            return handler(request)
+        except Exception as exc:
+            return translate(exc).response()
+
+    return endpoint
+
+
+def guard_async(handler: _Async) -> _Async:
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Exception as exc:
+            return translate(exc).response()
+
+    return endpoint
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object, read with a size cap so a huge body cannot exhaust memory."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise ApiError(413, f"the body is over {MAX_BODY_BYTES} bytes")
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "the body is not valid JSON; send a JSON object") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    return data
+
+
+def text_field(
+    data: Mapping[str, Any], name: str, *, required: bool, max_chars: int | None = None
+) -> str | None:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise bad_field(name, "is required")
+        return None
+    if not isinstance(value, str):
+        raise bad_field(name, "must be a string")
+    if required and not value.strip():
+        raise bad_field(name, "must not be blank")
+    if max_chars is not None and len(value.strip()) > max_chars:
+        raise bad_field(name, f"is longer than {max_chars} characters")
+    return value
+
+
+def no_other_fields(data: Mapping[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise bad_field(unknown[0], f"is not a field here; send only {', '.join(sorted(allowed))}")
