@@ -29,7 +29,7 @@ from agent_team.access import parse_named_tokens
 from agent_team.db.url import is_postgres_url, parse_target
 from agent_team.exceptions import ConfigError
 from agent_team.testhooks import Hooks
-from agent_team.timefmt import parse_duration
+from agent_team.timefmt import parse_daily_time, parse_duration
 
 __all__ = [
     "ENV_PREFIX",
@@ -200,6 +200,11 @@ class Settings(BaseSettings):
         default_factory=lambda: ["0.5", "0.9"],
         description="Fractions of a question's deadline at which to remind (comma-separated).",
     )
+    slack_digest_at: str | None = Field(
+        default=None,
+        description="Post the triage inbox to the channel daily at this time: `09:00` (UTC) "
+        "or `09:00 Europe/Berlin`; unset: no digest.",
+    )
 
     # GitHub intake
     github_repos: CommaList = Field(
@@ -274,6 +279,13 @@ class Settings(BaseSettings):
         if any(not 0 < number < 1 for number in numbers):
             raise ValueError("must be fractions between 0 and 1, e.g. 0.5,0.9")
         return [f"{number:g}" for number in sorted(set(numbers))]
+
+    @field_validator("slack_digest_at")
+    @classmethod
+    def _digest_at(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return " ".join(str(part) for part in parse_daily_time(value))
 
     @field_validator("github_repos")
     @classmethod

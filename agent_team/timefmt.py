@@ -28,6 +28,30 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
 
 
+_DAILY = re.compile(r"^\s*([01]?\d|2[0-3]):([0-5]\d)(?:\s+(\S+))?\s*$")
+
+
+def parse_daily_time(text: str) -> tuple[str, str]:
+    """`09:00` or `09:00 Europe/Berlin`: `("09:00", zone)` (UTC when none is given).
+
+    Raises:
+        ValueError: not HH:MM, or a time zone that is not an IANA name.
+    """
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    match = _DAILY.match(text)
+    if not match:
+        raise ValueError(f"{text[:40]!r} is not a time of day; use HH:MM or HH:MM Area/City")
+    zone = match.group(3) or "UTC"
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"{zone[:40]!r} is not a known IANA time zone (e.g. Europe/Berlin)"
+        ) from None
+    return f"{int(match.group(1)):02d}:{match.group(2)}", zone
+
+
 def span(seconds: float) -> str:
     """A duration as people read it: `850 ms`, `12.4 s`, `3m 05s`, `2h 10m`, `3d 4h`."""
     s = max(0.0, seconds)

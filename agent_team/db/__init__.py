@@ -69,7 +69,13 @@ from agent_team.db.daemon_lock import (
     in_use_error,
 )
 from agent_team.db.database_facts import CONNECTIONS_PER_DAEMON, DatabaseFacts, postgres_facts
-from agent_team.db.effects import begin_effect, finish_effect, get_effect, list_effects
+from agent_team.db.effects import (
+    begin_effect,
+    claim_effect,
+    finish_effect,
+    get_effect,
+    list_effects,
+)
 from agent_team.db.events import claim_event, event_seen, prune_events, release_event
 from agent_team.db.fencing import Fence, check_fence, current_fence, fenced, unfenced
 from agent_team.db.fencing import counters as fence_counters
@@ -229,6 +235,7 @@ __all__ = [
     "check_fence",
     "claim_commands",
     "claim_daemon_slot",
+    "claim_effect",
     "claim_event",
     "claim_runs",
     "claim_slot",

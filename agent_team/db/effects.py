@@ -12,6 +12,7 @@ world before trying again (a Confluence page version, a PR listed by branch).
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 from agent_team.db.clock import to_iso, utc_now
@@ -20,7 +21,7 @@ from agent_team.db.records import SideEffect, fetch_record, fetch_records, row_t
 from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import EffectState
 
-__all__ = ["begin_effect", "finish_effect", "get_effect", "list_effects"]
+__all__ = ["begin_effect", "claim_effect", "finish_effect", "get_effect", "list_effects"]
 
 _STATES = tuple(state.value for state in EffectState)
 
@@ -52,6 +53,43 @@ def begin_effect(
         row = tx.fetch_one("SELECT * FROM side_effects WHERE effect_id = ?", (effect_id,))
         assert row is not None  # same transaction
         return row_to(SideEffect, row)
+
+    return ledger.write(work)
+
+
+def claim_effect(
+    ledger: Ledger,
+    *,
+    effect_id: str,
+    task_id: str,
+    kind: str,
+    now: datetime,
+    stale_after: timedelta,
+) -> bool:
+    """Claim an effect for this caller alone (times from the caller's clock, `now`).
+
+    Returns:
+        True if it is new, or still `pending` since before `now - stale_after` (its
+        claimer died before finishing it); False if another caller holds it or is done.
+    """
+    if not effect_id or not task_id or not kind:
+        raise LedgerInputError("a side effect needs an effect_id, a task_id and a kind")
+    stamp, stale = to_iso(now), to_iso(now - stale_after)
+
+    def work(tx: Transaction) -> bool:
+        cur = tx.execute(
+            "INSERT INTO side_effects (effect_id, task_id, kind, state, created_at, updated_at) "
+            "VALUES (?, ?, ?, 'pending', ?, ?) ON CONFLICT (effect_id) DO NOTHING",
+            (effect_id, task_id, kind, stamp, stamp),
+        )
+        if cur.rowcount == 1:
+            return True
+        cur = tx.execute(
+            "UPDATE side_effects SET updated_at = ? WHERE effect_id = ? AND state = 'pending' "
+            "AND updated_at < ?",
+            (stamp, effect_id, stale),
+        )
+        return cur.rowcount == 1
 
     return ledger.write(work)
 

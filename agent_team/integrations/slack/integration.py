@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
 from agent_team.config import Settings
@@ -15,10 +17,13 @@ if TYPE_CHECKING:
     from agent_team.coordinator import Coordinator, TaskObserver
     from agent_team.doctor import CheckFn
     from agent_team.health import Health
+    from agent_team.integrations.slack.digest import Digest
     from agent_team.integrations.slack.ingress import SlackListener
     from agent_team.integrations.slack.transport import SlackTransport
 
-__all__ = ["SlackIntegration", "SlackSettings"]
+__all__ = ["DIGEST_EVERY_S", "SlackIntegration", "SlackSettings"]
+
+DIGEST_EVERY_S = 60.0  # how often the digest loop looks whether today's digest is due
 
 
 class SlackIntegration:
@@ -57,6 +62,32 @@ class SlackIntegration:
         )
         # Several daemons on one database remind by turns, so nobody is reminded twice.
         self._reminders = coordinator.loop_lease("slack-reminders", every_s=TIMERS_S)
+        self.digest: Digest | None = None
+        if settings.slack_digest_at:
+            self.digest = self._make_digest(settings, coordinator, transport)
+            self._digest_turn = coordinator.loop_lease("slack-digest", every_s=DIGEST_EVERY_S)
+
+    @staticmethod
+    def _make_digest(
+        settings: Settings, coordinator: Coordinator, transport: SlackTransport
+    ) -> Digest:
+        from agent_team import triage
+        from agent_team.integrations.slack.digest import DailyTime, Digest
+
+        ledger, channel = coordinator.ledger, settings.slack_channel or ""
+
+        def items(now: datetime) -> list[triage.TriageItem]:
+            with ledger.snapshot() as view:
+                return triage.for_settings(view, settings, now)
+
+        return Digest(
+            ledger,
+            when=DailyTime.parse(settings.slack_digest_at or ""),
+            items=items,
+            post=lambda text: transport.post(channel, text),
+            clock=coordinator.clock,
+            dashboard_url=settings.dashboard_url,
+        )
 
     @classmethod
     def enabled(cls, settings: Settings) -> bool:
@@ -87,6 +118,18 @@ class SlackIntegration:
                     ),
                 )
             )
+        digest = self.digest
+        if digest is not None:
+            turn = self._digest_turn.turn
+
+            def post_digest(stop: threading.Event, _first: bool) -> None:
+                while not stop.is_set():
+                    if turn():
+                        digest.maybe_post()
+                    health.beat("slack-digest")
+                    stop.wait(DIGEST_EVERY_S)
+
+            loops.append(Loop("slack-digest", post_digest))
         loops.append(
             Loop(
                 "slack-reminders",
