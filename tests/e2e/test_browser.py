@@ -138,3 +138,56 @@ def test_typing_survives_a_refresh_and_a_lost_sign_in_is_reported_inline(
     expect(countdown).to_have_text(re.compile(r"^overdue by 1h 0\dm$"))
     expect(countdown).to_have_class(re.compile(r"\boverdue\b"))
     context.close()
+
+
+def test_the_inbox_and_the_automations_pages_in_the_browser(
+    browser: Browser, live: Live, tmp_path: Path
+) -> None:
+    from agent_team.actors import Actor
+    from agent_team.automations import service
+
+    task_id, question_id = task_waiting_on_plan(live.coordinator)
+    ledger = live.coordinator.ledger
+    service.create(
+        ledger,
+        service.AutomationRequest(
+            name="weekly-bumps",
+            title="Review dependency bumps",
+            body="Look at the open bumps and merge the safe ones, each with a test run.",
+            cron="0 9 * * MON",
+            timezone="Europe/Berlin",
+        ),
+        actor=Actor("ada", "cli"),
+        now=live.coordinator.clock(),
+    )
+    page = browser.new_page(viewport=LAPTOP)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    page.goto(live.url + "/")
+    page.get_by_role("navigation", name="Pages").get_by_role("link", name="Inbox").click()
+    expect(page).to_have_url(re.compile(r"/inbox$"))
+    expect(page.locator("h1")).to_have_text("Inbox")
+    row = page.locator("tr.inbox-question")
+    expect(row).to_contain_text(TITLE)
+    expect(row.locator("code")).to_have_text(f"agent-team answer {question_id} ...")
+    expect(row.locator(".countdown")).to_have_text(re.compile(r"^in \d+(d|h)"))
+    shot(page, tmp_path, "inbox")
+    row.get_by_role("link", name=TITLE).click()
+    expect(page).to_have_url(re.compile(rf"/task/{task_id}#q-{re.escape(question_id)}$"))
+
+    page.get_by_role("navigation", name="Pages").get_by_role("link", name="Automations").click()
+    card = page.locator("section.card", has_text="weekly-bumps")
+    expect(card).to_contain_text("cron '0 9 * * MON' Europe/Berlin")
+    expect(card).to_contain_text("next run")
+    expect(card).to_contain_text("No runs yet.")
+    shot(page, tmp_path, "automations")
+    assert errors == []
+
+    phone = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+    for name in ("inbox", "automations"):
+        phone.goto(f"{live.url}/{name}")
+        expect(phone.locator("h1")).to_be_visible()
+        assert fits_the_viewport(phone), f"the {name} page scrolls sideways at 390 px"
+    phone.close()
+    page.close()
