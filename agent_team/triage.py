@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from agent_team import db
 from agent_team.models.budget_view import BudgetToday, settings_budget
-from agent_team.task_model import AutomationRunStatus
 
 if TYPE_CHECKING:
     from agent_team.config import Settings
@@ -112,9 +111,7 @@ def _failed(rows: db.TriageRows) -> list[TriageItem]:
     ]
 
 
-def _automations(
-    rows: db.TriageRows, last: dict[str, db.RunView], names: dict[str, str]
-) -> list[TriageItem]:
+def _automations(rows: db.TriageRows) -> list[TriageItem]:
     items = []
     for automation in rows.overdue_automations:
         assert automation.next_run_at is not None  # the query asks for one in the past
@@ -129,21 +126,18 @@ def _automations(
             )
         )
     overdue = {automation.automation_id for automation in rows.overdue_automations}
-    for automation_id, view in last.items():
-        run = view.run
-        if automation_id in overdue or run.status not in (
-            AutomationRunStatus.FAILED,
-            AutomationRunStatus.SKIPPED_BUDGET,
-        ):
+    for failing in rows.failing_automations:
+        if failing.automation_id in overdue:
             continue
+        detail = f"last run {failing.status.replace('_', ' ')}: {failing.detail or ''}"
         items.append(
             TriageItem(
                 kind="automation",
-                since=run.finished_at or run.claimed_at,
-                title=names.get(automation_id, automation_id),
-                detail=f"last run {run.status.replace('_', ' ')}: {run.detail or ''}".rstrip(": "),
-                fix=f"agent-team automation show {automation_id}",
-                automation_id=automation_id,
+                since=failing.at,
+                title=failing.name,
+                detail=detail.rstrip(": "),
+                fix=f"agent-team automation show {failing.automation_id}",
+                automation_id=failing.automation_id,
             )
         )
     return items
@@ -171,12 +165,11 @@ def triage(reader: db.Reader, *, now: datetime, budget: BudgetToday | None) -> l
     rows = db.triage_rows(
         reader, failed_since=now - FAILED_WINDOW, overdue_before=now - OVERDUE_GRACE
     )
-    names = {a.automation_id: a.name for a in db.list_automations(reader)}
     items = [
         *_questions(rows, now),
         *_parked(rows),
         *_failed(rows),
-        *_automations(rows, db.last_runs(reader), names),
+        *_automations(rows),
         *_budget(budget, now),
     ]
     return sorted(items, key=lambda item: (item.since, item.kind, item.title))

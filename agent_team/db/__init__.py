@@ -178,7 +178,12 @@ from agent_team.db.views.dashboard import (
 from agent_team.db.views.github import IssueClaim, list_issue_claims, task_ids_by_source
 from agent_team.db.views.pages import TaskCost, task_costs, task_sources
 from agent_team.db.views.slack import answered_since, find_question_by_channel_ref
-from agent_team.db.views.triage import OpenQuestionRow, TriageRows, triage_rows
+from agent_team.db.views.triage import (
+    FailingAutomationRow,
+    OpenQuestionRow,
+    TriageRows,
+    triage_rows,
+)
 
 __all__ = [
     "CONNECTIONS_PER_DAEMON",
@@ -198,6 +203,7 @@ __all__ = [
     "DaemonLock",
     "DatabaseFacts",
     "Dialect",
+    "FailingAutomationRow",
     "Fence",
     "IntakeCursor",
     "IssueClaim",

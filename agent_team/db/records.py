@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from agent_team.db.ledger import Params, Reader, Row
@@ -30,9 +31,14 @@ __all__ = [
 ]
 
 
+@cache
+def _field_names(cls: type[Any]) -> tuple[str, ...]:
+    return tuple(field.name for field in fields(cls))
+
+
 def row_to(cls: type[_R], row: Row) -> _R:
     """Build a record from a row selected with `SELECT *` (or every field by name)."""
-    return cls(**{field.name: row[field.name] for field in fields(cls)})
+    return cls(**{name: row[name] for name in _field_names(cls)})
 
 
 def fetch_record(reader: Reader, cls: type[_R], sql: str, params: Params = ()) -> _R | None:

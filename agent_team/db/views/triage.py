@@ -14,7 +14,7 @@ from agent_team.db.clock import to_iso
 from agent_team.db.ledger import Reader
 from agent_team.db.records import Automation, Task, fetch_records, row_to
 
-__all__ = ["OpenQuestionRow", "TriageRows", "triage_rows"]
+__all__ = ["FailingAutomationRow", "OpenQuestionRow", "TriageRows", "triage_rows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,17 @@ class OpenQuestionRow:
     task_created_at: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class FailingAutomationRow:
+    """An automation whose newest run failed or was skipped for the budget."""
+
+    automation_id: str
+    name: str
+    status: str
+    detail: str | None
+    at: str
+
+
 @dataclass(frozen=True)
 class TriageRows:
     open_questions: list[OpenQuestionRow]
@@ -35,6 +46,7 @@ class TriageRows:
     expired_question_of: dict[str, str]  # parked task id -> its latest expired question
     failed: list[Task]
     overdue_automations: list[Automation]
+    failing_automations: list[FailingAutomationRow]
 
 
 def triage_rows(reader: Reader, *, failed_since: datetime, overdue_before: datetime) -> TriageRows:
@@ -69,4 +81,14 @@ def triage_rows(reader: Reader, *, failed_since: datetime, overdue_before: datet
         "SELECT * FROM automations WHERE status = 'active' AND next_run_at < ?",
         (to_iso(overdue_before),),
     )
-    return TriageRows(questions, parked, expired, failed, overdue)
+    failing = [
+        row_to(FailingAutomationRow, row)
+        for row in reader.fetch_all(
+            "SELECT a.automation_id, a.name, r.status, r.detail, "
+            "COALESCE(r.finished_at, r.claimed_at) AS at FROM automations a "
+            "JOIN automation_runs r ON r.automation_id = a.automation_id AND r.slot_at = ("
+            "SELECT max(o.slot_at) FROM automation_runs o WHERE o.automation_id = a.automation_id) "
+            "WHERE a.status <> 'cancelled' AND r.status IN ('failed', 'skipped_budget')"
+        )
+    ]
+    return TriageRows(questions, parked, expired, failed, overdue, failing)
