@@ -450,6 +450,8 @@ def test_answer_records_it_with_the_dashboard_as_via_and_wakes(
     question = response.json()["question"]
     assert question["status"] == "answered"
     assert question["answered_via"] == "dashboard:alice"
+    (audit,) = db.list_audit(coordinator.ledger, action="answer")
+    assert (audit.actor, audit.via) == ("alice", "dashboard")
     assert question["answered_at"] == db.to_iso(NOW)
     assert question["answer"] == {"text": "The one at /login"}
     assert coordinator.wake.is_set()

@@ -57,6 +57,12 @@ def test_first_poll_creates_exactly_the_labelled_open_issues_across_pages(
     # The docs label is not polled while the Confluence lane is off.
     assert not [r for r in world.fake.requests if r.query.get("labels") == ["agent-team-docs"]]
     assert len(starter.calls) == 253
+    # Each issue's task was submitted, and audited, once, by the repository's issue.
+    submitted = db.list_audit(intake.ledger, action="submit", via="github", limit=1000)
+    assert len(submitted) == 253
+    first = task_id_for(APP, world.app_labelled[0])
+    (row,) = [r for r in submitted if r.target == first]
+    assert row.actor == f"{APP}#{world.app_labelled[0]}"
 
 
 def test_second_poll_sends_if_none_match_and_gets_304(
