@@ -274,25 +274,27 @@ def update(
     _print_one(ctx, changed, "updated")
 
 
-def _status_command(verb: str, action: Any) -> None:
+_STATUS_HELP = {
+    "pause": "Pause an automation: no runs until it is resumed.",
+    "resume": "Resume a paused automation from its next slot (no catch-up of the pause).",
+    "cancel": "Cancel an automation for good (its runs stay; the name is free again).",
+}
+
+
+def _status_command(verb: str) -> None:
     def command(ctx: typer.Context, name: NameArg) -> None:
         with open_ready(ctx) as ledger:
-            changed = action(ledger, name, actor=cli_actor(), now=context_of(ctx).now())
-        _print_one(ctx, changed, verb)
+            changed = service.change_status(
+                ledger, name, verb, actor=cli_actor(), now=context_of(ctx).now()
+            )
+        _print_one(ctx, changed, {"pause": "paused", "resume": "resumed"}.get(verb, "cancelled"))
 
-    command.__doc__ = {
-        "paused": "Pause an automation: no runs until it is resumed.",
-        "resumed": "Resume a paused automation from its next slot (no catch-up of the pause).",
-        "cancelled": "Cancel an automation for good (its runs stay; the name is free again).",
-    }[verb]
-    automation_app.command({"paused": "pause", "resumed": "resume", "cancelled": "cancel"}[verb])(
-        command
-    )
+    command.__doc__ = _STATUS_HELP[verb]
+    automation_app.command(verb)(command)
 
 
-_status_command("paused", service.pause)
-_status_command("resumed", service.resume)
-_status_command("cancelled", service.cancel)
+for _verb in service.STATUS_VERBS:
+    _status_command(_verb)
 
 
 @automation_app.command("run-now")

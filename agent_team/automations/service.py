@@ -33,14 +33,12 @@ from agent_team.limits import check_task_size
 from agent_team.task_model import AutomationStatus, OverlapPolicy, ScheduleKind, TaskKind
 
 __all__ = [
-    "Actor",
+    "STATUS_VERBS",
     "AutomationRequest",
-    "cancel",
+    "change_status",
     "create",
     "describe",
     "find",
-    "pause",
-    "resume",
     "run_now",
     "update",
 ]
@@ -291,19 +289,23 @@ def update(
     return find(ledger, current.automation_id)
 
 
-def _transition(
-    ledger: db.Ledger,
-    key: str,
-    *,
-    to: AutomationStatus,
-    from_statuses: tuple[AutomationStatus, ...],
-    action: str,
-    actor: Actor,
-    now: datetime,
+# verb -> (the status it leads to, the statuses it leads from)
+_STATUS_CHANGES: dict[str, tuple[AutomationStatus, tuple[AutomationStatus, ...]]] = {
+    "pause": (AutomationStatus.PAUSED, (AutomationStatus.ACTIVE,)),
+    "resume": (AutomationStatus.ACTIVE, (AutomationStatus.PAUSED,)),
+    "cancel": (AutomationStatus.CANCELLED, (AutomationStatus.ACTIVE, AutomationStatus.PAUSED)),
+}
+STATUS_VERBS = tuple(_STATUS_CHANGES)
+
+
+def change_status(
+    ledger: db.Ledger, key: str, verb: str, *, actor: Actor, now: datetime
 ) -> db.Automation:
+    """`pause`, `resume` (from its next slot after now: the pause is not made up) or `cancel`."""
+    to, from_statuses = _STATUS_CHANGES[verb]
     current = find(ledger, key)
     next_run = None
-    if to is AutomationStatus.ACTIVE:  # resumed: from now on, no catch-up of the pause
+    if to is AutomationStatus.ACTIVE:
         following = _next_run(schedule_of(current), now)
         next_run = db.to_iso(following) if following else None
     if not db.set_automation_status(
@@ -312,7 +314,7 @@ def _transition(
         status=to.value,
         from_statuses=tuple(status.value for status in from_statuses),
         next_run_at=next_run,
-        audit=actor.entry(action, current.automation_id, {"from": current.status}),
+        audit=actor.entry(f"automation.{verb}", current.automation_id, {"from": current.status}),
     ):
         raise InvalidAutomationError(
             "status",
@@ -320,42 +322,6 @@ def _transition(
             f"only {' or '.join(s.value for s in from_statuses)} ones can be {to.value}",
         )
     return find(ledger, current.automation_id)
-
-
-def pause(ledger: db.Ledger, key: str, *, actor: Actor, now: datetime) -> db.Automation:
-    return _transition(
-        ledger,
-        key,
-        to=AutomationStatus.PAUSED,
-        from_statuses=(AutomationStatus.ACTIVE,),
-        action="automation.pause",
-        actor=actor,
-        now=now,
-    )
-
-
-def resume(ledger: db.Ledger, key: str, *, actor: Actor, now: datetime) -> db.Automation:
-    return _transition(
-        ledger,
-        key,
-        to=AutomationStatus.ACTIVE,
-        from_statuses=(AutomationStatus.PAUSED,),
-        action="automation.resume",
-        actor=actor,
-        now=now,
-    )
-
-
-def cancel(ledger: db.Ledger, key: str, *, actor: Actor, now: datetime) -> db.Automation:
-    return _transition(
-        ledger,
-        key,
-        to=AutomationStatus.CANCELLED,
-        from_statuses=(AutomationStatus.ACTIVE, AutomationStatus.PAUSED),
-        action="automation.cancel",
-        actor=actor,
-        now=now,
-    )
 
 
 def run_now(

@@ -223,10 +223,8 @@ class _AutomationsApi:
 
         return JSONResponse(automation_json(await run_in_threadpool(work)))
 
-    def transition(
-        self, action: Callable[..., db.Automation]
-    ) -> Callable[[Request], Awaitable[Response]]:
-        """A handler for `service.pause` / `resume` / `cancel`."""
+    def transition(self, verb: str) -> Callable[[Request], Awaitable[Response]]:
+        """A handler for `pause`, `resume` or `cancel` (`service.change_status`)."""
 
         async def handle(request: Request) -> Response:
             actor = self._actor(request)
@@ -234,7 +232,7 @@ class _AutomationsApi:
 
             def work() -> db.Automation:
                 with self.ctx.write() as ledger:
-                    return action(ledger, key, actor=actor, now=self._now())
+                    return service.change_status(ledger, key, verb, actor=actor, now=self._now())
 
             return JSONResponse(automation_json(await run_in_threadpool(work)))
 
@@ -281,14 +279,10 @@ def routes(ctx: DashboardContext) -> list[BaseRoute]:
         *(
             Route(
                 f"/api/automations/{{key}}/{name}",
-                guard_async(api.transition(act)),
+                guard_async(api.transition(name)),
                 methods=["POST"],
             )
-            for name, act in (
-                ("pause", service.pause),
-                ("resume", service.resume),
-                ("cancel", service.cancel),
-            )
+            for name in service.STATUS_VERBS
         ),
         Route("/api/triage", guard_sync(api.triage), methods=["GET"]),
         Route("/api/audit", guard_sync(api.audit), methods=["GET"]),
