@@ -177,12 +177,24 @@ def test_the_webhook_racing_the_poller_makes_one_task_per_issue(
     issues = {n: world.fake.repos[APP].issues[n] for n in numbers}
     barrier = threading.Barrier(5)
     ingesting = threading.Event()  # the poller has its pages and starts its first issue
+    hook_won = threading.Event()  # a webhook started an issue
+    # A quarter of the way in, the poller waits for the webhooks to win one: on a fast
+    # machine it could otherwise take every issue before the first webhook is handled.
+    quarter = len(numbers) // 4
 
     def poller_start(**request: Any) -> str:
         ingesting.set()
+        if len(poller_starter.calls) == quarter:
+            hook_won.wait(timeout=30)
         return poller_starter(**request)
 
+    def hook_start(**request: Any) -> str:
+        task_id = hook_starter(**request)
+        hook_won.set()
+        return task_id
+
     poller.start_task = poller_start
+    hooked.start_task = hook_start
     replies: list[int] = []
     errors: list[BaseException] = []
 
