@@ -235,13 +235,18 @@ class Cluster:
         return None
 
     def kill(self, instance: Instance) -> None:
-        """kill -9 the daemon and every process it left (as systemd kills a unit's cgroup)."""
-        instance.killed_at = time.time()
+        """kill -9 the daemon and every process it left (as systemd kills a unit's cgroup).
+
+        `killed_at` is taken once all of them are gone: a build that was already
+        starting may still write its `start` line between our signal and its death.
+        """
+        instance.killed_at = time.time()  # marks it dead for `alive()` at once
         instance.proc.send_signal(signal.SIGKILL)
         instance.proc.wait(timeout=10)
         for _ in range(50):  # a build shell may start one more child while we look
             pids = _marked(instance.name)
             if not pids:
+                instance.killed_at = time.time()
                 return
             for pid in pids:
                 try:
