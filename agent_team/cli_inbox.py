@@ -120,8 +120,8 @@ def audit(
 @audit_app.command("verify")
 def verify(ctx: typer.Context) -> None:
     """Walk the hash chain; exit 1 naming the first row that does not hold."""
-    with open_ready(ctx) as ledger:
-        verdict = db.verify_audit(ledger)
+    with open_ready(ctx) as ledger, ledger.snapshot() as view:  # one state: rows and head agree
+        verdict = db.verify_audit(view)
     if verdict.ok:
         out.print(f"audit log intact: {verdict.rows} row(s), every link and hash holds")
         return

@@ -108,22 +108,15 @@ def reopen(
             f"task {owner.id} is {owner.status}; its questions cannot be reopened "
             "(submit the task again instead)"
         )
-    audit = actor.entry("reopen", question_id, {"deadline_at": db.to_iso(deadline_at)})
-    if not db.reopen_question(
-        ledger, question_id=question_id, deadline_at=deadline_at, audit=audit
+    if not db.reopen_for_task(
+        ledger,
+        question_id=question_id,
+        deadline_at=deadline_at,
+        note=f"question {question_id} reopened",
+        audit=actor.entry("reopen", question_id, {"deadline_at": db.to_iso(deadline_at)}),
     ):
         raise QuestionClosedError(
             f"question {question_id} is {question.status}; only expired questions reopen"
-        )
-    task = db.get_task(ledger, question.thread_id)
-    if task is not None and task.status not in TERMINAL_STATUSES:
-        db.set_task_status(ledger, task.id, TaskStatus.WAITING, phase=task.phase)
-        db.record_transition(
-            ledger,
-            thread_id=task.id,
-            to_phase=task.phase,
-            status=TaskStatus.WAITING,
-            note=f"question {question_id} reopened",
         )
     reopened = db.get_question(ledger, question_id)
     assert reopened is not None

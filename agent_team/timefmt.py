@@ -25,7 +25,10 @@ def parse_duration(text: str) -> timedelta:
     match = _DURATION.match(text.lower())
     if not match:
         raise ValueError(f"{text!r} is not a duration; use e.g. 90s, 30m, 24h, 2d")
-    return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
+    try:
+        return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
+    except OverflowError:
+        raise ValueError(f"{text!r} is too long a duration") from None
 
 
 _DAILY = re.compile(r"^\s*([01]?\d|2[0-3]):([0-5]\d)(?:\s+(\S+))?\s*$")

@@ -26,17 +26,31 @@ from datetime import datetime, timedelta
 from agent_team import db
 from agent_team.actors import Actor
 from agent_team.automations.schedule import Schedule
-from agent_team.exceptions import AgentTeamError, LedgerInputError
+from agent_team.exceptions import LedgerError, LedgerInputError, TaskRefusedError
 from agent_team.models.budget_view import BudgetToday
 from agent_team.redact import redact
-from agent_team.task_model import AutomationRunStatus, OverlapPolicy, ScheduleKind
+from agent_team.task_model import (
+    AutomationRunStatus,
+    AutomationStatus,
+    OverlapPolicy,
+    ScheduleKind,
+)
 from agent_team.testhooks import crash_if
 
-__all__ = ["AutomationRunner", "PassReport", "run_id_for", "schedule_of", "task_id_for"]
+__all__ = [
+    "SWEEP_AFTER",
+    "AutomationRunner",
+    "PassReport",
+    "run_id_for",
+    "schedule_of",
+    "task_id_for",
+]
 
 log = logging.getLogger(__name__)
 
 Submit = Callable[..., str]  # inbox.submit_task bound to the process's settings
+# How long a claimed run is its claimer's to finish before a pass takes it for a crash's.
+SWEEP_AFTER = timedelta(minutes=1)
 
 
 def run_id_for(automation_id: str, slot_at: str) -> str:
@@ -90,6 +104,7 @@ class AutomationRunner:
         clock: Callable[[], datetime],
         owner: str,
         crash_at: str | None = None,
+        sweep_after: timedelta = SWEEP_AFTER,
     ) -> None:
         self.ledger = ledger
         self.submit = submit
@@ -97,23 +112,36 @@ class AutomationRunner:
         self.clock = clock
         self.owner = owner
         self.crash_at = crash_at
+        self.sweep_after = sweep_after
 
     def run_pass(self) -> PassReport:
-        """Finish what a crash left claimed, then claim and finish every due slot."""
+        """Finish what a crash left claimed, then claim and finish every due slot.
+
+        A run is left to its claimer for `sweep_after` (another process may be
+        finishing it now); past that it was left by a crash and is finished here.
+        A database that goes away ends the pass: the runs stay claimed and the
+        next pass finishes them.
+        """
         report = PassReport()
-        for left in db.claimed_runs(self.ledger):
-            outcome = self.finish(left)
-            if outcome is not None:  # None: another process finished it meanwhile
-                report.count(outcome)
-                report.finished_after_crash += 1
         now = self.clock()
-        for automation in db.due_automations(self.ledger, now):
-            run = self.claim_due(automation, now)
-            if run is None:
-                continue
-            outcome = self.finish(run) if run.status == AutomationRunStatus.CLAIMED else run.status
-            if outcome is not None:
-                report.count(outcome)
+        try:
+            for left in db.claimed_runs(self.ledger, claimed_before=now - self.sweep_after):
+                outcome = self.finish(left)
+                if outcome is not None:  # None: another process finished it meanwhile
+                    report.count(outcome)
+                    report.finished_after_crash += 1
+            for automation in db.due_automations(self.ledger, now):
+                run = self.claim_due(automation, now)
+                if run is None:
+                    continue
+                claimed = run.status == AutomationRunStatus.CLAIMED
+                outcome = self.finish(run) if claimed else run.status
+                if outcome is not None:
+                    report.count(outcome)
+        except LedgerError as exc:
+            if not db.is_outage(exc):
+                raise
+            log.warning("automations: the ledger is away (%s); the next pass goes on", exc)
         return report
 
     def claim_due(self, automation: db.Automation, now: datetime) -> db.AutomationRun | None:
@@ -135,6 +163,7 @@ class AutomationRunner:
             run_id=run_id,
             task_id=task_id_for(run_id),
             claimed_by=self.owner,
+            claimed_at=now,
             skip_if_open=automation.overlap == OverlapPolicy.SKIP,
         )
         if run is not None:
@@ -153,7 +182,8 @@ class AutomationRunner:
         Raises:
             LedgerInputError: another run-now took the same microsecond.
         """
-        slot = db.to_iso(self.clock())
+        moment = self.clock()
+        slot = db.to_iso(moment)
         run_id = run_id_for(automation.automation_id, slot)
         run = db.claim_slot(
             self.ledger,
@@ -165,6 +195,7 @@ class AutomationRunner:
             run_id=run_id,
             task_id=task_id_for(run_id),
             claimed_by=self.owner,
+            claimed_at=moment,
             manual=True,
             audit=audit,
         )
@@ -184,6 +215,12 @@ class AutomationRunner:
             status, detail = AutomationRunStatus.CREATED.value, None  # made before a crash
         elif automation is None:
             status, detail = AutomationRunStatus.FAILED.value, "the automation is gone"
+        elif automation.status != AutomationStatus.ACTIVE and not run.manual:
+            # Paused or cancelled after the claim (a crash left it): the operator's word wins.
+            status, detail = (
+                AutomationRunStatus.FAILED.value,
+                f"the automation is {automation.status}",
+            )
         else:
             status, detail = self._create(run, automation)
         if not db.finish_run(self.ledger, run_id=run.run_id, status=status, detail=detail):
@@ -210,7 +247,7 @@ class AutomationRunner:
                 source_ref=f"{automation.automation_id}@{run.slot_at}",
                 actor=Actor(automation.name, "automation"),
             )
-        except AgentTeamError as exc:
+        except (TaskRefusedError, LedgerInputError) as exc:  # the task itself was refused
             log.warning("automation %s: run failed: %s", automation.name, redact(str(exc)))
             return AutomationRunStatus.FAILED.value, redact(str(exc))
         crash_if(self.crash_at, "automation:task-created")

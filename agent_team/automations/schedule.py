@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 from agent_team.exceptions import InvalidAutomationError
 from agent_team.task_model import ScheduleKind
 from agent_team.timefmt import parse_duration
 
 __all__ = [
+    "MAX_INTERVAL",
     "MAX_MISSED_COUNTED",
     "MIN_INTERVAL",
     "Due",
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 MIN_INTERVAL = timedelta(minutes=1)
+MAX_INTERVAL = timedelta(days=366)
 # Counting the slots a long stop of a cron schedule skipped walks them one by one; past
 # this many the count says "at least".
 MAX_MISSED_COUNTED = 10_000
@@ -48,6 +50,8 @@ def parse_every(text: str) -> timedelta:
         raise InvalidAutomationError(
             "every", f"{text!r} is shorter than the shortest interval, 1 minute (1m)"
         )
+    if every > MAX_INTERVAL:
+        raise InvalidAutomationError("every", f"{text!r} is longer than a year (366d at most)")
     if every.total_seconds() != int(every.total_seconds()):
         raise InvalidAutomationError("every", f"{text!r} is not a whole number of seconds")
     return every
@@ -72,6 +76,10 @@ def parse_cron(expression: str) -> str:
             f"{expression!r} is not a cron expression of five fields "
             "(minute hour day-of-month month day-of-week), e.g. '0 9 * * MON'",
         )
+    try:  # valid fields can still name a day that never comes (30 February)
+        croniter(cleaned, datetime(2026, 1, 1, tzinfo=UTC)).get_next(datetime)
+    except CroniterError:
+        raise InvalidAutomationError("cron", f"{expression!r} never comes round") from None
     return cleaned
 
 
@@ -83,6 +91,8 @@ def parse_moment(text: str, tz: ZoneInfo, *, field: str = "first_run_at") -> dat
         raise InvalidAutomationError(
             field, f"{text!r} is not a date and time; use ISO 8601, e.g. 2026-12-07T09:00"
         ) from None
+    if not 2000 <= moment.year <= 9000:
+        raise InvalidAutomationError(field, f"{text!r} is not between the years 2000 and 9000")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=tz)
     return moment.astimezone(UTC)

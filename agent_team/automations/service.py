@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from croniter import CroniterError
+
 from agent_team import db
 from agent_team.actors import Actor
 from agent_team.automations.runner import AutomationRunner, schedule_of
@@ -138,7 +140,12 @@ def _next_run(schedule: Schedule, now: datetime) -> datetime | None:
 
 
 def _schedule_columns(schedule: Schedule, now: datetime) -> dict[str, Any]:
-    following = _next_run(schedule, now)
+    try:
+        following = _next_run(schedule, now)
+    except (CroniterError, OverflowError):  # no slot within the calendar's range
+        raise InvalidAutomationError(
+            "schedule", f"{describe(schedule)} has no next run from now"
+        ) from None
     return {
         "schedule_kind": schedule.kind.value,
         "every_s": int(schedule.every.total_seconds()) if schedule.every else None,

@@ -11,10 +11,12 @@ queued; different tasks run in parallel on `workers` threads.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -72,8 +74,11 @@ class Worker:
         self._in_flight_guard = threading.Lock()
         self._held: dict[str, db.Fence] = {}  # task id -> fence of a run going on here
         self._held_guard = threading.Lock()
-        # Leases this instance gave up, per task: a claim made before one of them has a stale fence.
-        self._releases: dict[str, int] = {}
+        # The last lease this instance gave up, per task (a number that only grows across all
+        # tasks, and when): a claim made before it has a stale fence. Old ones are forgotten
+        # (`_prune_releases`); the numbers never repeat, so forgetting cannot hide a release.
+        self._releases: dict[str, tuple[int, float]] = {}
+        self._release_numbers = itertools.count(1)
         self._closing = threading.Event()
         self._renewer = threading.Thread(
             target=self._renew_loop, name="agent-team-lease-renewer", daemon=True
@@ -102,8 +107,8 @@ class Worker:
         """Claim up to `slots` runnable commands and start them; every finished job sets `wake`."""
         if slots < 1:
             return []
-        with self._held_guard:
-            released_before = dict(self._releases)  # read before claiming: see `_fence_for`
+        with self._held_guard:  # read before claiming: see `_fence_for`
+            released_before = {task: count for task, (count, _) in self._releases.items()}
         claims = db.claim_runs(
             self.ledger, consumer=self.consumer, limit=slots, lease_s=self.lease_s
         )
@@ -154,7 +159,7 @@ class Worker:
         """
         task_id = claims[0].command.task_id
         with self._held_guard:
-            unchanged = self._releases.get(task_id, 0) == released_before
+            unchanged = self._releases.get(task_id, (0, 0.0))[0] == released_before
         if unchanged:
             return claims[-1].fence  # one claim transaction: the same fence for the batch
         return db.acquire_lease(
@@ -189,7 +194,7 @@ class Worker:
                 except Exception:  # it runs out by itself; never hide the run's outcome
                     log.exception("could not release the lease of task %s", task_id)
                 with self._held_guard:  # after the release: a claim that saw the old count is stale
-                    self._releases[task_id] = self._releases.get(task_id, 0) + 1
+                    self._releases[task_id] = (next(self._release_numbers), time.monotonic())
 
     def handle(self, command: db.Command, fence: db.Fence | None = None) -> bool:
         """Run one command under `fence` (if given); False if the run was fenced off or cut
@@ -248,6 +253,16 @@ class Worker:
     def _renew_loop(self) -> None:
         while not self._closing.wait(self.lease_s / 3):
             self.renew()
+            self._prune_releases()
+
+    def _prune_releases(self) -> None:
+        """Forget releases older than two leases, so the map does not grow with every task
+        ever run. A claim that read a forgotten number sees a different one (0, or a newer
+        release's) and takes the lease again: one extra write, never a stale fence."""
+        horizon = time.monotonic() - 2 * self.lease_s
+        with self._held_guard:
+            for task_id in [t for t, (_, at) in self._releases.items() if at < horizon]:
+                del self._releases[task_id]
 
     def renew(self) -> set[str]:
         """Extend the leases of the runs going on here; returns the task ids still held."""

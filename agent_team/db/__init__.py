@@ -162,6 +162,7 @@ from agent_team.db.transitions import (
     enter_phase,
     list_transitions,
     record_transition,
+    reopen_for_task,
     requeue_task,
 )
 from agent_team.db.views.dashboard import (
@@ -325,6 +326,7 @@ __all__ = [
     "release_lease",
     "release_leases_of",
     "renew_leases",
+    "reopen_for_task",
     "reopen_question",
     "replay_outbox",
     "requeue_task",

@@ -158,7 +158,11 @@ _PAGE = 1000
 
 
 def verify_audit(reader: Reader) -> AuditVerdict:
-    """Walk the chain from the first row; stop at the first row whose link or hash is wrong."""
+    """Walk the chain from the first row; stop at the first row whose link or hash is wrong.
+
+    Pass a snapshot (`Ledger.snapshot()`): the rows and the head must be read in one
+    state, or an append between the two reads looks like a removed tail.
+    """
     prev, checked, after = GENESIS_HASH, 0, 0
     while True:
         page = fetch_records(

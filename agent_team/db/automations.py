@@ -232,6 +232,7 @@ def claim_slot(
     run_id: str,
     task_id: str,
     claimed_by: str,
+    claimed_at: datetime | None = None,
     manual: bool = False,
     skip_if_open: bool = False,
     audit: AuditEntry | None = None,
@@ -248,6 +249,8 @@ def claim_slot(
     """
     if missed < 0:
         raise LedgerInputError("missed slots cannot be negative")
+
+    claimed = to_iso(claimed_at or utc_now())  # the claimer's clock: the sweep compares with it
 
     def work(tx: Transaction) -> AutomationRun | None:
         now = to_iso(utc_now())
@@ -277,7 +280,7 @@ def claim_slot(
                 status,
                 task_id,
                 claimed_by,
-                now,
+                claimed,
                 finished,
                 detail,
             ),
@@ -316,13 +319,17 @@ def get_run(reader: Reader, run_id: str) -> AutomationRun | None:
     )
 
 
-def claimed_runs(reader: Reader, *, limit: int = 100) -> list[AutomationRun]:
-    """Runs claimed but not finished (a crash between claim and task): the sweep's work."""
+def claimed_runs(
+    reader: Reader, *, claimed_before: datetime | None = None, limit: int = 100
+) -> list[AutomationRun]:
+    """Runs claimed but not finished (before `claimed_before`: left by a crash), oldest first."""
+    cutoff = to_iso(claimed_before) if claimed_before is not None else "9999"
     return fetch_records(
         reader,
         AutomationRun,
-        "SELECT * FROM automation_runs WHERE status = 'claimed' ORDER BY claimed_at LIMIT ?",
-        (limit,),
+        "SELECT * FROM automation_runs WHERE status = 'claimed' AND claimed_at < ? "
+        "ORDER BY claimed_at LIMIT ?",
+        (cutoff, limit),
     )
 
 

@@ -81,6 +81,9 @@ POSTGRES = Dialect(
 # How long the listener waits for a notification before it beats and looks at `stop`.
 LISTEN_IDLE_S = 0.5
 LISTEN_RECONNECT_MAX_S = 5.0
+# A LISTEN session sends nothing of its own, so a connection cut without a reset (a NAT
+# or load balancer dropping it idle) would go unnoticed: it asks the server this often.
+LISTEN_PING_S = 30.0
 # serialization_failure, deadlock_detected: PostgreSQL asks for the transaction again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})
 _T = TypeVar("_T")
@@ -224,7 +227,14 @@ class PostgresLedger:
             options.append("-c default_transaction_read_only=on")
         if search_path is not None:
             options.append(f"-c search_path={search_path}")
-        self._kwargs: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S}
+        # TCP keepalives too, so even a connection that waits on the server notices a dead peer.
+        self._kwargs: dict[str, Any] = {
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "keepalives": 1,
+            "keepalives_idle": 30,
+            "keepalives_interval": 10,
+            "keepalives_count": 3,
+        }
         if options:
             self._kwargs["options"] = " ".join(options)
         try:  # one direct connection first: a pool would only say "timed out", not why
@@ -467,11 +477,15 @@ class PostgresLedger:
                     conn.execute(f"LISTEN {COMMANDS_CHANNEL}")
                     on_wake()
                     delay = 0.1
+                    pinged = time.monotonic()
                     while not stop.is_set():
                         for _ in conn.notifies(timeout=LISTEN_IDLE_S):
                             on_wake()
                             if stop.is_set():
                                 break
+                        if time.monotonic() - pinged > LISTEN_PING_S:
+                            conn.execute("SELECT 1")  # a dead connection raises here
+                            pinged = time.monotonic()
                         if beat is not None:
                             beat()
             except psycopg.Error as exc:

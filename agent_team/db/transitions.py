@@ -6,6 +6,8 @@ row (no `exited_at`), which a partial unique index enforces.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.commands import insert_command
@@ -14,13 +16,14 @@ from agent_team.db.ledger import Ledger, Reader, Transaction
 from agent_team.db.records import Transition, fetch_records
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
-from agent_team.task_model import CommandKind, Phase, TaskStatus
+from agent_team.task_model import TERMINAL_STATUSES, CommandKind, Phase, TaskStatus
 
 __all__ = [
     "close_terminal",
     "enter_phase",
     "list_transitions",
     "record_transition",
+    "reopen_for_task",
     "requeue_task",
 ]
 
@@ -77,6 +80,44 @@ def requeue_task(
         )
         _transition(tx, task_id, str(row["phase"]), TaskStatus.QUEUED.value, note)
         insert_command(tx, ledger.dialect, command_id, CommandKind.START.value, task_id, "{}")
+        if audit is not None:
+            append_audit(tx, audit)
+        return True
+
+    return ledger.write(work)
+
+
+def reopen_for_task(
+    ledger: Ledger,
+    *,
+    question_id: str,
+    deadline_at: datetime,
+    note: str,
+    audit: AuditEntry | None = None,
+) -> bool:
+    """expired -> open (to be delivered again) and its task waiting on it: one transaction.
+
+    Returns:
+        False if the question is not expired (nothing written).
+    """
+    deadline = to_iso(deadline_at)
+
+    def work(tx: Transaction) -> bool:
+        rows = tx.execute(
+            "UPDATE pending_questions SET status = 'open', deadline_at = ?, channel_ref = NULL, "
+            "posted_at = NULL WHERE question_id = ? AND status = 'expired' RETURNING thread_id",
+            (deadline, question_id),
+        ).fetchall()  # SQLite finishes a RETURNING statement only when it is read out
+        if not rows:
+            return False
+        task_id = str(rows[0][0])
+        task = tx.fetch_one("SELECT phase, status FROM tasks WHERE id = ?", (task_id,))
+        if task is not None and task["status"] not in TERMINAL_STATUSES:
+            tx.execute(
+                "UPDATE tasks SET status = ?, parked_reason = NULL, updated_at = ? WHERE id = ?",
+                (TaskStatus.WAITING.value, to_iso(utc_now()), task_id),
+            )
+            _transition(tx, task_id, str(task["phase"]), TaskStatus.WAITING.value, note)
         if audit is not None:
             append_audit(tx, audit)
         return True

@@ -35,6 +35,8 @@ def test_intervals(text: str, seconds: int) -> None:
         ("30s", "shorter than the shortest interval"),
         ("0m", "shorter than the shortest interval"),
         ("1.001m", "not a whole number of seconds"),
+        ("367d", "longer than a year"),
+        ("99999999999d", "too long a duration"),
     ],
 )
 def test_bad_intervals_name_the_field(text: str, says: str) -> None:
@@ -48,6 +50,19 @@ def test_bad_cron_lines_name_the_field(text: str) -> None:
     with pytest.raises(InvalidAutomationError, match="five fields") as info:
         parse_cron(text)
     assert info.value.field == "cron"
+
+
+def test_a_cron_line_whose_day_never_comes_is_refused() -> None:
+    with pytest.raises(InvalidAutomationError, match="never comes round") as info:
+        parse_cron("0 0 30 2 *")
+    assert info.value.field == "cron"
+
+
+@pytest.mark.parametrize("text", ["0001-01-01T00:00+05:00", "9999-12-31T23:59"])
+def test_a_first_run_far_out_of_range_is_refused(text: str) -> None:
+    with pytest.raises(InvalidAutomationError, match="between the years") as info:
+        parse_moment(text, parse_timezone("UTC"))
+    assert info.value.field == "first_run_at"
 
 
 @pytest.mark.parametrize("name", ["Mars/Base", "../../etc/passwd", "", "UTC+3"])

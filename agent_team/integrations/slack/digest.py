@@ -6,8 +6,12 @@ posted once per day even with several daemons or restarts: the day's post is
 claimed as a side effect (`slack:digest:<local date>`) before it is sent and
 marked done after, so a second daemon or a restarted one finds the claim. A
 claim left pending for `STALE_AFTER` (its daemon died before posting) is
-taken over, so a crash costs a late digest, not a lost one. The loop runs on
-one daemon at a time (its own loop lease), which keeps the take-over rare.
+taken over, so a crash costs a late digest, not a lost one; a daemon that dies
+after Slack took the message but before it recorded that makes the digest go
+out twice (at least once, not exactly once: Slack has no idempotency key for
+`chat.postMessage`). `STALE_AFTER` is far longer than a post takes with its
+retries, so a slow post is not mistaken for a dead one. The loop runs on one
+daemon at a time (its own loop lease), which keeps take-overs rare.
 """
 
 from __future__ import annotations

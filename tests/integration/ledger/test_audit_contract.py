@@ -126,3 +126,35 @@ def test_filters_and_bad_entries(ledger: db.Ledger) -> None:
         db.AuditEntry("", "cli", "answer", "q1")
     with pytest.raises(LedgerInputError, match="limit"):
         db.list_audit(ledger, limit=0)
+
+
+def test_reopen_is_one_transaction_with_its_task_and_its_audit_row(ledger: db.Ledger) -> None:
+    db.create_task(ledger, task_id="t1", kind="code", title="Stuck")
+    ask(ledger, "t1:q1", thread_id="t1")
+    assert db.expire_question(ledger, question_id="t1:q1")
+    db.set_task_status(
+        ledger, "t1", "parked", phase="plan_review", parked_reason="question_expired"
+    )
+    later = db.utc_now()
+
+    assert db.reopen_for_task(
+        ledger,
+        question_id="t1:q1",
+        deadline_at=later,
+        note="question t1:q1 reopened",
+        audit=db.AuditEntry("ada", "cli", "reopen", "t1:q1"),
+    )
+    question, task = db.get_question(ledger, "t1:q1"), db.get_task(ledger, "t1")
+    assert question is not None and question.status == "open" and question.channel_ref is None
+    assert task is not None and (task.status, task.parked_reason) == ("waiting", None)
+    (row,) = db.list_transitions(ledger, "t1")
+    assert (row.to_phase, row.status, row.note) == (
+        "plan_review",
+        "waiting",
+        "question t1:q1 reopened",
+    )
+    assert [r.action for r in db.list_audit(ledger)] == ["reopen"]
+    assert not db.reopen_for_task(
+        ledger, question_id="t1:q1", deadline_at=later, note="again", audit=entry()
+    ), "only an expired question reopens"
+    assert len(db.list_audit(ledger)) == 1 and len(db.list_transitions(ledger, "t1")) == 1

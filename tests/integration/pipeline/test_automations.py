@@ -9,8 +9,9 @@ from typing import Any
 from agent_team import db, triage
 from agent_team.actors import Actor
 from agent_team.automations import service
-from agent_team.automations.runner import run_id_for, task_id_for
+from agent_team.automations.runner import SWEEP_AFTER, run_id_for, task_id_for
 from agent_team.coordinator import Coordinator
+from agent_team.exceptions import LedgerBusyError
 from tests.integration.pipeline.conftest import LONG_BODY, Clock, MakeCoordinator, task_of
 
 T0 = datetime(2026, 12, 7, 8, 0, tzinfo=UTC)
@@ -182,6 +183,9 @@ def test_a_run_left_claimed_by_a_crash_is_finished_once_by_the_next_pass(
     assert db.get_task(coordinator.ledger, claimed.task_id) is None
 
     restarted = make_coordinator(clock=clock)
+    nothing = restarted.run_automations()
+    assert nothing.finished_after_crash == 0, "its claimer may still be finishing it"
+    clock.now += SWEEP_AFTER + timedelta(seconds=1)
     report = restarted.run_automations()
     assert (report.finished_after_crash, report.created) == (1, 1)
     assert restarted.run_automations().created == 0
@@ -192,3 +196,46 @@ def test_a_run_left_claimed_by_a_crash_is_finished_once_by_the_next_pass(
     assert moved is not None
     second = restarted.automations.claim_due(moved, clock.now)
     assert second is not None and second.status == "skipped_overlap", "the first task is open"
+
+
+def test_a_run_left_claimed_for_an_automation_cancelled_since_makes_no_task(
+    make_coordinator: MakeCoordinator,
+) -> None:
+    clock = Clock(T0 - timedelta(minutes=5))
+    coordinator = make_coordinator(clock=clock)
+    automation = add(coordinator, clock)
+    clock.now = T0 + timedelta(seconds=1)
+    claimed = coordinator.automations.claim_due(automation, clock.now)  # then a crash
+    assert claimed is not None
+    service.change_status(coordinator.ledger, "bumps", "cancel", actor=ADA, now=clock.now)
+    clock.now += SWEEP_AFTER + timedelta(seconds=1)
+    report = coordinator.run_automations()
+    assert (report.failed, report.created) == (1, 0)
+    (view,) = runs(coordinator, automation)
+    assert (view.run.status, view.run.detail) == ("failed", "the automation is cancelled")
+    assert db.list_tasks(coordinator.ledger) == []
+
+
+def test_a_database_outage_while_making_the_task_leaves_the_run_for_the_next_pass(
+    make_coordinator: MakeCoordinator,
+) -> None:
+    clock = Clock(T0 - timedelta(minutes=5))
+    coordinator = make_coordinator(clock=clock)
+    automation = add(coordinator, clock)
+    clock.now = T0 + timedelta(seconds=1)
+    submit = coordinator.automations.submit
+
+    def away(**_request: Any) -> str:
+        raise LedgerBusyError("the ledger stayed locked")
+
+    coordinator.automations.submit = away
+    report = coordinator.run_automations()
+    assert (report.created, report.failed) == (0, 0), "an outage is not the run's failure"
+    (view,) = runs(coordinator, automation)
+    assert view.run.status == "claimed"
+
+    coordinator.automations.submit = submit
+    clock.now += SWEEP_AFTER + timedelta(seconds=1)
+    assert coordinator.run_automations().created == 1
+    (view,) = runs(coordinator, automation)
+    assert view.run.status == "created" and view.task_status == "queued"

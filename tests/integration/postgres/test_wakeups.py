@@ -239,3 +239,21 @@ def test_the_daemon_listens_unless_told_not_to(pg_url: str, tmp_path: Path, noti
         assert daemon.health.facts()["instance"] == daemon.coordinator.instance
     finally:
         daemon.close()
+
+
+def test_the_listener_asks_the_server_now_and_then_so_a_silent_cut_is_noticed(
+    two: tuple[db.Ledger, db.Ledger], pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_team.db import postgres_ledger
+
+    monkeypatch.setattr(postgres_ledger, "LISTEN_PING_S", 0.2)
+    listener, _writer = two
+    with listening(listener), psycopg.connect(pg_url, autocommit=True) as admin:
+        wait_until(
+            lambda: admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND query = 'SELECT 1'"
+            ).fetchone()
+            == (1,),
+            "the listening session to ping the server",
+        )
