@@ -250,10 +250,12 @@ def test_the_listener_asks_the_server_now_and_then_so_a_silent_cut_is_noticed(
     listener, _writer = two
     with listening(listener), psycopg.connect(pg_url, autocommit=True) as admin:
         wait_until(
-            lambda: admin.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND query = 'SELECT 1'"
-            ).fetchone()
-            == (1,),
+            lambda: (
+                admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND query = 'SELECT 1'"
+                ).fetchone()
+                == (1,)
+            ),
             "the listening session to ping the server",
         )
