@@ -10,7 +10,7 @@ daily Slack digest all read this one function.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,8 @@ class TriageItem:
     deadline_at: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Flat fields: a plain copy (dataclasses.asdict deep-copies, 20x slower on a big inbox).
+        return dict(vars(self))
 
 
 def _questions(rows: db.TriageRows, now: datetime) -> list[TriageItem]:
