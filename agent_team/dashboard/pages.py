@@ -45,13 +45,13 @@ from agent_team.dashboard.task_filters import (
     list_filtered,
     parse_task_filter,
 )
-from agent_team.exceptions import ConfigError, LedgerError, UnknownTaskError
+from agent_team.exceptions import LedgerError, UnknownTaskError
 from agent_team.journey import who_answered
 from agent_team.limits import PAGE_BODY_CHARS
-from agent_team.models.pricing import price_for
+from agent_team.models.budget_view import settings_budget
 from agent_team.redact import redact
 from agent_team.reports import task_report
-from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind, TaskStatus
+from agent_team.task_model import QuestionKind, QuestionStatus, TaskKind, TaskStatus
 from agent_team.timefmt import relative, span
 
 __all__ = ["TEMPLATES_DIR", "Stamp", "failure_page", "render_page", "routes", "stamp"]
@@ -294,26 +294,17 @@ class _Pages:
         subscription billing where USD is informational only).
         """
         settings = self.ctx.settings
-        mode = settings.billing_mode
-        try:
-            price = price_for(settings.model, settings.prices)
-        except ConfigError:
-            price = None
-        day = db.day_bucket(now)
-        if price is not None and mode == BillingMode.API.value:
-            used_usd = db.spent(view, day=day, billing_mode=mode)
-            cap_usd = settings.daily_budget_usd
-            share = used_usd / cap_usd if cap_usd > 0 else (1.0 if used_usd > 0 else 0.0)
-            used, cap, unit = _usd(used_usd), _usd(cap_usd), "USD"
-            note = f"{mode} billing, {settings.model}; resets at UTC midnight"
+        budget = settings_budget(view, settings, now)
+        if budget.cap > 0:
+            share = budget.used / budget.cap
         else:
-            used_tokens = db.tokens_spent(view, day=day, billing_mode=mode)
-            cap_tokens = settings.daily_token_cap
-            share = (
-                used_tokens / cap_tokens if cap_tokens > 0 else (1.0 if used_tokens > 0 else 0.0)
-            )
-            used, cap, unit = _tokens(used_tokens), _tokens(cap_tokens), "tokens"
-            why = "no price known" if price is None else "subscription billing"
+            share = 1.0 if budget.used > 0 else 0.0
+        if budget.unit == "usd":
+            used, cap, unit = _usd(budget.used), _usd(budget.cap), "USD"
+            note = f"{budget.billing_mode} billing, {settings.model}; resets at UTC midnight"
+        else:
+            used, cap, unit = _tokens(int(budget.used)), _tokens(int(budget.cap)), "tokens"
+            why = "subscription billing" if budget.priced else "no price known"
             note = f"{settings.model} ({why}): capped by tokens; resets at UTC midnight"
         level = "over" if share >= 1 else "warn" if share >= _WARN_SHARE else "ok"
         return BudgetView(

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from agent_team import db
+from agent_team.exceptions import ConfigError
 from agent_team.models.pricing import Price, price_for
 from agent_team.task_model import BillingMode
 
@@ -36,6 +37,7 @@ class BudgetToday:
     unit: str  # `usd` or `tokens`
     used: float
     cap: float
+    priced: bool = True  # whether the model has a price (tokens without one: "no price known")
 
     @property
     def fraction(self) -> float:
@@ -66,11 +68,17 @@ def budget_today(
 ) -> BudgetToday:
     """Today's spend against the cap that applies to `model` in `billing_mode`."""
     day = db.day_bucket(now)
-    if capped_in_usd(price_for(model, prices), billing_mode):
+    try:
+        price = price_for(model, prices)
+    except ConfigError:  # a bad price override (the daemon refuses to start with one)
+        price = None
+    if capped_in_usd(price, billing_mode):
         used = db.spent(reader, day=day, billing_mode=billing_mode)
         return BudgetToday(day, billing_mode, "usd", used, daily_budget_usd)
     tokens = db.tokens_spent(reader, day=day, billing_mode=billing_mode)
-    return BudgetToday(day, billing_mode, "tokens", float(tokens), float(daily_token_cap))
+    return BudgetToday(
+        day, billing_mode, "tokens", float(tokens), float(daily_token_cap), price is not None
+    )
 
 
 def settings_budget(reader: db.Reader, settings: Settings, now: datetime) -> BudgetToday:
