@@ -8,13 +8,12 @@ from typing import Annotated, Any
 
 import typer
 
-from agent_team import db, inbox
+from agent_team import db
 from agent_team.actors import cli_actor
 from agent_team.automations import service
-from agent_team.automations.runner import AutomationRunner, schedule_of
+from agent_team.automations.runner import AutomationRunner, runner_for, schedule_of
 from agent_team.cli_support import context_of, id_table, open_ready, open_writable, out, print_json
 from agent_team.exceptions import InvalidAutomationError
-from agent_team.models.budget_view import settings_budget
 from agent_team.timefmt import relative
 
 __all__ = ["automation_app"]
@@ -66,19 +65,8 @@ def _view(automation: db.Automation, last: db.RunView | None = None) -> dict[str
 
 def _runner(ctx: typer.Context, ledger: db.Ledger) -> AutomationRunner:
     """`run-now` from the CLI: the daemon's budget gate and task submission, on this ledger."""
-    settings = context_of(ctx).settings()
-    clock = context_of(ctx).now
-
-    def submit(**request: Any) -> str:
-        return inbox.submit_task(ledger, confluence_enabled=settings.confluence_enabled, **request)
-
-    return AutomationRunner(
-        ledger,
-        submit=submit,
-        budget=lambda: settings_budget(ledger, settings, clock()),
-        clock=clock,
-        owner=f"cli:{cli_actor().name}",
-    )
+    cli = context_of(ctx)
+    return runner_for(ledger, cli.settings(), clock=cli.now, owner=f"cli:{cli_actor().name}")
 
 
 def _print_one(ctx: typer.Context, automation: db.Automation, verb: str) -> None:

@@ -22,12 +22,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from agent_team import db
 from agent_team.actors import Actor
 from agent_team.automations.schedule import Schedule
 from agent_team.exceptions import LedgerError, LedgerInputError, TaskRefusedError
-from agent_team.models.budget_view import BudgetToday
+from agent_team.models.budget_view import BudgetToday, settings_budget
 from agent_team.redact import redact
 from agent_team.task_model import (
     AutomationRunStatus,
@@ -37,11 +38,15 @@ from agent_team.task_model import (
 )
 from agent_team.testhooks import crash_if
 
+if TYPE_CHECKING:
+    from agent_team.config import Settings
+
 __all__ = [
     "SWEEP_AFTER",
     "AutomationRunner",
     "PassReport",
     "run_id_for",
+    "runner_for",
     "schedule_of",
     "task_id_for",
 ]
@@ -252,3 +257,29 @@ class AutomationRunner:
             return AutomationRunStatus.FAILED.value, redact(str(exc))
         crash_if(self.crash_at, "automation:task-created")
         return AutomationRunStatus.CREATED.value, f"task {run.task_id}{missed}"
+
+
+def runner_for(
+    ledger: db.Ledger,
+    settings: Settings,
+    *,
+    clock: Callable[[], datetime],
+    owner: str,
+    submit: Submit | None = None,
+    crash_at: str | None = None,
+) -> AutomationRunner:
+    """A runner with the configured budget gate; tasks go straight to the ledger's inbox
+    unless `submit` says otherwise (the coordinator's, which also wakes its worker)."""
+    from agent_team import inbox
+
+    def to_inbox(**request: Any) -> str:
+        return inbox.submit_task(ledger, confluence_enabled=settings.confluence_enabled, **request)
+
+    return AutomationRunner(
+        ledger,
+        submit=submit or to_inbox,
+        budget=lambda: settings_budget(ledger, settings, clock()),
+        clock=clock,
+        owner=owner,
+        crash_at=crash_at,
+    )

@@ -24,7 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agent_team import db, inbox
 from agent_team.actors import INTERNAL, Actor
-from agent_team.automations.runner import AutomationRunner, PassReport
+from agent_team.automations.runner import PassReport, runner_for
 from agent_team.config import Settings
 from agent_team.coordinator.loop_lease import LoopLease
 from agent_team.coordinator.runner import GraphRunner, TaskObserver
@@ -103,12 +103,12 @@ class Coordinator:
             clock=clock,
             checkpoint_retention=settings.checkpoint_retention,
         )
-        self.automations = AutomationRunner(
+        self.automations = runner_for(
             ledger,
-            submit=self.start_task,
-            budget=self.budget_today,
+            settings,
             clock=clock,
             owner=self.worker.consumer,
+            submit=self.start_task,
             crash_at=deps.crash_at,
         )
         self._resources = resources or ExitStack()

@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 from agent_team import db, triage
 from agent_team.actors import Actor
 from agent_team.automations import service
-from agent_team.automations.runner import AutomationRunner, schedule_of
+from agent_team.automations.runner import AutomationRunner, runner_for, schedule_of
 from agent_team.dashboard.api_common import (
     ApiError,
     bad_parameter,
@@ -34,8 +34,6 @@ from agent_team.dashboard.api_common import (
 from agent_team.dashboard.app import DashboardContext
 from agent_team.dashboard.auth import AuthRefused
 from agent_team.dashboard.task_filters import integer
-from agent_team.inbox import submit_task
-from agent_team.models.budget_view import settings_budget
 from agent_team.timefmt import parse_duration
 
 __all__ = ["routes"]
@@ -254,18 +252,7 @@ class _AutomationsApi:
         coordinator = self.ctx.coordinator
         if coordinator is not None:
             return coordinator.automations
-        settings = self.ctx.settings
-
-        def submit(**request: Any) -> str:
-            return submit_task(ledger, confluence_enabled=settings.confluence_enabled, **request)
-
-        return AutomationRunner(
-            ledger,
-            submit=submit,
-            budget=lambda: settings_budget(ledger, settings, self._now()),
-            clock=self._now,
-            owner="dashboard",
-        )
+        return runner_for(ledger, self.ctx.settings, clock=self._now, owner="dashboard")
 
 
 def routes(ctx: DashboardContext) -> list[BaseRoute]:
