@@ -251,6 +251,14 @@ class Daemon:
         )
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        # A handler runs between two bytecodes of the main thread, which may be holding
+        # `stop`'s own (non-reentrant) lock inside `stop.wait()`: setting it here could wait
+        # for ever. A thread of its own sets it as soon as the main thread lets go.
+        threading.Thread(
+            target=self._stop_on_signal, args=(signum,), name="agent-team-signal", daemon=True
+        ).start()
+
+    def _stop_on_signal(self, signum: int) -> None:
         log.info("signal %s: stopping (grace %.0f s)", signum, self.settings.stop_grace_s)
         self.request_stop()
 
