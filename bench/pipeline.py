@@ -257,10 +257,10 @@ def run_agent_team(
         # coordinator's pool threads: give every command its own profiler.
         handle = coordinator.worker.handle
 
-        def profiled(command: Any) -> None:
+        def profiled(command: Any, fence: Any = None) -> bool:
             profiler = cProfile.Profile()
             profiles.append(profiler)
-            profiler.runcall(handle, command)
+            return bool(profiler.runcall(handle, command, fence))
 
         coordinator.worker.handle = profiled  # type: ignore[method-assign]
 
