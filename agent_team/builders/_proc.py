@@ -12,7 +12,9 @@ group the child leads (`start_new_session=True`).
 from __future__ import annotations
 
 import logging
+import math
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -266,11 +268,7 @@ def _finish(
     try:
         for helper in helpers:
             helper.start()
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        timed_out = not _wait_exit(proc, deadline - time.monotonic())
         for pump in pumps:
             pump.join(timeout=max(0.0, deadline - time.monotonic()))
     except BaseException:
@@ -284,6 +282,35 @@ def _finish(
         _drain(pumps)
         raise ProcessTimeout(timeout_s, *_outputs(pumps, proc))
     return Completed(proc.returncode, *_outputs(pumps, proc))
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Reap the child, or return False once `timeout_s` has passed.
+
+    `Popen.wait(timeout=...)` polls with sleeps that double up to 50 ms, which
+    added about 2 ms to every short git call a build makes; a pidfd becomes
+    readable the moment the child exits, so nothing sleeps. The child is ours
+    and unreaped until `proc.wait()`, so its pid cannot be reused meanwhile.
+    """
+    if proc.poll() is not None:
+        return True
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3: the polling wait
+        try:
+            proc.wait(timeout=max(0.0, timeout_s))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    try:
+        watch = select.poll()
+        watch.register(pidfd, select.POLLIN)
+        if not watch.poll(max(0, math.ceil(timeout_s * 1000))):
+            return False
+    finally:
+        os.close(pidfd)
+    proc.wait()  # it has exited: this only reaps it
+    return True
 
 
 def _drain(pumps: list[_Pump]) -> None:
