@@ -52,8 +52,8 @@ def submit_task(
 ) -> str:
     """Record a task (with its audit row) and its `start` command; returns the task id.
 
-    Idempotent for a given `task_id`: a second submit changes nothing. If the
-    process dies between the two writes, the recovery sweep starts the task.
+    Idempotent for a given `task_id`: a second submit changes nothing. The task,
+    its audit row and its `start` command are one transaction.
 
     Raises:
         TaskTooLargeError: a title or body over the limits in `agent_team.limits`.
@@ -66,6 +66,7 @@ def submit_task(
             "submit a `code` task instead"
         )
     new_id = task_id or f"t{uuid.uuid4().hex[:10]}"
+    payload: dict[str, Any] = {"repo": repo} if repo else {}
     db.create_task(
         ledger,
         task_id=new_id,
@@ -75,14 +76,7 @@ def submit_task(
         source=source,
         source_ref=source_ref,
         audit=actor.entry("submit", new_id, {"kind": kind, "source": source, "title": title[:200]}),
-    )
-    payload: dict[str, Any] = {"repo": repo} if repo else {}
-    db.enqueue_command(
-        ledger,
-        command_id=f"start:{new_id}",
-        kind=CommandKind.START.value,
-        task_id=new_id,
-        payload=payload,
+        start=db.StartCommand(f"start:{new_id}", json.dumps(payload, sort_keys=True)),
     )
     return new_id
 

@@ -253,13 +253,7 @@ class GraphRunner:
         self, task_id: str, status: TaskStatus, note: str | None, *, text: str | None = None
     ) -> None:
         phase = Phase.DONE if status != TaskStatus.FAILED else None
-        # The history first: a task row that says it ended is never continued, so a crash
-        # between the two writes must leave the task unfinished, not its last row open.
-        db.close_terminal(self.ledger, thread_id=task_id, status=status, note=note)
-        db.set_task_status(self.ledger, task_id, status, phase=phase)
-        for question in db.list_questions(self.ledger, thread_id=task_id):
-            if question.status in (QuestionStatus.OPEN, QuestionStatus.EXPIRED):
-                db.supersede_question(self.ledger, question_id=question.question_id)
+        db.finish_task(self.ledger, task_id=task_id, status=status, phase=phase, note=note)
         self.notify(task_id, status.value, text or note or status.value)
 
     def notify(self, task_id: str, event: str, text: str) -> None:

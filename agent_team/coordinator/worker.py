@@ -182,17 +182,20 @@ class Worker:
                 return
             with self._held_guard:
                 self._held[task_id] = fence
+            released = False
             try:
-                for claim in claims:
-                    if not self.handle(claim.command, fence):
+                for number, claim in enumerate(claims, start=1):
+                    ok, released = self._handle(claim.command, fence, last=number == len(claims))
+                    if not ok:
                         break  # fenced: the task is another instance's now
             finally:
                 with self._held_guard:
                     self._held.pop(task_id, None)
-                try:
-                    db.release_lease(self.ledger, fence)
-                except Exception:  # it runs out by itself; never hide the run's outcome
-                    log.exception("could not release the lease of task %s", task_id)
+                if not released:
+                    try:
+                        db.release_lease(self.ledger, fence)
+                    except Exception:  # it runs out by itself; never hide the run's outcome
+                        log.exception("could not release the lease of task %s", task_id)
                 with self._held_guard:  # after the release: a claim that saw the old count is stale
                     self._releases[task_id] = (next(self._release_numbers), time.monotonic())
 
@@ -208,12 +211,29 @@ class Worker:
         if fence is None:
             log.info("task %s runs on another instance; %s waits", command.task_id, command.kind)
             return False
+        return self._handle(command, fence)[0]
+
+    def _handle(
+        self, command: db.Command, fence: db.Fence, *, last: bool = False
+    ) -> tuple[bool, bool]:
+        """`handle`, and for the `last` command of a run also give the lease up with its
+        completion, in one transaction; returns (ran, lease released)."""
+        released = False
         try:
             with db.fenced(fence):
                 try:
                     self._run(command)
-                    db.complete_command(
-                        self.ledger, command_id=command.command_id, consumer=self.consumer
+                    if last:  # the renewer must not renew a lease about to be given up
+                        with self._held_guard:
+                            self._held.pop(command.task_id, None)
+                    released = (
+                        db.complete_command(
+                            self.ledger,
+                            command_id=command.command_id,
+                            consumer=self.consumer,
+                            release=fence if last else None,
+                        )
+                        and last
                     )
                 except FencedError:
                     raise
@@ -227,7 +247,7 @@ class Worker:
                             command.command_id,
                             redact(str(exc)),
                         )
-                        return False
+                        return False, released
                     log.exception("command %s failed", command.command_id)
                     db.fail_command(
                         self.ledger,
@@ -239,8 +259,8 @@ class Worker:
         except FencedError as exc:
             self.fenced_runs += 1
             log.warning("task %s: %s", command.task_id, exc)
-            return False
-        return True
+            return False, released
+        return True, released
 
     def _run(self, command: db.Command) -> None:
         if command.kind == CommandKind.CANCEL:

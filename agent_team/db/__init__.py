@@ -142,6 +142,7 @@ from agent_team.db.sqlite_ledger import SqliteLedger
 from agent_team.db.stats import table_counts
 from agent_team.db.storage import auto_vacuum_mode, reclaim_space, storage_bytes
 from agent_team.db.tasks import (
+    StartCommand,
     count_tasks_by_status,
     create_task,
     finished_unpruned,
@@ -160,6 +161,7 @@ from agent_team.db.transfer import (
 from agent_team.db.transitions import (
     close_terminal,
     enter_phase,
+    finish_task,
     list_transitions,
     record_transition,
     reopen_for_task,
@@ -221,6 +223,7 @@ __all__ = [
     "SideEffect",
     "Spend",
     "SqliteLedger",
+    "StartCommand",
     "TableCopy",
     "Task",
     "TaskCost",
@@ -276,6 +279,7 @@ __all__ = [
     "find_question_by_channel_ref",
     "finish_effect",
     "finish_run",
+    "finish_task",
     "finished_unpruned",
     "folder_problem",
     "forget_etag",

@@ -16,7 +16,7 @@ from typing import Any
 from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.fencing import Fence
-from agent_team.db.leases import take_lease, task_lease_name
+from agent_team.db.leases import give_up_lease, take_lease, task_lease_name
 from agent_team.db.ledger import Dialect, Ledger, Reader, Transaction, where_equal
 from agent_team.db.records import Command, fetch_record, fetch_records, row_to
 from agent_team.db.validate import require_member
@@ -114,17 +114,23 @@ def claim_runs(ledger: Ledger, *, consumer: str, limit: int, lease_s: float) -> 
     now_iso, lease_iso = to_iso(now), to_iso(now + timedelta(seconds=lease_s))
     skip_locked = ledger.dialect.skip_locked
 
+    runnable = (
+        "SELECT c.command_id, c.task_id FROM commands c WHERE (c.state = 'pending' "
+        "OR (c.state = 'claimed' AND c.lease_until <= ?)) AND NOT EXISTS ("
+        "SELECT 1 FROM commands o WHERE o.task_id = c.task_id AND o.state = 'claimed' "
+        "AND o.lease_until > ? AND o.claimed_by != ?) AND NOT EXISTS ("
+        "SELECT 1 FROM leases l WHERE l.name = 'task:' || c.task_id "
+        "AND l.owner IS NOT NULL AND l.owner != ? AND l.lease_until > ?) "
+        "ORDER BY c.created_at, c.rowid LIMIT ?"
+    )
+    params = (now_iso, now_iso, consumer, consumer, now_iso, limit)
+    # Most passes find nothing (every wake-up and poll asks): a read says so without a
+    # write transaction and its fsync. Work queued after this read wakes the worker again.
+    if not ledger.fetch_all(runnable, (*params[:-1], 1)):
+        return []
+
     def work(tx: Transaction) -> list[Claim]:
-        rows = tx.fetch_all(
-            "SELECT c.command_id, c.task_id FROM commands c WHERE (c.state = 'pending' "
-            "OR (c.state = 'claimed' AND c.lease_until <= ?)) AND NOT EXISTS ("
-            "SELECT 1 FROM commands o WHERE o.task_id = c.task_id AND o.state = 'claimed' "
-            "AND o.lease_until > ? AND o.claimed_by != ?) AND NOT EXISTS ("
-            "SELECT 1 FROM leases l WHERE l.name = 'task:' || c.task_id "
-            "AND l.owner IS NOT NULL AND l.owner != ? AND l.lease_until > ?) "
-            f"ORDER BY c.created_at, c.rowid LIMIT ?{skip_locked}",
-            (now_iso, now_iso, consumer, consumer, now_iso, limit),
-        )
+        rows = tx.fetch_all(runnable + skip_locked, params)
         fences: dict[str, Fence | None] = {}
         claimed: list[Claim] = []
         for row in rows:
@@ -167,6 +173,7 @@ def _finish(
     params: tuple[object, ...],
     *,
     runnable: bool = False,
+    release: Fence | None = None,
 ) -> bool:
     owner_sql = " AND claimed_by = ?" if consumer is not None else ""
     owner = (consumer,) if consumer is not None else ()
@@ -177,19 +184,29 @@ def _finish(
             return False
         if runnable:  # handed back: any instance may run it now
             announce_commands(tx, ledger.dialect)
+        if release is not None:
+            give_up_lease(tx, release)
         return True
 
     return ledger.write(work)
 
 
-def complete_command(ledger: Ledger, *, command_id: str, consumer: str | None = None) -> bool:
-    """claimed -> done. With `consumer`, only if that consumer still holds the claim."""
+def complete_command(
+    ledger: Ledger, *, command_id: str, consumer: str | None = None, release: Fence | None = None
+) -> bool:
+    """claimed -> done. With `consumer`, only if that consumer still holds the claim.
+
+    With `release`, the task's lease is given up in the same transaction (the
+    worker's last command of a run): one commit where there were two. Nothing is
+    released when the claim was lost (False); the caller releases as before.
+    """
     return _finish(
         ledger,
         command_id,
         consumer,
         "state = 'done', done_at = ?, lease_until = NULL",
         (to_iso(utc_now()),),
+        release=release,
     )
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "LeaseSummary",
     "acquire_lease",
     "get_lease",
+    "give_up_lease",
     "lease_summary",
     "list_leases",
     "release_lease",
@@ -127,15 +128,18 @@ def renew_leases(
 
 def release_lease(ledger: Ledger, fence: Fence) -> bool:
     """Give the lease up (the epoch stays, so the next holder's is higher); False if lost."""
-    return ledger.write(
-        lambda tx: (
-            tx.execute(
-                "UPDATE leases SET owner = NULL, lease_until = NULL "
-                "WHERE name = ? AND owner = ? AND epoch = ?",
-                (fence.name, fence.owner, fence.epoch),
-            ).rowcount
-            == 1
-        )
+    return ledger.write(lambda tx: give_up_lease(tx, fence))
+
+
+def give_up_lease(tx: Transaction, fence: Fence) -> bool:
+    """`release_lease` inside a transaction the caller is writing anyway."""
+    return (
+        tx.execute(
+            "UPDATE leases SET owner = NULL, lease_until = NULL "
+            "WHERE name = ? AND owner = ? AND epoch = ?",
+            (fence.name, fence.owner, fence.epoch),
+        ).rowcount
+        == 1
     )
 
 

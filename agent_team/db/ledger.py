@@ -114,8 +114,16 @@ class Ledger(Reader, Protocol):
         """One statement on its own (autocommit): maintenance reads and tests."""
         ...
 
-    def write(self, work: Callable[[Transaction], _T]) -> _T:
+    def write(self, work: Callable[[Transaction], _T], *, flush: bool = True) -> _T:
         """Run `work` in one write transaction, re-running it from the start on a busy lock.
+
+        `flush=False` is for history only (a task entering a phase): the commit does
+        not wait for the disk. It is as atomic and as ordered as any other, and the
+        next flushed commit on the database (the node's checkpoint, a claim, an
+        answer) makes it durable with itself: both backends write one log in commit
+        order and a flush covers everything before it. A process killed outright
+        loses nothing; only a power cut can lose such commits after the last flush.
+        Never use it for an answer, a claim, a question or a side effect.
 
         Raises:
             LedgerBusyError: the lock stayed busy through every attempt.

@@ -332,10 +332,12 @@ class PostgresLedger:
         with self.connection() as conn:
             return _run(conn, sql, params)
 
-    def write(self, work: Callable[[Transaction], _T]) -> _T:
+    def write(self, work: Callable[[Transaction], _T], *, flush: bool = True) -> _T:
         """Run `work` in one SERIALIZABLE transaction, re-running it when PostgreSQL asks to.
 
-        `work` must be safe to re-run from the start (as on SQLite).
+        `work` must be safe to re-run from the start (as on SQLite). `flush=False`
+        (see `Ledger.write`) is `SET LOCAL synchronous_commit = off`: the server
+        flushes its WAL in order, so the next synchronous commit covers this one.
         """
         import psycopg
 
@@ -347,6 +349,8 @@ class PostgresLedger:
                 with self.connection() as conn:
                     conn.execute(POSTGRES.begin_write)
                     try:
+                        if not flush:
+                            conn.execute("SET LOCAL synchronous_commit = off")
                         tx = _Tx(conn, self)
                         check_fence(tx, lock=POSTGRES.share_lock)
                         result = work(tx)

@@ -69,7 +69,12 @@ def ensure_question(
         raise LedgerInputError(f"turn must be 1 or more, got {turn}")
     require_json(payload_json, "the question payload")
     deadline = to_iso(deadline_at) if deadline_at is not None else None
-
+    # A resumed gate node asks again: a read answers that without a write transaction.
+    if (
+        ledger.fetch_one("SELECT 1 FROM pending_questions WHERE question_id = ?", (question_id,))
+        is not None
+    ):
+        return False
     return (
         write_statement(
             ledger,

@@ -330,12 +330,15 @@ class SqliteLedger:
         except sqlite3.Error as exc:
             raise storage_error(exc, self._path) from exc
 
-    def write(self, work: Callable[[Transaction], _T]) -> _T:
+    def write(self, work: Callable[[Transaction], _T], *, flush: bool = True) -> _T:
         """Run `work` in one `BEGIN IMMEDIATE` transaction on this thread's own connection.
 
         `work` must be safe to re-run from the start: on a busy lock the whole
         transaction is rolled back and tried again, at most `WRITE_ATTEMPTS` times.
         After any error the connection is closed and a fresh one is used next.
+        `flush=False` (see `Ledger.write`) commits under `synchronous = NORMAL`:
+        in WAL mode that skips the fsync, and the next FULL commit of any
+        connection syncs the same log file, this commit included.
         """
         if self._readonly:
             raise LedgerError(f"the ledger {self._path} was opened read-only; nothing was written")
@@ -343,16 +346,22 @@ class SqliteLedger:
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 own = _writer(path)
-                own.execute("BEGIN IMMEDIATE")
+                if not flush:
+                    own.execute("PRAGMA synchronous = NORMAL")
                 try:
-                    tx = _Tx(own, path)
-                    check_fence(tx)
-                    result = work(tx)
-                    own.execute("COMMIT")
-                except BaseException:
-                    if own.in_transaction:
-                        own.execute("ROLLBACK")
-                    raise
+                    own.execute("BEGIN IMMEDIATE")
+                    try:
+                        tx = _Tx(own, path)
+                        check_fence(tx)
+                        result = work(tx)
+                        own.execute("COMMIT")
+                    except BaseException:
+                        if own.in_transaction:
+                            own.execute("ROLLBACK")
+                        raise
+                finally:
+                    if not flush:
+                        own.execute("PRAGMA synchronous = FULL")
                 return result
             except sqlite3.OperationalError as exc:
                 _drop_writer(path)

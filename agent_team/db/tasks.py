@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
+from agent_team.db.commands import insert_command
 from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
 from agent_team.db.records import Task, fetch_record, fetch_records
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
-from agent_team.task_model import Phase, TaskKind, TaskStatus
+from agent_team.task_model import CommandKind, Phase, TaskKind, TaskStatus
 
 __all__ = [
+    "StartCommand",
     "count_tasks_by_status",
     "create_task",
     "finished_unpruned",
@@ -24,6 +27,15 @@ __all__ = [
     "set_task_status",
     "task_filter",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class StartCommand:
+    """The `start` command `create_task` queues with the task (a JSON payload)."""
+
+    command_id: str
+    payload_json: str = "{}"
+
 
 # Tasks that never run again, so their checkpoints are history (retry takes parked ones only).
 _FINISHED = "('done', 'failed', 'cancelled')"
@@ -42,8 +54,12 @@ def create_task(
     source: str = "cli",
     source_ref: str | None = None,
     audit: AuditEntry | None = None,
+    start: StartCommand | None = None,
 ) -> bool:
     """Record a new task as `queued` in phase `intake` (and its audit row, in one transaction).
+
+    With `start`, its start command is queued in the same transaction, even when
+    the task exists already (a submit retried after a crash before it was queued).
 
     Returns:
         True if created; False if a task with this id already exists (unchanged).
@@ -60,11 +76,19 @@ def create_task(
             "ON CONFLICT (id) DO NOTHING",
             (task_id, kind, source, source_ref, title, body, now, now),
         )
-        if cur.rowcount != 1:
-            return False
-        if audit is not None:
+        created = cur.rowcount == 1
+        if created and audit is not None:
             append_audit(tx, audit)
-        return True
+        if start is not None:
+            insert_command(
+                tx,
+                ledger.dialect,
+                start.command_id,
+                CommandKind.START.value,
+                task_id,
+                start.payload_json,
+            )
+        return created
 
     return ledger.write(work)
 

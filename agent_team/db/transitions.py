@@ -21,6 +21,7 @@ from agent_team.task_model import TERMINAL_STATUSES, CommandKind, Phase, TaskSta
 __all__ = [
     "close_terminal",
     "enter_phase",
+    "finish_task",
     "list_transitions",
     "record_transition",
     "reopen_for_task",
@@ -183,7 +184,9 @@ def enter_phase(
         )
         return transition_id
 
-    return ledger.write(work)
+    # History, not a decision: the node's checkpoint (or the claim's completion) that
+    # follows every phase entry flushes it to disk with itself.
+    return ledger.write(work, flush=False)
 
 
 def close_terminal(ledger: Ledger, *, thread_id: str, status: str, note: str | None = None) -> bool:
@@ -204,6 +207,42 @@ def close_terminal(ledger: Ledger, *, thread_id: str, status: str, note: str | N
         return cur.rowcount == 1
 
     return ledger.write(work)
+
+
+def finish_task(
+    ledger: Ledger, *, task_id: str, status: str, phase: str | None, note: str | None
+) -> None:
+    """End a task in one transaction: its open history row closed with `status`, the task
+    row set to it (and `phase`), and its open or expired questions superseded.
+
+    One commit where there were three or more; and a crash can no longer leave a task
+    that says it ended with its last history row still open.
+    """
+    require_member(status, TaskStatus, "task status")
+    if status not in TERMINAL_STATUSES:
+        raise LedgerInputError(f"finish_task takes a terminal status, not {status!r}")
+    if phase is not None:
+        require_member(phase, Phase, "phase")
+
+    def work(tx: Transaction) -> None:
+        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
+        tx.execute(
+            "UPDATE task_transitions SET exited_at = ?, status = ?, note = COALESCE(?, note) "
+            "WHERE thread_id = ? AND exited_at IS NULL",
+            (now, status, note, task_id),
+        )
+        tx.execute(
+            "UPDATE tasks SET status = ?, phase = COALESCE(?, phase), parked_reason = NULL, "
+            "updated_at = ? WHERE id = ?",
+            (status, phase, now, task_id),
+        )
+        tx.execute(
+            "UPDATE pending_questions SET status = 'superseded' "
+            "WHERE thread_id = ? AND status IN ('open', 'expired')",
+            (task_id,),
+        )
+
+    ledger.write(work)
 
 
 def list_transitions(ledger: Reader, thread_id: str) -> list[Transition]:

@@ -1,9 +1,11 @@
 """A process killed while it records a task's end leaves nothing half-written behind.
 
-Finishing a task writes the task row (done) and closes its last transition
-row. If the process dies between the two, the next instance must still find
-the task unfinished and finish it, so the history never keeps an open row
-(or a `done` row still saying `running`) under a task that says it is done.
+Finishing a task closes its last transition row, sets the task row (done) and
+supersedes its open questions, in one transaction. A process that dies inside
+it, after every statement but before the commit, must leave the task exactly
+unfinished, and the next instance must finish it: the history never keeps an
+open row (or a `done` row still saying `running`) under a task that says it
+is done.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from typing import Any
 import pytest
 
 from agent_team import db
-from agent_team.coordinator import runner as runner_module
 from tests.integration.pipeline.conftest import LONG_BODY, MakeCoordinator, task_of
 
 
@@ -30,19 +31,27 @@ def test_killed_between_the_two_writes_of_the_end_the_next_instance_finishes_it(
     (question,) = db.list_questions(first.ledger, status="open", thread_id=task_id)
     first.answer(question.question_id, "approve", via="cli:tester")
 
-    writes: list[str] = []
-    real = {name: getattr(db, name) for name in ("set_task_status", "close_terminal")}
+    statements: list[str] = []
+    real_write = first.ledger.write
     finishing = False
 
-    def counted(name: str) -> Any:
-        def write(*args: Any, **kwargs: Any) -> Any:
-            if finishing:
-                writes.append(name)
-                if len(writes) == 2:
-                    raise Killed  # after the first of the end's two writes, before the second
-            return real[name](*args, **kwargs)
+    def write_then_die(work: Any, **kwargs: Any) -> Any:
+        if not finishing:
+            return real_write(work, **kwargs)
 
-        return write
+        def all_but_the_commit(tx: Any) -> Any:
+            class Counting:
+                def __getattr__(self, name: str) -> Any:
+                    return getattr(tx, name)
+
+                def execute(self, sql: str, params: Any = ()) -> Any:
+                    statements.append(sql.split()[1])
+                    return tx.execute(sql, params)
+
+            work(Counting())
+            raise Killed  # every statement ran; the commit never comes
+
+        return real_write(all_but_the_commit, **kwargs)
 
     finish = first.runner._finish
 
@@ -54,13 +63,14 @@ def test_killed_between_the_two_writes_of_the_end_the_next_instance_finishes_it(
         finally:
             finishing = False
 
-    for name in real:
-        monkeypatch.setattr(runner_module.db, name, counted(name))
+    monkeypatch.setattr(first.ledger, "write", write_then_die)
     monkeypatch.setattr(first.runner, "_finish", finish_then_die)
     with pytest.raises(Killed):
         first.tick(until_idle=True, timeout_s=60)
-    assert sorted(writes) == ["close_terminal", "set_task_status"]
+    assert statements == ["task_transitions", "tasks", "pending_questions"]
     monkeypatch.undo()
+    assert task_of(first, task_id).status == "running"  # nothing of the end was kept
+    assert db.list_transitions(first.ledger, task_id)[-1].exited_at is None
 
     restarted = make_coordinator()  # another process: its sweep frees the dead one's claim
     restarted.tick(until_idle=True, timeout_s=60)

@@ -1,0 +1,52 @@
+"""How many commits one task costs the ledger, pinned so a change that adds some is seen.
+
+Every flushed commit is an fsync on SQLite (about 0.3 ms on the CI disk,
+more than the rest of a write); bench/pipeline.py measures what they cost.
+History-only commits (a task entering a phase) do not wait for the disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agent_team import db
+from tests.integration.pipeline.conftest import LONG_BODY, MakeCoordinator, task_of
+
+# submit, claim, 2 model calls, the question, its delivery, the claim done with the lease;
+# then the answer, the resume's claim, the task's end, the claim done with the lease.
+FLUSHED_PER_TASK = 11
+# intake, clarify, plan, plan_review, waiting; plan_review again on resume, build, done.
+HISTORY_PER_TASK = 8
+
+
+def test_one_task_from_submit_to_done_costs_a_known_number_of_commits(
+    make_coordinator: MakeCoordinator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coordinator = make_coordinator()
+    warm = coordinator.start_task(title="Warm-up", body=LONG_BODY)  # first-use writes aside
+    coordinator.tick(until_idle=True, timeout_s=60)
+    coordinator.answer(
+        db.list_questions(coordinator.ledger, thread_id=warm)[0].question_id, "approve"
+    )
+    coordinator.tick(until_idle=True, timeout_s=60)
+
+    flushes: list[bool] = []
+    real = coordinator.ledger.write
+
+    def write(work: Callable[[Any], Any], *, flush: bool = True) -> Any:
+        flushes.append(flush)
+        return real(work, flush=flush)
+
+    monkeypatch.setattr(coordinator.ledger, "write", write)
+    task_id = coordinator.start_task(title="Remember the email", body=LONG_BODY)
+    while coordinator.run_pending():
+        pass
+    (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
+    coordinator.answer(question.question_id, "approve", via="cli:tester")
+    while coordinator.run_pending():
+        pass
+    assert task_of(coordinator, task_id).status == "done"
+    assert (flushes.count(True), flushes.count(False)) == (FLUSHED_PER_TASK, HISTORY_PER_TASK)
