@@ -6,7 +6,11 @@ is the cheapest correct-looking thing: an UPDATE on one shared autocommit
 connection. Both run in this process on the same kind of file, so the ratio
 is what matters, not the absolute numbers.
 
-    .venv/bin/python bench/bench_ledger.py [--n 500]
+A burst of answers to different questions (one thread each, released at
+once) is timed twice on fresh files: with group commit (the answers that
+arrive while one commit flushes share the next) and with one commit each.
+
+    .venv/bin/python bench/bench_ledger.py [--n 500] [--burst 50] [--rounds 20]
 """
 
 from __future__ import annotations
@@ -87,10 +91,48 @@ def bench_contended(conn: db.Ledger, threads: int) -> tuple[float, int]:
     return time.perf_counter() - start, wins.count(True)
 
 
+def bench_burst(path: Path, size: int, rounds: int, *, grouped: bool) -> tuple[list[float], int]:
+    """Per-answer latencies over `rounds` bursts of `size` answers to distinct questions."""
+    conn = _prepare(path, size * rounds)
+    if not grouped:
+        conn.write_together = conn.write  # type: ignore[method-assign]
+    latencies: list[float] = []
+    guard = threading.Lock()
+    for r in range(rounds):
+        barrier = threading.Barrier(size)
+
+        def one(i: int, r: int = r, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            t0 = time.perf_counter()
+            won = db.answer_question(
+                conn, question_id=f"q{r * size + i}", answer_json='"yes"', answered_via="bench"
+            )
+            spent = time.perf_counter() - t0
+            assert won
+            with guard:
+                latencies.append(spent)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(size)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    groups = conn._together.groups if grouped else size * rounds
+    conn.close()
+    return latencies, groups
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered)) - 1))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=500, help="answers per variant")
     parser.add_argument("--threads", type=int, default=64)
+    parser.add_argument("--burst", type=int, default=50, help="answers per burst")
+    parser.add_argument("--rounds", type=int, default=20, help="bursts per variant")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base_conn = _prepare(Path(tmp) / "baseline.db", args.n)
@@ -98,6 +140,12 @@ def main() -> None:
         baseline = bench_baseline(base_conn, args.n)
         cas = bench_cas(cas_conn, args.n)
         contended, winners = bench_contended(cas_conn, args.threads)
+        single, commits = bench_burst(
+            Path(tmp) / "single.db", args.burst, args.rounds, grouped=False
+        )
+        grouped, groups = bench_burst(
+            Path(tmp) / "grouped.db", args.burst, args.rounds, grouped=True
+        )
     print(f"answers per variant: {args.n}")
     print(f"baseline shared-connection UPDATE: {baseline / args.n * 1e6:8.1f} us/answer")
     print(f"compare-and-set + resume command:  {cas / args.n * 1e6:8.1f} us/answer")
@@ -105,6 +153,20 @@ def main() -> None:
     print(
         f"{args.threads} threads racing one question: {contended * 1e3:.1f} ms, "
         f"winners={winners} (must be 1)"
+    )
+    total = args.burst * args.rounds
+    print(f"bursts of {args.burst} answers to different questions, {args.rounds} rounds:")
+    for label, values, made in (
+        ("one commit per answer", single, commits),
+        ("group commit         ", grouped, groups),
+    ):
+        print(
+            f"  {label}: p50 {_pct(values, 50) * 1e3:6.2f} ms  p99 {_pct(values, 99) * 1e3:6.2f} ms"
+            f"  commits {made} for {total} answers"
+        )
+    print(
+        f"  ratio grouped/single: p50 {_pct(grouped, 50) / _pct(single, 50):.2f}x, "
+        f"p99 {_pct(grouped, 99) / _pct(single, 99):.2f}x"
     )
 
 

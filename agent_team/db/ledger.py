@@ -132,6 +132,12 @@ class Ledger(Reader, Protocol):
         """
         ...
 
+    def write_together(self, work: Callable[[Transaction], _T]) -> _T:
+        """`write` for people's answers, which come in bursts: writes that arrive at once
+        may share one transaction, each in a savepoint of its own (all or nothing per
+        call), and one flush. Never inside a fenced run."""
+        ...
+
     def snapshot(self) -> AbstractContextManager[Reader]:
         """Several reads that see one state of the ledger (a page and its cost map)."""
         ...

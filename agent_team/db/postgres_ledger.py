@@ -376,6 +376,11 @@ class PostgresLedger:
             f"attempts ({self._scrub(last) if last else 'conflicts'}); too many writers on one row?"
         )
 
+    def write_together(self, work: Callable[[Transaction], _T]) -> _T:
+        """`write`: PostgreSQL already flushes the WAL of commits that arrive together once,
+        and its sessions commit in parallel."""
+        return self.write(work)
+
     @contextmanager
     def snapshot(self) -> Iterator[_Snapshot]:
         """Several reads that see one state: a REPEATABLE READ, READ ONLY transaction."""

@@ -131,8 +131,10 @@ def answer_question(
 ) -> bool:
     """Record the first answer to an open, unexpired question and queue its resume.
 
-    The status flip, the `resume` command and the audit row (if given) are one
-    transaction: an answer is never stored without its resume, nor twice.
+    The status flip, the `resume` command and the audit row (if given) are all
+    or nothing: an answer is never stored without its resume, nor twice. Answers
+    that arrive together may share one commit (`Ledger.write_together`), each in
+    a savepoint of its own.
 
     Returns:
         True for the winning answer; False if the question is unknown, not
@@ -168,7 +170,7 @@ def answer_question(
             append_audit(tx, audit, now=answered_at)
         return True
 
-    return ledger.write(work)
+    return ledger.write_together(work)
 
 
 def _flip(

@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from agent_team.db.fencing import check_fence
+from agent_team.db.fencing import check_fence, current_fence
+from agent_team.db.group_commit import GroupCommit
 from agent_team.db.ledger import Cursor, Dialect, Params, Row, Transaction
 from agent_team.db.open_errors import explain
 from agent_team.exceptions import (
@@ -276,6 +277,7 @@ class SqliteLedger:
         self._saver: SqliteSaver | None = None
         self._saver_conn: sqlite3.Connection | None = None
         self._saver_guard = threading.Lock()
+        self._together = GroupCommit(self.write)
 
     def __repr__(self) -> str:
         return f"SqliteLedger({str(self._path)!r}{', readonly=True' if self._readonly else ''})"
@@ -379,6 +381,13 @@ class SqliteLedger:
             f"the ledger {path} stayed locked through {WRITE_ATTEMPTS} attempts; "
             "check for a process holding a long write transaction"
         )
+
+    def write_together(self, work: Callable[[Transaction], _T]) -> _T:
+        """`write`, grouped with the others that arrive while a commit is flushing
+        (`db.group_commit`): SQLite has one writer and one fsync per commit."""
+        if current_fence() is not None:
+            return self.write(work)
+        return self._together.run(work)
 
     @contextmanager
     def snapshot(self) -> Iterator[_Snapshot]:
