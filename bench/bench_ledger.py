@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from agent_team import db
+from agent_team import db, inbox
 
 
 def _prepare(path: Path, n: int) -> db.Ledger:
@@ -91,9 +91,12 @@ def bench_contended(conn: db.Ledger, threads: int) -> tuple[float, int]:
     return time.perf_counter() - start, wins.count(True)
 
 
-def bench_burst(path: Path, size: int, rounds: int, *, grouped: bool) -> tuple[list[float], int]:
-    """Per-answer latencies over `rounds` bursts of `size` answers to distinct questions."""
-    conn = _prepare(path, size * rounds)
+def bench_burst(
+    path: Path, size: int, rounds: int, *, grouped: bool, submit: bool = False
+) -> tuple[list[float], int]:
+    """Per-call latencies over `rounds` bursts of `size` answers to distinct questions
+    (or, with `submit`, of `size` task submissions)."""
+    conn = _prepare(path, 0 if submit else size * rounds)
     if not grouped:
         conn.write_together = conn.write  # type: ignore[method-assign]
     latencies: list[float] = []
@@ -104,11 +107,14 @@ def bench_burst(path: Path, size: int, rounds: int, *, grouped: bool) -> tuple[l
         def one(i: int, r: int = r, barrier: threading.Barrier = barrier) -> None:
             barrier.wait()
             t0 = time.perf_counter()
-            won = db.answer_question(
-                conn, question_id=f"q{r * size + i}", answer_json='"yes"', answered_via="bench"
-            )
+            if submit:
+                inbox.submit_task(conn, title=f"Task {r}.{i}", body="burst", source="bench")
+            else:
+                won = db.answer_question(
+                    conn, question_id=f"q{r * size + i}", answer_json='"yes"', answered_via="bench"
+                )
+                assert won
             spent = time.perf_counter() - t0
-            assert won
             with guard:
                 latencies.append(spent)
 
@@ -146,6 +152,16 @@ def main() -> None:
         grouped, groups = bench_burst(
             Path(tmp) / "grouped.db", args.burst, args.rounds, grouped=True
         )
+        submits = {
+            grouped_: bench_burst(
+                Path(tmp) / f"submits-{grouped_}.db",
+                args.burst,
+                args.rounds,
+                grouped=grouped_,
+                submit=True,
+            )
+            for grouped_ in (False, True)
+        }
     print(f"answers per variant: {args.n}")
     print(f"baseline shared-connection UPDATE: {baseline / args.n * 1e6:8.1f} us/answer")
     print(f"compare-and-set + resume command:  {cas / args.n * 1e6:8.1f} us/answer")
@@ -168,6 +184,13 @@ def main() -> None:
         f"  ratio grouped/single: p50 {_pct(grouped, 50) / _pct(single, 50):.2f}x, "
         f"p99 {_pct(grouped, 99) / _pct(single, 99):.2f}x"
     )
+    print(f"bursts of {args.burst} task submissions (task + audit row + start command):")
+    for grouped_, label in ((False, "one commit per submit"), (True, "group commit         ")):
+        values, made = submits[grouped_]
+        print(
+            f"  {label}: p50 {_pct(values, 50) * 1e3:6.2f} ms  p99 {_pct(values, 99) * 1e3:6.2f} ms"
+            f"  commits {made} for {total} submits"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ next commit on the same connection flushes again.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,12 +25,25 @@ def counted_writes(ledger: db.Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterat
     flushes: list[bool] = []
     real = ledger.write
 
+    inside = threading.local()
+
     def write(work: Callable[[Any], Any], *, flush: bool = True) -> Any:
-        flushes.append(flush)
+        if not getattr(inside, "together", False):
+            flushes.append(flush)
         return real(work, flush=flush)
 
+    def write_together(work: Callable[[Any], Any]) -> Any:
+        flushes.append(True)  # at most one commit (a group's commit carries several)
+        inside.together = True
+        try:
+            return real_together(work)
+        finally:
+            inside.together = False
+
+    real_together = ledger.write_together
     with monkeypatch.context() as patch:
         patch.setattr(ledger, "write", write)
+        patch.setattr(ledger, "write_together", write_together)
         yield flushes
 
 
