@@ -10,7 +10,6 @@ never a traceback.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from agent_team.bounded_json import BadJson, loads_bounded
 from agent_team.dashboard.task_filters import BadParameter
 from agent_team.exceptions import (
     InvalidAnswerError,
@@ -146,9 +146,11 @@ async def json_body(request: Request) -> dict[str, Any]:
         if len(body) > MAX_BODY_BYTES:
             raise ApiError(413, f"the body is over {MAX_BODY_BYTES} bytes")
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "the body is not valid JSON; send a JSON object") from None
+        data = loads_bounded(bytes(body))
+    except BadJson as exc:
+        if exc.field is not None:
+            raise bad_field(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
+        raise ApiError(400, f"{exc}; send a JSON object") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object")
     return data

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_team import db
+from agent_team.bounded_json import BadJson, loads_bounded
 from agent_team.integrations.github.intake import (
     GitHubIntake,
     GitHubIssue,
@@ -96,10 +96,10 @@ class WebhookHandler:
         if not delivery or len(delivery) > 200:
             return WebhookReply(400, {"error": "missing X-GitHub-Delivery"})
         try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            log.warning("github webhook: delivery %s is not JSON; ignored", delivery)
-            return WebhookReply(400, {"error": "body is not JSON"})
+            payload = loads_bounded(body)
+        except BadJson as exc:
+            log.warning("github webhook: delivery %r refused: %s", delivery[:80], exc)
+            return WebhookReply(400, {"error": f"body refused: {exc}"})
         if event == "ping":
             return WebhookReply(200, {"ok": True, "pong": True})
         if event != "issues":

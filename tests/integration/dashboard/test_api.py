@@ -733,3 +733,55 @@ def test_a_real_server_serves_reads_and_writes(live_server: str) -> None:
         assert http.post("/api/tasks", json={"title": "x"}).status_code == 401
         metrics = http.get("/metrics")
         assert samples(metrics.text)[("agent_team_tasks", (("status", "queued"),))] == 2
+
+
+# --- bad input is a 4xx naming the field, never a 500 ----------------------------------------
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"title": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+@pytest.mark.parametrize("depth", [40, 1_000, 100_000])
+def test_deeply_nested_json_is_a_400_on_every_body(
+    client: TestClient, seeded: Seeded, depth: int
+) -> None:
+    before = client.get("/api/tasks").json()["total"]
+    for path in ("/api/tasks", "/api/questions/tB:q1/answer"):
+        response = client.post(
+            path, content=_nested(depth), headers={**auth(), "Content-Type": "application/json"}
+        )
+        assert response.status_code == 400, (path, response.text)
+        assert "nested too deeply" in response.json()["error"]
+    assert client.get("/api/tasks").json()["total"] == before
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"title": "bad \\ud800 title"}', "title"),
+        (b'{"title": "ok", "body": "x \\udfff"}', "body"),
+        (b'{"title": "ok", "\\ud83d": 1}', None),
+    ],
+)
+def test_text_that_cannot_be_utf_8_is_refused_naming_its_field(
+    client: TestClient, raw: bytes, field: str | None
+) -> None:
+    before = client.get("/api/tasks").json()["total"]
+    response = client.post(
+        "/api/tasks", content=raw, headers={**auth(), "Content-Type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    assert "unpaired surrogate" in response.json()["error"]
+    if field is not None:
+        assert response.json()["field"] == field
+    assert client.get("/api/tasks").json()["total"] == before
+
+
+@pytest.mark.parametrize(
+    "query", ["offset=9223372036854775808", "offset=1" + "0" * 30, "limit=99999999999999999999"]
+)
+def test_huge_integers_are_a_400_naming_the_parameter(client: TestClient, query: str) -> None:
+    response = client.get(f"/api/tasks?{query}")
+    assert response.status_code == 400
+    assert response.json()["parameter"] == query.split("=")[0]

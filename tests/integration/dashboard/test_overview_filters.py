@@ -148,7 +148,11 @@ def test_pages_of_fifty_with_newer_and_older_links_that_keep_the_filters(
     [
         ("status=sleeping", "status: &#39;sleeping&#39; is not one of: queued"),
         ("kind=poem", "kind: &#39;poem&#39; is not one of"),
-        ("offset=-1", "offset: -1 is out of range; use 0 or more"),
+        ("offset=-1", "offset: -1 is out of range; use between 0 and 1000000000"),
+        (
+            "offset=9223372036854775808",
+            "offset: 9223372036854775808 is out of range; use between 0 and 1000000000",
+        ),
         ("limit=ten", "limit: &#39;ten&#39; is not a whole number"),
         ("limit=501", "limit: 501 is out of range; use between 1 and 500"),
         ("q=" + "x" * 301, "q: is longer than 300 characters"),

@@ -119,6 +119,13 @@ def test_bad_signatures_and_bad_bodies_store_nothing(daemon: tuple[Daemon, FakeG
 
     not_json, headers = signed(b"{not json")
     assert post(service, not_json, headers).status_code == 400
+    for depth in (100, 5_000):  # signed, so it gets past the signature: still a 400, no 500
+        nested, headers = signed(b'{"issue": ' + b"[" * depth + b"]" * depth + b"}")
+        reply = post(service, nested, headers)
+        assert reply.status_code == 400 and "nested too deeply" in reply.json()["error"]
+    surrogate = json.dumps(issue_event(9)).replace("Webhook issue 9", "bad \\ud800").encode()
+    reply = post(service, *signed(surrogate))
+    assert reply.status_code == 400 and "surrogate" in reply.json()["error"]
     no_title = issue_event(8)
     del no_title["issue"]["title"]
     reply = post(service, *signed(no_title))
