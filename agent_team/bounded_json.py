@@ -55,9 +55,7 @@ def _check(value: Any, max_depth: int) -> None:
             _encodable(item, field)
         elif isinstance(item, dict | list):
             if depth > max_depth:
-                raise BadJson(
-                    f"the JSON is nested too deeply (at most {max_depth} levels)", field
-                )
+                raise BadJson(f"the JSON is nested too deeply (at most {max_depth} levels)", field)
             if isinstance(item, dict):
                 for key, child in item.items():
                     under = field if depth > 1 else key

@@ -30,6 +30,8 @@ class RunningDaemon:
     writes: bool | None  # None: the daemon did not say
     on_this_ledger: bool
     holder: db.DaemonHolder | None  # this ledger's daemon, as its lock file says
+    reasons: tuple[str, ...] = ()  # why `/readyz` says it is not ready
+    last_write_failure: str | None = None  # "<time>: <error>", even if it recovered since
 
 
 def _probe_host(host: str) -> str:
@@ -63,10 +65,28 @@ def probe_daemon(
     facts = body.get("facts")
     writes = facts.get("dashboard_writes") if isinstance(facts, dict) else None
     holder = db.daemon_holder(ledger)
+    reasons, failure = _readiness(url, timeout_s)
     return RunningDaemon(
         url=url,
-        healthy=response.status_code == 200 and body.get("status") == "ok",
+        healthy=response.status_code == 200 and body.get("status") == "ok" and not reasons,
         writes=writes if isinstance(writes, bool) else None,
         on_this_ledger=holder is not None and _port_of(holder.url) == port,
         holder=holder,
+        reasons=reasons,
+        last_write_failure=failure,
     )
+
+
+def _readiness(url: str, timeout_s: float) -> tuple[tuple[str, ...], str | None]:
+    """What `/readyz` says (a daemon older than `/readyz` says nothing: ready)."""
+    try:
+        body = httpx.get(url + "readyz", timeout=timeout_s).json()
+    except (httpx.HTTPError, ValueError):
+        return (), None
+    if not isinstance(body, dict):
+        return (), None
+    raw = body.get("reasons")
+    reasons = tuple(str(r) for r in raw) if isinstance(raw, list) else ()
+    last = body.get("last_write_failure")
+    failure = f"{last.get('at')}: {last.get('error')}" if isinstance(last, dict) else None
+    return reasons, failure

@@ -201,6 +201,13 @@ def _running_daemon(running: RunningDaemon, host: str, port: int) -> CheckResult
     who = running.holder.describe() if running.holder else running.url
     writes = {True: "writes enabled", False: "writes disabled (it has no token)", None: ""}
     detail = f"{host}:{port} is in use by the agent-team daemon running on this ledger ({who})"
+    if running.reasons:
+        return CheckResult(
+            "dashboard port",
+            False,
+            f"{detail}, but it is not ready: {'; '.join(running.reasons)}",
+            f"see {running.url}readyz and the daemon's log",
+        )
     if not running.healthy:
         return CheckResult(
             "dashboard port",
@@ -208,7 +215,14 @@ def _running_daemon(running: RunningDaemon, host: str, port: int) -> CheckResult
             f"{detail}, but it reports a problem",
             f"see {running.url}healthz and the daemon's log",
         )
-    return CheckResult("dashboard port", True, f"{detail}; {writes[running.writes]}".rstrip("; "))
+    recovered = (
+        f"; it recovered from a refused write ({running.last_write_failure})"
+        if running.last_write_failure
+        else ""
+    )
+    return CheckResult(
+        "dashboard port", True, f"{detail}; {writes[running.writes]}".rstrip("; ") + recovered
+    )
 
 
 @check

@@ -58,6 +58,7 @@ from agent_team.exceptions import (
 )
 from agent_team.health import LoopStatus
 from agent_team.limits import MAX_TITLE_CHARS
+from agent_team.readiness import readiness
 from agent_team.redact import redact
 from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind
 
@@ -269,7 +270,7 @@ class _Api:
             }
         )
 
-    def healthz(self, request: Request) -> Response:
+    def _ledger_state(self) -> dict[str, Any]:
         state: dict[str, Any] = {
             "ok": False,
             "schema_version": None,
@@ -283,15 +284,38 @@ class _Api:
         except LedgerError as exc:
             log.warning("healthz: cannot read the ledger: %s", exc)
             state["error"] = f"cannot read the ledger ({type(exc).__name__}); see the daemon's log"
+        return state
+
+    def healthz(self, request: Request) -> Response:
+        """Liveness: 200 while the process serves; `status` says `degraded` when a loop or the
+        ledger is not right (`/readyz` says what, with a 503)."""
+        state = self._ledger_state()
         loops = self.ctx.health.loops()
         healthy = bool(state["ok"]) and all(status.alive for status in loops)
         body = {
-            "status": "ok" if healthy else "unhealthy",
+            "status": "ok" if healthy else "degraded",
             "db": state,
             "loops": [_loop_view(status) for status in loops],
             "facts": _jsonable(self.ctx.health.facts()),
         }
-        return JSONResponse(body, status_code=200 if healthy else 503)
+        return JSONResponse(body)
+
+    def readyz(self, request: Request) -> Response:
+        """Readiness (see `agent_team.readiness`): 503 with the reasons when not ready."""
+        state = self._ledger_state()
+        coordinator = self.ctx.coordinator
+        verdict = readiness(
+            schema_version=state["schema_version"],
+            read_error=state["error"],
+            write_health=coordinator.ledger.write_health if coordinator is not None else None,
+            health=self.ctx.health,
+        )
+        body = {
+            "status": "ready" if verdict.ready else "not ready",
+            "reasons": verdict.reasons,
+            "last_write_failure": verdict.last_write_failure,
+        }
+        return JSONResponse(body, status_code=200 if verdict.ready else 503)
 
     def metrics(self, request: Request) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
@@ -401,5 +425,6 @@ def routes(ctx: DashboardContext) -> list[BaseRoute]:
         Route("/api/questions/{question_id}/answer", guard_async(api.answer), methods=["POST"]),
         Route("/api/budget", guard_sync(api.budget), methods=["GET"]),
         Route("/healthz", guard_sync(api.healthz), methods=["GET"]),
+        Route("/readyz", guard_sync(api.readyz), methods=["GET"]),
         Route("/metrics", guard_sync(api.metrics), methods=["GET"]),
     ]

@@ -165,6 +165,23 @@ class LedgerCollector(Collector):
         coordinator = self._ctx.coordinator
         if coordinator is None:
             return
+        writes = coordinator.ledger.write_health
+        yield CounterMetricFamily(
+            "agent_team_ledger_write_failures",
+            "Write transactions the database refused (away, full, read-only, damaged).",
+            value=writes.failures,
+        )
+        last = writes.last_failure
+        yield GaugeMetricFamily(
+            "agent_team_ledger_last_write_failure_timestamp_seconds",
+            "Unix time of the last write the database refused (0: none since the start).",
+            value=last.at if last is not None else 0,
+        )
+        yield GaugeMetricFamily(
+            "agent_team_ledger_writable",
+            "0 while the last write failed and none has succeeded since (see /readyz).",
+            value=0 if writes.failing() is not None else 1,
+        )
         info = GaugeMetricFamily(
             "agent_team_instance", "This process (1), named as in leases.", labels=["instance"]
         )

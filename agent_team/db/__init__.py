@@ -187,6 +187,7 @@ from agent_team.db.views.triage import (
     TriageRows,
     triage_rows,
 )
+from agent_team.db.write_health import WriteFailure, WriteHealth
 
 __all__ = [
     "CONNECTIONS_PER_DAEMON",
@@ -232,6 +233,8 @@ __all__ = [
     "Transition",
     "TriageRows",
     "UsageSummaryRow",
+    "WriteFailure",
+    "WriteHealth",
     "acquire_lease",
     "answer_question",
     "answer_resume_times",

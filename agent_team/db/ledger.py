@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from agent_team.db.write_health import WriteHealth
+
 if TYPE_CHECKING:  # LangGraph loads only where a graph runs, not for every CLI read
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -109,6 +111,9 @@ class Ledger(Reader, Protocol):
 
     @property
     def readonly(self) -> bool: ...
+
+    # The outcomes of this process's writes, for `/readyz`, `/metrics` and `doctor`.
+    write_health: WriteHealth
 
     def execute(self, sql: str, params: Params = ()) -> Cursor:
         """One statement on its own (autocommit): maintenance reads and tests."""

@@ -21,7 +21,7 @@ from agent_team.exceptions import (
     LedgerStorageError,
 )
 
-__all__ = ["is_outage"]
+__all__ = ["is_outage", "refused_by_database"]
 
 
 def _driver_outage(exc: BaseException) -> bool:
@@ -46,3 +46,8 @@ def is_outage(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def refused_by_database(exc: BaseException) -> bool:
+    """The database failed a write (away, stuck, full, read-only, damaged): readiness counts it."""
+    return is_outage(exc) or isinstance(exc, LedgerCorruptError)

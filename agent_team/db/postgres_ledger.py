@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Cursor, Dialect, Params, Row, Transaction
+from agent_team.db.outage import refused_by_database
 from agent_team.db.url import DATABASE_URL_VARIABLE, password_of, redact_url
 from agent_team.db.wakeups import COMMANDS_CHANNEL
+from agent_team.db.write_health import WriteHealth
 from agent_team.exceptions import (
     DatabaseUnreachableError,
     LedgerBusyError,
@@ -258,6 +260,7 @@ class PostgresLedger:
             timeout=POOL_WAIT_S,
             name="agent-team-ledger",
         )
+        self.write_health = WriteHealth()
         self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
         self._saver: PostgresSaver | None = None
         self._saver_pool: ConnectionPool[Any] | None = None
@@ -339,6 +342,16 @@ class PostgresLedger:
         (see `Ledger.write`) is `SET LOCAL synchronous_commit = off`: the server
         flushes its WAL in order, so the next synchronous commit covers this one.
         """
+        try:
+            result = self._write(work, flush=flush)
+        except Exception as exc:
+            if refused_by_database(exc):  # not a refused row, a fence or a bug in `work`
+                self.write_health.failed(exc)
+            raise
+        self.write_health.ok()
+        return result
+
+    def _write(self, work: Callable[[Transaction], _T], *, flush: bool) -> _T:
         import psycopg
 
         if self._readonly:

@@ -30,6 +30,8 @@ from agent_team.db.fencing import check_fence, current_fence
 from agent_team.db.group_commit import GroupCommit
 from agent_team.db.ledger import Cursor, Dialect, Params, Row, Transaction
 from agent_team.db.open_errors import explain
+from agent_team.db.outage import refused_by_database
+from agent_team.db.write_health import WriteHealth
 from agent_team.exceptions import (
     LedgerBusyError,
     LedgerError,
@@ -278,6 +280,7 @@ class SqliteLedger:
         self._saver_conn: sqlite3.Connection | None = None
         self._saver_guard = threading.Lock()
         self._together = GroupCommit(self.write)
+        self.write_health = WriteHealth()
 
     def __repr__(self) -> str:
         return f"SqliteLedger({str(self._path)!r}{', readonly=True' if self._readonly else ''})"
@@ -342,6 +345,16 @@ class SqliteLedger:
         in WAL mode that skips the fsync, and the next FULL commit of any
         connection syncs the same log file, this commit included.
         """
+        try:
+            result = self._write(work, flush=flush)
+        except Exception as exc:
+            if refused_by_database(exc):  # not a refused row, a fence or a bug in `work`
+                self.write_health.failed(exc)
+            raise
+        self.write_health.ok()
+        return result
+
+    def _write(self, work: Callable[[Transaction], _T], *, flush: bool) -> _T:
         if self._readonly:
             raise LedgerError(f"the ledger {self._path} was opened read-only; nothing was written")
         path = self._path

@@ -214,13 +214,16 @@ def test_a_dying_loop_is_restarted_and_reported(tmp_path: Path) -> None:
     thread.start()
     try:
         wait_for(lambda: daemon.bound is not None, what="the HTTP server")
-        url = daemon.url + "healthz"
+        url = daemon.url + "readyz"
         wait_for(lambda: len(calls) >= 2, what="a restart of the flaky loop")
         response = httpx.get(url, timeout=10)
         assert response.status_code == 503
         body = response.text
         assert "flaky" in body and "the flaky loop broke" in body
-        assert "ghp_" + "a" * 36 not in body, "errors in /healthz are redacted"
+        assert "ghp_" + "a" * 36 not in body, "errors in /readyz are redacted"
+        live = httpx.get(daemon.url + "healthz", timeout=10)
+        assert live.status_code == 200 and live.json()["status"] == "degraded"
+        assert "ghp_" + "a" * 36 not in live.text, "errors in /healthz are redacted"
     finally:
         daemon.request_stop()
         thread.join(timeout=60)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from starlette.testclient import TestClient
 from agent_team import db, reports
 from agent_team.answers import PLAN_DECISION_HELP
 from agent_team.dashboard import DashboardContext, create_app
+from agent_team.db.sqlite_ledger import storage_error
 from tests.integration.dashboard.conftest import (
     BUDGET_USD,
     BUILD_BRANCH,
@@ -572,29 +574,74 @@ def test_healthz_is_200_when_the_ledger_reads_and_loops_live(
     assert body["facts"] == {"intake_polls": 3, "last_poll": at(60).isoformat()}
 
 
-def test_healthz_is_503_with_a_dead_loop(client: TestClient, ctx: DashboardContext) -> None:
+def test_a_dead_loop_leaves_healthz_live_and_readyz_not_ready(
+    client: TestClient, ctx: DashboardContext
+) -> None:
     ctx.health.started("worker")
     ctx.health.started("x")
     ctx.health.died("x", "boom")
     response = client.get("/healthz")
-    assert response.status_code == 503
+    assert response.status_code == 200  # liveness: the process serves
     body = response.json()
-    assert body["status"] == "unhealthy"
+    assert body["status"] == "degraded"
     assert body["db"]["ok"] is True
     loops = {loop["name"]: loop for loop in body["loops"]}
     assert loops["x"]["alive"] is False
     assert loops["x"]["last_error"] == "boom"
     assert loops["x"]["restarts"] == 0
     assert loops["worker"]["alive"] is True
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["reasons"] == ["the x loop is not running: boom"]
+    ctx.health.started("x")
+    assert client.get("/readyz").status_code == 200
 
 
-def test_healthz_is_503_without_a_ledger(tmp_path: Path) -> None:
+def test_without_a_ledger_healthz_is_live_and_readyz_says_why(tmp_path: Path) -> None:
     ctx = DashboardContext(settings=make_settings(tmp_path / "absent.db"), clock=lambda: NOW)
     with TestClient(create_app(ctx)) as client:
         response = client.get("/healthz")
-    assert response.status_code == 503
+        ready = client.get("/readyz")
+    assert response.status_code == 200 and response.json()["status"] == "degraded"
     assert response.json()["db"]["ok"] is False
     assert response.json()["db"]["schema_version"] is None
+    assert ready.status_code == 503
+    (reason,) = ready.json()["reasons"]
+    assert reason.startswith("the ledger cannot be read") and "absent.db" not in reason
+
+
+def test_a_refused_write_makes_readyz_503_until_a_write_succeeds(
+    client: TestClient, coordinator: FakeCoordinator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert client.get("/readyz").json() == {
+        "status": "ready",
+        "reasons": [],
+        "last_write_failure": None,
+    }
+    real_write = coordinator.ledger._write  # type: ignore[attr-defined]
+
+    def disk_full(work: Any, *, flush: bool) -> Any:
+        raise storage_error(sqlite3.OperationalError("database or disk is full"), Path("/x/l.db"))
+
+    monkeypatch.setattr(coordinator.ledger, "_write", disk_full)
+    submit = client.post("/api/tasks", json={"title": "lost?"}, headers=auth())
+    assert submit.status_code == 503
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    body = ready.json()
+    assert body["status"] == "not ready"
+    assert "disk is full" in body["last_write_failure"]["error"]
+    assert "refused the last write" in body["reasons"][0]
+    metrics = client.get("/metrics").text
+    assert "agent_team_ledger_writable 0.0" in metrics
+    assert "agent_team_ledger_write_failures_total 1.0" in metrics
+
+    monkeypatch.setattr(coordinator.ledger, "_write", real_write)  # the disk has room again
+    assert client.post("/api/tasks", json={"title": "kept"}, headers=auth()).status_code == 201
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert "disk is full" in ready.json()["last_write_failure"]["error"]  # still on record
+    assert "agent_team_ledger_writable 1.0" in client.get("/metrics").text
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -65,14 +65,19 @@ def test_an_outage_mid_build_fails_nothing_and_the_task_finishes(
             proxy.cut()
             go.touch()
             wait_for(lambda: coordinator.worker.outages == 1)
-            down = client.get("/healthz")
+            down = client.get("/readyz")
             assert down.status_code == 503
-            assert "cannot read the ledger" in down.json()["db"]["error"]
+            assert "cannot read the ledger" in down.json()["reasons"][0]
+            live = client.get("/healthz")
+            assert live.status_code == 200 and live.json()["status"] == "degraded"
+            assert "cannot read the ledger" in live.json()["db"]["error"]
             proxy.restore()
             run.join(timeout=60)
             assert not run.is_alive()
 
-            wait_for(lambda: client.get("/healthz").status_code == 200)
+            wait_for(lambda: client.get("/healthz").json()["status"] == "ok")  # reads again
+            # Not ready until a write succeeds again (this test has no daemon loops writing).
+            assert "refused the last write" in client.get("/readyz").json()["reasons"][0]
             deadline = time.monotonic() + 60
             while (task := db.get_task(coordinator.ledger, task_id)) is None or (
                 task.status != "done"
@@ -80,6 +85,7 @@ def test_an_outage_mid_build_fails_nothing_and_the_task_finishes(
                 assert time.monotonic() < deadline, task
                 coordinator.tick(until_idle=True, timeout_s=30)
                 time.sleep(0.2)
+            assert client.get("/readyz").status_code == 200
             rows = db.list_transitions(coordinator.ledger, task_id)
             assert "failed" not in {row.status for row in rows}, rows
             assert [row.to_phase for row in rows].count("done") == 1
