@@ -375,8 +375,11 @@ def _seconds_between(earlier: str, later: str) -> float:
     return (from_iso(later) - from_iso(earlier)).total_seconds()
 
 
-def _ledger_latencies(conn: Any, task_ids: list[str]) -> tuple[list[float], list[float]]:
-    """start->waiting and answer->done per task, from the ledger's own timestamps."""
+def _ledger_latencies(
+    conn: Any, task_ids: list[str], *, service: bool = False
+) -> tuple[list[float], list[float]]:
+    """start->waiting and answer->done per task, from the ledger's own timestamps; with
+    `service`, from the first step each run took instead (no queueing)."""
     from agent_team import db
 
     start: list[float] = []
@@ -389,9 +392,28 @@ def _ledger_latencies(conn: Any, task_ids: list[str]) -> tuple[list[float], list
         finished = journey[-1]
         (question,) = db.list_questions(conn, thread_id=task_id)
         assert question.answered_at is not None and finished.exited_at is not None
-        start.append(_seconds_between(task.created_at, waiting.entered_at))
-        answer.append(_seconds_between(question.answered_at, finished.exited_at))
+        if service:  # from the run's first step, leaving out the time queued behind others
+            began = journey[0].entered_at
+            resumed = next(t for t in journey if t.entered_at >= question.answered_at)
+            start.append(_seconds_between(began, waiting.entered_at))
+            answer.append(_seconds_between(resumed.entered_at, finished.exited_at))
+        else:
+            start.append(_seconds_between(task.created_at, waiting.entered_at))
+            answer.append(_seconds_between(question.answered_at, finished.exited_at))
     return start, answer
+
+
+def _drive(coordinator: Any) -> None:
+    """Run the worker as the daemon's loop does (`fill` on every wake) until nothing is left."""
+    worker = coordinator.worker
+    while True:
+        worker.wake.clear()
+        worker.fill()
+        if worker.wait_idle(0):  # nothing running: one more pass to be sure nothing is queued
+            worker.fill()
+            if worker.wait_idle(0):
+                return
+        worker.wake.wait(1.0)
 
 
 def run_agent_team(
@@ -445,14 +467,18 @@ def run_agent_team(
     answer_lat: list[float] = []
     began = time.perf_counter()
 
-    for first in range(0, n, workers):
-        batch = range(first, min(n, first + workers))
-        t0 = time.perf_counter()
-        ids = [coordinator.start_task(title=f"Task {i}", body=BODY, source="bench") for i in batch]
-        while coordinator.run_pending():
-            pass
-        start_lat.extend([time.perf_counter() - t0] * len(ids))
-        task_ids.extend(ids)
+    if workers == 1:  # one task in flight: its latency timed around submit/answer + run
+        for i in range(n):
+            t0 = time.perf_counter()
+            task_ids.append(coordinator.start_task(title=f"Task {i}", body=BODY, source="bench"))
+            while coordinator.run_pending():
+                pass
+            start_lat.append(time.perf_counter() - t0)
+    else:  # a queue of work, as a daemon sees it: every task offered at once
+        task_ids = [
+            coordinator.start_task(title=f"Task {i}", body=BODY, source="bench") for i in range(n)
+        ]
+        _drive(coordinator)
     coordinator.tick(until_idle=True)  # the daemon's sweep and timers: nothing should be left
     for task_id in task_ids:
         if status(task_id) != "waiting":
@@ -460,14 +486,17 @@ def run_agent_team(
         (question,) = db.list_questions(conn, status="open", thread_id=task_id)
         questions[task_id] = question.question_id
 
-    for first in range(0, n, workers):
-        batch_ids = task_ids[first : first + workers]
-        t0 = time.perf_counter()
-        for task_id in batch_ids:
+    if workers == 1:
+        for task_id in task_ids:
+            t0 = time.perf_counter()
             coordinator.answer(questions[task_id], "approve", via="bench")
-        while coordinator.run_pending():
-            pass
-        answer_lat.extend([time.perf_counter() - t0] * len(batch_ids))
+            while coordinator.run_pending():
+                pass
+            answer_lat.append(time.perf_counter() - t0)
+    else:
+        for task_id in task_ids:
+            coordinator.answer(questions[task_id], "approve", via="bench")
+        _drive(coordinator)
     coordinator.tick(until_idle=True)
     elapsed = time.perf_counter() - began
     rss_peak = _rss_kib()
@@ -475,7 +504,7 @@ def run_agent_team(
     for task_id in task_ids:
         if status(task_id) != "done":
             raise SystemExit(f"task {task_id} is {status(task_id)}, not done")
-    ledger_start, ledger_answer = _ledger_latencies(conn, task_ids)
+    ledger_start, ledger_answer = _ledger_latencies(conn, task_ids, service=workers > 1)
     coordinator.close()
     apparent, allocated, files = _tree_bytes(state_dir)
     timed = workers == 1
@@ -484,7 +513,7 @@ def run_agent_team(
         "n": n,
         "finished": n + 1,
         "workers": workers,
-        "latency_source": "timed" if timed else "ledger",
+        "latency_source": "timed" if timed else "ledger (service time: from the run's first step)",
         "start": _summary(start_lat if timed else ledger_start),
         "answer": _summary(answer_lat if timed else ledger_answer),
         "start_ledger": _summary(ledger_start),
