@@ -139,7 +139,16 @@ def guard_async(handler: _Async) -> _Async:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object, read with a size cap so a huge body cannot exhaust memory."""
+    """The request's JSON object, read with a size cap so a huge body cannot exhaust memory.
+
+    Only `application/json`: a form a page posts without its script (or another site
+    posts) is refused before it is read, never taken as an answer.
+    """
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise ApiError(
+            415, f"send the body as application/json, not {kind[:60] or 'no content type'}"
+        )
     body = bytearray()
     async for chunk in request.stream():
         body += chunk

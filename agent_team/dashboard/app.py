@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from agent_team import db
 from agent_team.config import Settings
+from agent_team.dashboard.security_headers import SecurityHeaders
 from agent_team.health import Health
 
 if TYPE_CHECKING:
@@ -88,6 +90,6 @@ def create_app(ctx: DashboardContext, extra_routes: Sequence[BaseRoute] = ()) ->
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
         *extra_routes,
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)])
     app.state.ctx = ctx
     return app

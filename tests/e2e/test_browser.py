@@ -41,6 +41,13 @@ def test_approve_a_plan_in_the_browser_and_watch_the_task_finish(
     page = browser.new_page(viewport=LAPTOP)
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    refused: list[str] = []  # what the Content-Security-Policy blocked: must be nothing
+    page.on(
+        "console",
+        lambda message: (
+            refused.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
 
     page.goto(live.url + "/")
     tasks_table = page.locator("table")
@@ -57,6 +64,7 @@ def test_approve_a_plan_in_the_browser_and_watch_the_task_finish(
     expect(page.locator(".plan")).to_contain_text("Steps")
     expect(page.locator(".timeline .seg.ph-plan_review.st-waiting")).to_have_count(1)
     assert timeline_fills_its_bar(page)
+    assert refused == []
     # Signed out, the question offers a sign-in that comes back here.
     page.get_by_role("link", name="Sign in to answer").click()
     page.get_by_label("Dashboard token").fill(TOKEN)

@@ -178,7 +178,23 @@
       });
   }
 
+  // Sizes come as data attributes and are set here: the Content-Security-Policy allows no
+  // inline style attributes (styles set from a script are allowed).
+  function applySizes(root) {
+    var bars = root.querySelectorAll("[data-width-pct]");
+    for (var i = 0; i < bars.length; i++) {
+      var pct = parseFloat(bars[i].getAttribute("data-width-pct"));
+      if (!isNaN(pct)) bars[i].style.width = Math.max(0, Math.min(100, pct)) + "%";
+    }
+    var segs = root.querySelectorAll("[data-grow]");
+    for (var j = 0; j < segs.length; j++) {
+      var grow = parseFloat(segs[j].getAttribute("data-grow"));
+      if (!isNaN(grow)) segs[j].style.setProperty("--grow", String(grow));
+    }
+  }
+
   function bindAll(root) {
+    applySizes(root);
     var forms = root.querySelectorAll("form[data-answer-form]");
     for (var i = 0; i < forms.length; i++) bindForm(forms[i]);
   }

@@ -83,7 +83,7 @@ def _add_plan_task(path: Path, *, second_open: bool) -> str:
 
 
 def _grows(html: str) -> list[float]:
-    return [float(g) for g in re.findall(r'class="seg [^"]*" style="--grow: ([0-9.]+)"', html)]
+    return [float(g) for g in re.findall(r'class="seg [^"]*" data-grow="([0-9.]+)"', html)]
 
 
 def _prose(plan: str) -> str:
@@ -140,7 +140,7 @@ def test_overview_budget_counts_tokens_when_the_model_has_no_price(client: TestC
     budget = budget[budget.index('id="h-budget"') :]
     # api-mode rows recorded on NOW's day: 150 + 300 + 16 + 50 (tA) + 25 (tB) tokens.
     assert "541" in budget and "of 10,000 tokens" in budget
-    assert 'style="width: 5.4%"' in budget
+    assert 'data-width-pct="5.4"' in budget
     assert "no price known" in budget
 
 
@@ -151,7 +151,7 @@ def test_overview_budget_is_in_usd_for_a_priced_model_in_api_mode(seeded: Seeded
     budget = html[html.index('id="h-budget"') :]
     # $0.25 + $0.50 + $0.0625 + $0.125 + $0.03125 of a $5 cap; subscription dollars are not capped.
     assert "$0.97" in budget and "of $5.00" in budget
-    assert 'style="width: 19.4%"' in budget
+    assert 'data-width-pct="19.4"' in budget
     assert "bar-fill ok" in budget
 
 
