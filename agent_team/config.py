@@ -48,6 +48,7 @@ CommaList = Annotated[list[str], NoDecode]
 # `.` or `..`.
 _REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/(?!\.\.?$)[A-Za-z0-9_.-]+$")
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
+_HOST_NAME = re.compile(r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$|^\[[0-9A-Fa-f:.]+\]$")
 DEFAULT_MERMAID_MACROS = ("mermaid", "mermaid-cloud", "mermaid-macro", "mermaid-diagram")
 
 
@@ -149,6 +150,12 @@ class Settings(BaseSettings):
     )
     dashboard_url: str | None = Field(
         default=None, description="Public URL of the dashboard, for links in messages."
+    )
+    dashboard_hosts: CommaList = Field(
+        default_factory=list,
+        description="More `Host:` names the HTTP server answers to (comma-separated; `*.` "
+        "prefixes allowed) beside the bind address, localhost, 127.0.0.1, [::1] and the host "
+        "of AGENT_TEAM_DASHBOARD_URL; others get a 400 (DNS rebinding).",
     )
     stop_grace_s: float = Field(default=30.0, ge=0, description="How long a stop waits for runs.")
     checkpoint_retention: timedelta = Field(
@@ -255,11 +262,23 @@ class Settings(BaseSettings):
         "github_repos",
         "github_checkouts",
         "confluence_mermaid_macros",
+        "dashboard_hosts",
         mode="before",
     )
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return _split_commas(value)
+
+    @field_validator("dashboard_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        bad = [host for host in value if not _HOST_NAME.match(host)]
+        if bad:
+            raise ValueError(
+                "must be host names or addresses without scheme or port (example.com, "
+                "*.example.com, 10.0.0.5), comma-separated"
+            )
+        return [host.lower() for host in value]
 
     @field_validator("slack_allowed_users", "slack_escalate_to")
     @classmethod

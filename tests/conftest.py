@@ -7,10 +7,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
 from agent_team import db
 from agent_team.config import ENV_PREFIX
 from tests.pg_server import PgServer, PgServerError
+
+# The daemon answers only to the Host names it knows (DNS rebinding); Starlette's test
+# client calls itself `testserver`, which no daemon lists. Tests talk to `localhost`,
+# which every daemon answers to, as a browser on the same machine does.
+_defaults = list(TestClient.__init__.__defaults__ or ())
+if _defaults and _defaults[0] == "http://testserver":
+    _defaults[0] = "http://localhost"
+    TestClient.__init__.__defaults__ = tuple(_defaults)
 
 
 @pytest.fixture

@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from agent_team import db
 from agent_team.config import Settings
 from agent_team.dashboard.security_headers import SecurityHeaders
+from agent_team.dashboard.trusted_hosts import allowed_hosts
 from agent_team.health import Health
 
 if TYPE_CHECKING:
@@ -90,6 +92,10 @@ def create_app(ctx: DashboardContext, extra_routes: Sequence[BaseRoute] = ()) ->
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
         *extra_routes,
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)])
+    middleware = [
+        Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(ctx.settings)),
+        Middleware(SecurityHeaders),
+    ]
+    app = Starlette(routes=routes, middleware=middleware)
     app.state.ctx = ctx
     return app

@@ -34,7 +34,7 @@ BOB = "bob-token-9876543210"
 def _client(
     seeded: Seeded,
     coordinator: FakeCoordinator,
-    base_url: str = "http://testserver",
+    base_url: str = "http://localhost",
     **overrides: Any,
 ) -> TestClient:
     settings = make_settings(seeded.path, **{"token": None, **overrides})
