@@ -151,6 +151,12 @@ class Settings(BaseSettings):
     dashboard_url: str | None = Field(
         default=None, description="Public URL of the dashboard, for links in messages."
     )
+    dashboard_reads: Literal["token", "open"] | None = Field(
+        default=None,
+        description="`token`: reading pages and the API needs a sign-in or a bearer token too; "
+        "`open`: anyone who reaches the port reads (default: open on a loopback bind address, "
+        "token otherwise). /healthz, /readyz and /metrics stay open.",
+    )
     dashboard_hosts: CommaList = Field(
         default_factory=list,
         description="More `Host:` names the HTTP server answers to (comma-separated; `*.` "
@@ -268,6 +274,14 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return _split_commas(value)
+
+    @property
+    def reads_need_token(self) -> bool:
+        """Whether GET requests need a sign-in (see `dashboard_reads`)."""
+        if self.dashboard_reads is not None:
+            return self.dashboard_reads == "token"
+        host = self.dashboard_host.strip().lower().strip("[]")
+        return not (host in ("localhost", "::1") or host.startswith("127."))
 
     @field_validator("dashboard_hosts")
     @classmethod

@@ -22,6 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from agent_team import db
 from agent_team.config import Settings
+from agent_team.dashboard.read_gate import ReadGate
 from agent_team.dashboard.security_headers import SecurityHeaders
 from agent_team.dashboard.trusted_hosts import allowed_hosts
 from agent_team.health import Health
@@ -96,6 +97,8 @@ def create_app(ctx: DashboardContext, extra_routes: Sequence[BaseRoute] = ()) ->
         Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(ctx.settings)),
         Middleware(SecurityHeaders),
     ]
+    if ctx.settings.reads_need_token:
+        middleware.append(Middleware(ReadGate, auth=ctx.auth))
     app = Starlette(routes=routes, middleware=middleware)
     app.state.ctx = ctx
     return app

@@ -209,6 +209,27 @@ class Auth:
             return None  # the token was removed or changed since
         return Viewer(name=name, csrf=self._csrf_for(key, session_id))
 
+    # -- reads -----------------------------------------------------------------------------
+
+    def authorize_read(self, request: Request) -> Caller:
+        """For `AGENT_TEAM_DASHBOARD_READS=token`: a bearer token or a session (a read changes
+        nothing, so no CSRF token); else `AuthRefused`."""
+        if not self.tokens.enabled:
+            raise AuthRefused(
+                403, f"reading needs a token (AGENT_TEAM_DASHBOARD_READS=token): {_TOKENS_HINT}"
+            )
+        header = request.headers.get("authorization")
+        if header is not None:
+            return self._bearer(header)
+        viewer = self.viewer(request)
+        if viewer is None:
+            raise AuthRefused(
+                401,
+                f"not signed in; {BEARER_HINT}",
+                headers={"WWW-Authenticate": 'Bearer realm="agent-team"'},
+            )
+        return Caller(name=viewer.name, how="session")
+
     # -- writes ----------------------------------------------------------------------------
 
     def authorize_write(self, request: Request) -> Caller:
