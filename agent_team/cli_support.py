@@ -23,6 +23,7 @@ from rich.table import Table
 
 from agent_team import db
 from agent_team.config import Settings, load_hooks, load_settings
+from agent_team.log_format import formatter_for
 
 __all__ = [
     "CliContext",
@@ -56,11 +57,9 @@ class CliContext:
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = load_settings(self.config_file, db_path=self.db_override)
-            logging.basicConfig(
-                level=self._settings.log_level.upper(),
-                format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                stream=sys.stderr,
-            )
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(formatter_for(self._settings.log_format))
+            logging.basicConfig(level=self._settings.log_level.upper(), handlers=[handler])
         return self._settings
 
 

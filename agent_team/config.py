@@ -85,6 +85,11 @@ class Settings(BaseSettings):
         "(default: budget_ledger_failures.jsonl beside the database).",
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="`text`: one line a record, control characters escaped; `json`: one JSON "
+        "object a line (time, level, logger, message, exception).",
+    )
 
     # Models and budget
     model: str = Field(

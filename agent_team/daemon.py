@@ -208,7 +208,12 @@ class Daemon:
         self.bound = self._address
         app = create_app(self.ctx, self.routes)
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=5,
+            log_config=None,  # its records go through our handler and formatter (log_format)
         )
         server = uvicorn.Server(config)
         self._server = server

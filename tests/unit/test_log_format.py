@@ -1,0 +1,71 @@
+"""Log lines cannot be forged through what outsiders send, in text or JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from agent_team.config import load_settings
+from agent_team.log_format import JsonFormatter, SafeFormatter, escape_controls, formatter_for
+
+FORGED = "title\n2026-12-04 10:00:00,000 ERROR agent_team.daemon: the ledger is gone\x1b[2J\u202e"
+
+
+def _logged(formatter: logging.Formatter, *, exc: bool = False) -> str:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    logger = logging.getLogger("agent_team.test_log_format")
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        if exc:
+            try:
+                raise ValueError(FORGED)
+            except ValueError:
+                logger.exception("refused %s", FORGED)
+        else:
+            logger.warning("refused a request titled %s", FORGED)
+    finally:
+        logger.removeHandler(handler)
+    return stream.getvalue()
+
+
+def test_a_newline_in_a_message_does_not_start_a_record() -> None:
+    text = _logged(SafeFormatter())
+    assert text.count("\n") == 1  # one record, one line
+    assert "\\n2026-12-04 10:00:00,000 ERROR" in text
+    assert "\x1b" not in text and "\\x1b[2J" in text
+    assert "\u202e" not in text and "\\u202e" in text
+
+
+def test_a_traceback_is_indented_so_no_line_looks_like_a_record() -> None:
+    lines = _logged(SafeFormatter(), exc=True).splitlines()
+    assert " ERROR agent_team.test_log_format: refused title\\n" in lines[0]
+    assert all(line.startswith("    ") for line in lines[1:]), lines
+    assert not any(line.startswith("2026-12-04") for line in lines[1:])
+
+
+def test_json_lines_are_one_object_each() -> None:
+    for exc in (False, True):
+        lines = _logged(JsonFormatter(), exc=exc).splitlines()
+        assert len(lines) == 1
+        entry = json.loads(lines[0])
+        assert entry["level"] == ("error" if exc else "warning")
+        assert FORGED in entry["message"]
+        assert ("exception" in entry) is exc
+
+
+@pytest.mark.parametrize(("value", "kind"), [("text", SafeFormatter), ("json", JsonFormatter)])
+def test_the_setting_picks_the_format(value: str, kind: type[logging.Formatter]) -> None:
+    settings = load_settings(log_format=value)
+    assert isinstance(formatter_for(settings.log_format), kind)
+
+
+def test_escape_controls_keeps_ordinary_text() -> None:
+    assert (
+        escape_controls("Grüße, 日本, émoji 🎉 and tabs\t") == "Grüße, 日本, émoji 🎉 and tabs\\t"
+    )
