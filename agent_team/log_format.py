@@ -17,6 +17,8 @@ import logging
 import re
 from datetime import UTC, datetime
 
+from agent_team.redact import redact
+
 __all__ = ["JsonFormatter", "SafeFormatter", "escape_controls", "formatter_for"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -48,7 +50,7 @@ class SafeFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         # Built here rather than through `Formatter.format`, which reuses a traceback another
         # handler may have cached on the record, unindented.
-        record.message = escape_controls(record.getMessage())
+        record.message = escape_controls(redact(record.getMessage()))
         if self.usesTime():
             record.asctime = self.formatTime(record, self.datefmt)
         text = self.formatMessage(record)
@@ -60,7 +62,7 @@ class SafeFormatter(logging.Formatter):
 
 
 def _indented(text: str) -> str:
-    return "\n".join("    " + escape_controls(line) for line in text.splitlines())
+    return "\n".join("    " + escape_controls(redact(line)) for line in text.splitlines())
 
 
 class JsonFormatter(logging.Formatter):
@@ -71,10 +73,10 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact(record.getMessage()),
         }
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = redact(self.formatException(record.exc_info))
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
         return json.dumps(entry, ensure_ascii=True)

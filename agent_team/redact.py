@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["redact", "tail"]
+__all__ = ["redact", "redact_deep", "tail"]
 
 _PATTERNS = (
     re.compile(r"xox[abposr]-[A-Za-z0-9-]{8,}"),  # Slack tokens
@@ -32,6 +33,19 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + MASK, text)
     return text
+
+
+def redact_deep(value: Any, secrets: Iterable[str | None] = ()) -> Any:
+    """`redact` every string inside `value` (dicts' values, lists, tuples): what an API
+    returns or a chat message carries, whole. Keys are ours and kept as they are."""
+    known = tuple(secrets)
+    if isinstance(value, str):
+        return redact(value, known)
+    if isinstance(value, dict):
+        return {key: redact_deep(item, known) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_deep(item, known) for item in value]
+    return value
 
 
 def tail(text: str, limit: int = 4000) -> str:

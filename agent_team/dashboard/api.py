@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_team import db, inbox, reports
@@ -38,6 +38,7 @@ from agent_team.dashboard.api_common import (
     guard_async,
     guard_sync,
     json_body,
+    json_out,
     no_other_fields,
     text_field,
 )
@@ -157,6 +158,7 @@ def _jsonable(value: object) -> Any:
 class _Api:
     def __init__(self, ctx: DashboardContext) -> None:
         self.ctx = ctx
+        self.json = json_out(ctx)
         self.registry = make_registry(ctx)
 
     # reads
@@ -180,7 +182,7 @@ class _Api:
                 report = reports.task_report(view, task_id, now)
             except UnknownTaskError:
                 raise ApiError(404, f"no task {task_id!r}", extra={"id": task_id}) from None
-        return JSONResponse(report)
+        return self.json(report)
 
     def task_log(self, request: Request) -> Response:
         """The task's build output after offset `after` (all of the kept tail without it)."""
@@ -200,7 +202,7 @@ class _Api:
             after=after,
             secrets=self.ctx.auth.tokens.secrets(),
         )
-        return JSONResponse(output.as_json(), headers={"Cache-Control": "no-store"})
+        return self.json(output.as_json(), headers={"Cache-Control": "no-store"})
 
     def tasks(self, request: Request) -> Response:
         wanted = parse_task_filter(request.query_params)
@@ -208,7 +210,7 @@ class _Api:
         with self.ctx.read() as view:
             rows, total = list_filtered(view, wanted)
             costs = db.task_costs(view, [task.id for task in rows])
-        return JSONResponse(
+        return self.json(
             {
                 "tasks": [_task_row(task, costs[task.id], now) for task in rows],
                 "total": total,
@@ -222,7 +224,7 @@ class _Api:
         task_id = request.query_params.get("task", "").strip() or None
         with self.ctx.read() as view:
             rows = db.list_questions(view, status=status, thread_id=task_id)
-        return JSONResponse({"questions": [reports.question_view(q) for q in rows]})
+        return self.json({"questions": [reports.question_view(q) for q in rows]})
 
     def budget(self, request: Request) -> Response:
         settings = self.ctx.settings
@@ -246,7 +248,7 @@ class _Api:
                 "token_cap": settings.daily_token_cap,
                 "tokens_remaining": max(0, settings.daily_token_cap - spend.tokens),
             }
-        return JSONResponse(
+        return self.json(
             {
                 "day": day,
                 "billing_mode": settings.billing_mode,
@@ -298,7 +300,7 @@ class _Api:
             "loops": [_loop_view(status) for status in loops],
             "facts": _jsonable(self.ctx.health.facts()),
         }
-        return JSONResponse(body)
+        return self.json(body)
 
     def readyz(self, request: Request) -> Response:
         """Readiness (see `agent_team.readiness`): 503 with the reasons when not ready."""
@@ -315,7 +317,7 @@ class _Api:
             "reasons": verdict.reasons,
             "last_write_failure": verdict.last_write_failure,
         }
-        return JSONResponse(body, status_code=200 if verdict.ready else 503)
+        return self.json(body, status_code=200 if verdict.ready else 503)
 
     def metrics(self, request: Request) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
@@ -354,7 +356,7 @@ class _Api:
 
         task_id = await run_in_threadpool(work)
         self.ctx.wake()
-        return JSONResponse(
+        return self.json(
             {"task_id": task_id}, status_code=201, headers={"Location": f"/api/task/{task_id}"}
         )
 
@@ -384,7 +386,7 @@ class _Api:
 
         answered = await run_in_threadpool(work)
         self.ctx.wake()
-        return JSONResponse({"question": reports.question_view(answered)})
+        return self.json({"question": reports.question_view(answered)})
 
 
 def _answerer(caller: Caller, given: str | None) -> str:

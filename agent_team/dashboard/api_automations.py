@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_team import db, triage
@@ -29,6 +29,7 @@ from agent_team.dashboard.api_common import (
     guard_async,
     guard_sync,
     json_body,
+    json_out,
     no_other_fields,
 )
 from agent_team.dashboard.app import DashboardContext
@@ -80,6 +81,7 @@ def _request_of(data: dict[str, Any]) -> service.AutomationRequest:
 class _AutomationsApi:
     def __init__(self, ctx: DashboardContext) -> None:
         self.ctx = ctx
+        self.json = json_out(ctx)
 
     def _actor(self, request: Request) -> Actor:
         try:
@@ -99,7 +101,7 @@ class _AutomationsApi:
         with self.ctx.read() as view:
             found = db.list_automations(view, status=status)
             last = db.last_runs(view)
-        return JSONResponse(
+        return self.json(
             {
                 "automations": [
                     {
@@ -124,13 +126,13 @@ class _AutomationsApi:
         with self.ctx.read() as view:
             automation = service.find(view, key)
             runs = db.list_runs(view, automation.automation_id, limit=limit)
-        return JSONResponse(automation_json(automation, runs))
+        return self.json(automation_json(automation, runs))
 
     def triage(self, request: Request) -> Response:
         now = self._now()
         with self.ctx.read() as view:
             items = triage.for_settings(view, self.ctx.settings, now)
-        return JSONResponse({"now": db.to_iso(now), "items": [item.as_json() for item in items]})
+        return self.json({"now": db.to_iso(now), "items": [item.as_json() for item in items]})
 
     def audit(self, request: Request) -> Response:
         self._actor(request)  # the audit log is read behind the token
@@ -178,7 +180,7 @@ class _AutomationsApi:
                 "broken_seq": verdict.broken_seq,
                 "problem": verdict.problem,
             }
-        return JSONResponse(body)
+        return self.json(body)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -197,7 +199,7 @@ class _AutomationsApi:
                 )
 
         made = await run_in_threadpool(work)
-        return JSONResponse(
+        return self.json(
             automation_json(made),
             status_code=201,
             headers={"Location": f"/api/automations/{made.automation_id}"},
@@ -219,7 +221,7 @@ class _AutomationsApi:
                     confluence_enabled=self.ctx.settings.confluence_enabled,
                 )
 
-        return JSONResponse(automation_json(await run_in_threadpool(work)))
+        return self.json(automation_json(await run_in_threadpool(work)))
 
     def transition(self, verb: str) -> Callable[[Request], Awaitable[Response]]:
         """A handler for `pause`, `resume` or `cancel` (`service.change_status`)."""
@@ -232,7 +234,7 @@ class _AutomationsApi:
                 with self.ctx.write() as ledger:
                     return service.change_status(ledger, key, verb, actor=actor, now=self._now())
 
-            return JSONResponse(automation_json(await run_in_threadpool(work)))
+            return self.json(automation_json(await run_in_threadpool(work)))
 
         return handle
 
@@ -246,7 +248,7 @@ class _AutomationsApi:
 
         run = await run_in_threadpool(work)
         self.ctx.wake()
-        return JSONResponse(asdict(run), status_code=201)
+        return self.json(asdict(run), status_code=201)
 
     def _runner(self, ledger: db.Ledger) -> AutomationRunner:
         coordinator = self.ctx.coordinator

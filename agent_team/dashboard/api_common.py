@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -31,15 +31,21 @@ from agent_team.exceptions import (
     UnknownAutomationError,
     UnknownTaskError,
 )
+from agent_team.redact import redact_deep
+
+if TYPE_CHECKING:
+    from agent_team.dashboard.app import DashboardContext
 
 __all__ = [
     "MAX_BODY_BYTES",
     "ApiError",
+    "RedactedJSON",
     "bad_field",
     "bad_parameter",
     "guard_async",
     "guard_sync",
     "json_body",
+    "json_out",
     "no_other_fields",
     "text_field",
     "translate",
@@ -71,6 +77,37 @@ class ApiError(Exception):
         return JSONResponse(
             {"error": self.message, **self.extra}, status_code=self.status, headers=self.headers
         )
+
+
+class RedactedJSON(JSONResponse):
+    """JSON whose every string went through the one redaction rule on its way out: a token
+    pasted into a task body is hidden from API clients as it is on the pages."""
+
+    def __init__(
+        self,
+        content: Any,
+        secrets: Callable[[], Iterable[str]],
+        status_code: int = 200,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._secrets = secrets
+        super().__init__(content, status_code=status_code, headers=headers)
+
+    def render(self, content: Any) -> bytes:
+        return super().render(redact_deep(content, self._secrets()))
+
+
+def json_out(
+    ctx: DashboardContext,
+) -> Callable[..., JSONResponse]:
+    """`JSONResponse(...)` for `ctx`'s handlers, redacted with its known tokens too."""
+
+    def make(
+        content: Any, status_code: int = 200, headers: Mapping[str, str] | None = None
+    ) -> JSONResponse:
+        return RedactedJSON(content, ctx.auth.tokens.secrets, status_code, headers)
+
+    return make
 
 
 def bad_parameter(name: str, message: str) -> ApiError:

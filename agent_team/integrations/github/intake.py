@@ -39,7 +39,7 @@ from agent_team.actors import Actor
 from agent_team.exceptions import AgentTeamError
 from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.limits import MAX_BODY_CHARS, MAX_TITLE_CHARS
-from agent_team.redact import redact
+from agent_team.redact import redact, redact_deep
 from agent_team.task_model import TaskKind
 from agent_team.testhooks import wall_clock
 
@@ -245,7 +245,13 @@ class GitHubClient:
         return redact(text, [self._token])
 
     def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        """One call; a transport failure becomes a `GitHubError` with no secret in it."""
+        """One call; a transport failure becomes a `GitHubError` with no secret in it.
+
+        What we send (comments, pull request titles and bodies) goes through the one
+        redaction rule first: a token pasted into a task must not land on GitHub.
+        """
+        if "json" in kwargs:
+            kwargs["json"] = redact_deep(kwargs["json"])
         try:
             return self._http.request(
                 method, url.lstrip("/") if "://" not in url else url, **kwargs
