@@ -9,7 +9,16 @@ looked up before the builder runs.
 from __future__ import annotations
 
 from agent_team.builders._proc import kill_running_children
-from agent_team.builders.base import Builder, BuildResult, BuildTask, BuildUsage, plan_hash
+from agent_team.builders.base import (
+    Builder,
+    BuildFiles,
+    BuildResult,
+    BuildTask,
+    BuildUsage,
+    FileBuilder,
+    TaskBranch,
+    plan_hash,
+)
 from agent_team.builders.claude_code import ClaudeCodeBuilder, parse_claude_output
 from agent_team.builders.command import CommandBuilder
 from agent_team.builders.offline import OfflineBuilder
@@ -25,13 +34,16 @@ from agent_team.builders.worktree import (
 
 __all__ = [
     "BUILDER_NAMES",
+    "BuildFiles",
     "BuildResult",
     "BuildTask",
     "BuildUsage",
     "Builder",
     "ClaudeCodeBuilder",
     "CommandBuilder",
+    "FileBuilder",
     "OfflineBuilder",
+    "TaskBranch",
     "Worktree",
     "commit_all",
     "find_build",
