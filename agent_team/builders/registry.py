@@ -9,7 +9,8 @@ is added or removed (see `agent_team.builders.worktree`).
 
 A builder that needs no checkout (`needs_checkout`, the offline builder) gets
 no worktree: its files are recorded on the branch with git plumbing
-(`agent_team.builders.plumbing`). The others work in a worktree.
+(`agent_team.builders.plumbing`). The others work in a worktree, which is
+removed when the task ends (`agent_team.builders.cleanup`).
 """
 
 from __future__ import annotations

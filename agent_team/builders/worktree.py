@@ -27,7 +27,8 @@ under the same lock instead (`note_build`).
 Why few git processes: a build of a new task runs four (`worktree add`,
 `log`, `add`, `commit`) and a reused one three. (A builder that needs no
 checkout, the offline one, gets no worktree at all: `agent_team.builders.plumbing`
-records it in two.) A worktree's health is read
+records it in two. A finished task's worktree is removed:
+`agent_team.builders.cleanup`.) A worktree's health is read
 from the files git itself reads (`<worktree>/.git` and the back-pointer
 `.git/worktrees/<id>/gitdir`) instead of `git worktree list`, whose cost grows
 with the number of worktrees, and a repository is checked once per process.
@@ -246,6 +247,27 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 @contextmanager
+def try_task_lock(state_dir: Path, task_id: str) -> Iterator[bool]:
+    """`task_lock` without waiting: yields whether it was taken (held until the block ends).
+
+    For work that may simply be skipped while a build of the task runs
+    (removing a finished task's worktree), rather than wait for that build.
+    """
+    path = state_dir.resolve() / "locks" / f"{task_key(task_id)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+b") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@contextmanager
 def task_lock(state_dir: Path, task_id: str) -> Iterator[None]:
     """Hold the task's lock: one prepare or build of a task at a time, across processes.
 
@@ -291,7 +313,14 @@ def _repo_lock(state_dir: Path, repo: _Repo) -> Iterator[None]:
 
     Keyed by the repository's git folder, where the registry (`worktrees/`) lives.
     """
-    digest = hashlib.sha256(str(repo.common_dir).encode("utf-8")).hexdigest()[:16]
+    with _registry_lock(state_dir, repo.common_dir):
+        yield
+
+
+@contextmanager
+def _registry_lock(state_dir: Path, common_dir: Path) -> Iterator[None]:
+    """`_repo_lock` by the repository's git folder (resolved), for a caller that knows only that."""
+    digest = hashlib.sha256(str(common_dir).encode("utf-8")).hexdigest()[:16]
     with _file_lock(state_dir / "locks" / "repos" / f"{digest}.lock"):
         yield
 

@@ -160,6 +160,21 @@ def test_the_approve_path_runs_in_process(make_coordinator: MakeCoordinator) -> 
     assert transport.delivered == [question.question_id], "a resume never re-posts"
 
 
+def test_a_finished_tasks_worktree_is_removed_and_its_branch_kept(
+    make_coordinator: MakeCoordinator,
+) -> None:
+    # The command builder works in a checkout; the coordinator removes it when the task ends.
+    coordinator = make_coordinator(builder="command", build_command="echo built > built.txt")
+    task_id, question_id = wait_on_plan(coordinator)
+
+    coordinator.answer(question_id, "approve", via="cli:tester")
+    coordinator.tick(until_idle=True, timeout_s=60)
+
+    assert task_of(coordinator, task_id).status == "done"
+    assert not worktree(coordinator, task_id).exists()
+    assert built_file(coordinator, task_id, "built.txt") == "built\n"
+
+
 # -- resumes the graph no longer waits on ------------------------------------------------------
 
 
