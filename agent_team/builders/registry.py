@@ -117,6 +117,7 @@ def run_build(
     """
     digest = plan_hash(plan_markdown)
     if isinstance(builder, FileBuilder) and not builder.needs_checkout:
+        # No build log either: such a builder runs no process, so nothing prints to watch.
         with task_lock(state_dir, task.task_id):
             target = open_branch(task, repo_path=repo_path, state_dir=state_dir)
             built = build_on_branch(builder, task, plan_markdown, target)
