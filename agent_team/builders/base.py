@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,7 +28,7 @@ __all__ = [
     "OutputSink",
     "TaskBranch",
     "Worktree",
-    "needs_checkout",
+    "builds_without_checkout",
     "plan_hash",
 ]
 
@@ -185,14 +185,14 @@ class FileBuilder(Builder, Protocol):
         ...
 
 
-def needs_checkout(builder: Builder) -> bool:
-    """Whether `run_build` must give `builder` a worktree: yes, unless it names its files.
+def builds_without_checkout(builder: Builder) -> TypeGuard[FileBuilder]:
+    """Whether `run_build` records `builder`'s files without giving it a worktree.
 
-    A builder says no with `needs_checkout = False` and a `files()` method
-    (`FileBuilder`); any other builder, including one written before that
+    Yes for a builder with `needs_checkout = False` and a `files()` method
+    (`FileBuilder`); any other builder, including one written before those
     existed, gets its worktree.
     """
-    return not isinstance(builder, FileBuilder) or builder.needs_checkout
+    return isinstance(builder, FileBuilder) and not builder.needs_checkout
 
 
 def plan_hash(plan_markdown: str) -> str:

@@ -18,7 +18,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from agent_team.builders.base import Builder, BuildResult, BuildTask, FileBuilder, plan_hash
+from agent_team.builders.base import (
+    Builder,
+    BuildResult,
+    BuildTask,
+    builds_without_checkout,
+    plan_hash,
+)
 from agent_team.builders.claude_code import ClaudeCodeBuilder
 from agent_team.builders.command import CommandBuilder
 from agent_team.builders.live_log import open_build_log
@@ -116,7 +122,7 @@ def run_build(
         BuilderUnavailableError: the builder (or git) cannot run here.
     """
     digest = plan_hash(plan_markdown)
-    if isinstance(builder, FileBuilder) and not builder.needs_checkout:
+    if builds_without_checkout(builder):
         # No build log either: such a builder runs no process, so nothing prints to watch.
         with task_lock(state_dir, task.task_id):
             target = open_branch(task, repo_path=repo_path, state_dir=state_dir)

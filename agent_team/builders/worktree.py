@@ -81,8 +81,10 @@ __all__ = [
     "prepare_worktree",
     "record_build",
     "record_message",
+    "record_parts",
     "task_key",
     "task_lock",
+    "try_task_lock",
 ]
 
 log = logging.getLogger(__name__)

@@ -16,6 +16,8 @@ from agent_team.builders import (
     BuildFiles,
     BuildResult,
     BuildTask,
+    ClaudeCodeBuilder,
+    CommandBuilder,
     OfflineBuilder,
     commit_all,
     find_build,
@@ -23,7 +25,7 @@ from agent_team.builders import (
     prepare_worktree,
     run_build,
 )
-from agent_team.builders.base import needs_checkout
+from agent_team.builders.base import builds_without_checkout
 from agent_team.builders.plumbing import build_on_branch, open_branch, record_files
 from agent_team.builders.worktree import AUTHOR_EMAIL, record_message
 from agent_team.exceptions import BuildError
@@ -65,8 +67,10 @@ def _message(repo: Path, commit: str) -> str:
 # --- what is recorded ---------------------------------------------------------------------------
 
 
-def test_the_offline_builder_needs_no_checkout() -> None:
-    assert not needs_checkout(OfflineBuilder())
+def test_only_the_offline_builder_builds_without_a_checkout() -> None:
+    assert builds_without_checkout(OfflineBuilder())
+    assert not builds_without_checkout(CommandBuilder("true", timeout_s=1))
+    assert not builds_without_checkout(ClaudeCodeBuilder("claude", 1, "api"))
 
 
 def test_the_plan_is_on_the_branch_and_nothing_is_checked_out(
