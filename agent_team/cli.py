@@ -686,7 +686,7 @@ def reopen(
 def cancel(
     ctx: typer.Context, task_id: Annotated[str, typer.Argument(help="The task id.")]
 ) -> None:
-    """Cancel a task: open questions are superseded, its worktree is kept for inspection."""
+    """Cancel a task: open questions are superseded; its branch keeps any build commits."""
     with open_ready(ctx) as ledger:
         inbox.cancel_task(ledger, task_id, actor=cli_actor())
     out.print(f"cancel queued for {task_id}")

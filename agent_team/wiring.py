@@ -21,6 +21,7 @@ from functools import partial
 import httpx
 
 from agent_team import db
+from agent_team.builders.cleanup import FinishedWorktrees
 from agent_team.builders.registry import make_builder, run_build
 from agent_team.config import Settings, load_hooks
 from agent_team.coordinator import Coordinator, default_deadlines
@@ -125,7 +126,7 @@ def build_coordinator(
         )
         checkpointer = ledger.checkpointer()
         graph = build_graph(deps, checkpointer)
-        return Coordinator(
+        coordinator = Coordinator(
             settings,
             ledger=ledger,
             checkpointer=checkpointer,
@@ -135,6 +136,9 @@ def build_coordinator(
             clock=now,
             resources=resources,
         )
+        # A task that ended needs no worktree: its build is a commit on its branch.
+        coordinator.observers.append(FinishedWorktrees(state_dir))
+        return coordinator
     except BaseException:
         resources.close()
         raise

@@ -9,7 +9,8 @@ every gate and run each task to the end.
         file, invoked with `durability="sync"` and resumed with
         `Command(resume=...)`.
     (b) agent-team: `Coordinator` with the offline model, the local transport
-        and the offline builder (a real git worktree and commit per task);
+        and the offline builder (a real git commit per task, made without a
+        worktree by `git fast-import`);
         tasks go in with `start_task`, answers with `answer(..., via="bench")`,
         and `run_pending()` drives them, exactly as the daemon's worker does.
 

@@ -3,14 +3,25 @@
 `make_builder()` picks one from the settings (`offline`, `command`,
 `claude-code`); `run_build()` runs it at most once per plan and task, because
 each build is recorded as a git commit with an `Agent-Team-Plan` trailer and
-looked up before the builder runs.
+looked up before the builder runs. `remove_worktree()` removes a finished
+task's worktree (the branch stays).
 """
 
 from __future__ import annotations
 
 from agent_team.builders._proc import kill_running_children
-from agent_team.builders.base import Builder, BuildResult, BuildTask, BuildUsage, plan_hash
+from agent_team.builders.base import (
+    Builder,
+    BuildFiles,
+    BuildResult,
+    BuildTask,
+    BuildUsage,
+    FileBuilder,
+    TaskBranch,
+    plan_hash,
+)
 from agent_team.builders.claude_code import ClaudeCodeBuilder, parse_claude_output
+from agent_team.builders.cleanup import remove_worktree
 from agent_team.builders.command import CommandBuilder
 from agent_team.builders.offline import OfflineBuilder
 from agent_team.builders.registry import BUILDER_NAMES, make_builder, run_build
@@ -25,13 +36,16 @@ from agent_team.builders.worktree import (
 
 __all__ = [
     "BUILDER_NAMES",
+    "BuildFiles",
     "BuildResult",
     "BuildTask",
     "BuildUsage",
     "Builder",
     "ClaudeCodeBuilder",
     "CommandBuilder",
+    "FileBuilder",
     "OfflineBuilder",
+    "TaskBranch",
     "Worktree",
     "commit_all",
     "find_build",
@@ -41,6 +55,7 @@ __all__ = [
     "plan_hash",
     "prepare_worktree",
     "record_build",
+    "remove_worktree",
     "run_build",
     "task_key",
 ]

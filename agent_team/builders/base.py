@@ -9,21 +9,26 @@ instead of running the builder a second time (DESIGN.md §4).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_team.builders._proc import OutputSink
 
 __all__ = [
+    "BuildFiles",
     "BuildResult",
     "BuildTask",
     "BuildUsage",
     "Builder",
+    "FileBuilder",
     "OutputSink",
+    "TaskBranch",
     "Worktree",
+    "builds_without_checkout",
     "plan_hash",
 ]
 
@@ -68,6 +73,40 @@ class Worktree:
     key: str
     recorded: list[tuple[str, str]] = field(default_factory=list, compare=False, repr=False)
     output: OutputSink | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class TaskBranch:
+    """Where a task's builds are recorded, without a checkout: its repository and branch.
+
+    What `run_build` works with for a builder that needs no worktree
+    (`FileBuilder`); `find_build` and `note_build` take it as they take a `Worktree`.
+
+    Attributes:
+        repo: the repository.
+        branch: the task branch, `agent-team/<key>`.
+        key: the task id made safe for paths and branch names (see `task_key`).
+    """
+
+    repo: Path
+    branch: str
+    key: str
+
+
+@dataclass(frozen=True)
+class BuildFiles:
+    """What a `FileBuilder` made: whole files to put on the task branch, and what it says.
+
+    Attributes:
+        files: repository-relative POSIX paths (`docs/x.md`) to their full text
+            (UTF-8, mode 100644); every other file of the branch stays as it is.
+        summary: a few lines for people; becomes the record's commit body.
+        output: what the builder printed (already redacted; not committed).
+    """
+
+    files: Mapping[str, str]
+    summary: str
+    output: str = ""
 
 
 class BuildUsage(BaseModel):
@@ -125,6 +164,35 @@ class Builder(Protocol):
     def run(self, task: BuildTask, plan_markdown: str, worktree: Worktree) -> BuildResult:
         """Build `plan_markdown` for `task` inside `worktree` and record it."""
         ...
+
+
+@runtime_checkable
+class FileBuilder(Builder, Protocol):
+    """A builder whose whole work is a few files it can name without a worktree.
+
+    Why: checking out a worktree per task is most of what a build costs when
+    the builder only writes a known file (the offline builder). With
+    `needs_checkout = False`, `run_build` asks `files()` instead of `run()` and
+    records the files on the task branch with git plumbing, never checking out
+    anything (`agent_team.builders.plumbing`). `run()` must still work when a
+    caller hands it a worktree.
+    """
+
+    needs_checkout: bool
+
+    def files(self, task: BuildTask, plan_markdown: str) -> BuildFiles:
+        """The files that build `plan_markdown` for `task`, and what to say about them."""
+        ...
+
+
+def builds_without_checkout(builder: Builder) -> TypeGuard[FileBuilder]:
+    """Whether `run_build` records `builder`'s files without giving it a worktree.
+
+    Yes for a builder with `needs_checkout = False` and a `files()` method
+    (`FileBuilder`); any other builder, including one written before those
+    existed, gets its worktree.
+    """
+    return isinstance(builder, FileBuilder) and not builder.needs_checkout
 
 
 def plan_hash(plan_markdown: str) -> str:

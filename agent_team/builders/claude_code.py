@@ -204,6 +204,7 @@ class ClaudeCodeBuilder:
     """
 
     name = "claude-code"
+    needs_checkout = True  # it works in a real checkout of the branch
 
     def __init__(
         self,

@@ -51,6 +51,7 @@ class CommandBuilder:
     """
 
     name = "command"
+    needs_checkout = True  # it works in a real checkout of the branch
 
     def __init__(self, command: str, timeout_s: float) -> None:
         """Keep the command line and its deadline.

@@ -6,6 +6,11 @@ before the builder runs (DESIGN.md §4), under a per-task lock so two
 processes cannot both build the same task. Builds of different tasks run at
 the same time; those sharing a repository take its lock only while a worktree
 is added or removed (see `agent_team.builders.worktree`).
+
+A builder that needs no checkout (`needs_checkout`, the offline builder) gets
+no worktree: its files are recorded on the branch with git plumbing
+(`agent_team.builders.plumbing`). The others work in a worktree, which is
+removed when the task ends (`agent_team.builders.cleanup`).
 """
 
 from __future__ import annotations
@@ -13,11 +18,18 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from agent_team.builders.base import Builder, BuildResult, BuildTask, plan_hash
+from agent_team.builders.base import (
+    Builder,
+    BuildResult,
+    BuildTask,
+    builds_without_checkout,
+    plan_hash,
+)
 from agent_team.builders.claude_code import ClaudeCodeBuilder
 from agent_team.builders.command import CommandBuilder
 from agent_team.builders.live_log import open_build_log
 from agent_team.builders.offline import OfflineBuilder
+from agent_team.builders.plumbing import build_on_branch, open_branch
 from agent_team.builders.worktree import (
     BUILDER_TRAILER,
     _prepare,
@@ -89,7 +101,10 @@ def run_build(
     (`reused=True`, the builder is not run) if the branch has one, else runs
     the builder. A builder that did not record its work (one not written
     against `record_build`) gets it committed for it, once, with the trailer;
-    an empty change still gets an empty record commit.
+    an empty change still gets an empty record commit. A builder that needs no
+    checkout (`FileBuilder` with `needs_checkout = False`) gets no worktree:
+    its `files()` are recorded on the branch directly, with the same commit
+    message and trailers.
 
     Args:
         builder: from `make_builder`.
@@ -107,6 +122,13 @@ def run_build(
         BuilderUnavailableError: the builder (or git) cannot run here.
     """
     digest = plan_hash(plan_markdown)
+    if builds_without_checkout(builder):
+        # No build log either: such a builder runs no process, so nothing prints to watch.
+        with task_lock(state_dir, task.task_id):
+            target = open_branch(task, repo_path=repo_path, state_dir=state_dir)
+            built = build_on_branch(builder, task, plan_markdown, target)
+        note_build(target, state_dir)
+        return built
     with task_lock(state_dir, task.task_id):
         worktree = _prepare(task, repo_path=repo_path, state_dir=state_dir)
         found = find_build(worktree, digest)

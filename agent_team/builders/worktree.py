@@ -25,7 +25,10 @@ prunes as well, is switched off for our commands and run by `run_build`
 under the same lock instead (`note_build`).
 
 Why few git processes: a build of a new task runs four (`worktree add`,
-`log`, `add`, `commit`) and a reused one three. A worktree's health is read
+`log`, `add`, `commit`) and a reused one three. (A builder that needs no
+checkout, the offline one, gets no worktree at all: `agent_team.builders.plumbing`
+records it in two. A finished task's worktree is removed:
+`agent_team.builders.cleanup`.) A worktree's health is read
 from the files git itself reads (`<worktree>/.git` and the back-pointer
 `.git/worktrees/<id>/gitdir`) instead of `git worktree list`, whose cost grows
 with the number of worktrees, and a repository is checked once per process.
@@ -53,7 +56,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agent_team.builders._proc import Completed, ProcessTimeout, inherited_env, run_process
-from agent_team.builders.base import BuildResult, BuildTask, BuildUsage, Worktree, plan_hash
+from agent_team.builders.base import (
+    BuildResult,
+    BuildTask,
+    BuildUsage,
+    TaskBranch,
+    Worktree,
+    plan_hash,
+)
 from agent_team.exceptions import BuildError, BuilderUnavailableError
 from agent_team.redact import redact, tail
 
@@ -70,8 +80,11 @@ __all__ = [
     "open_worktree",
     "prepare_worktree",
     "record_build",
+    "record_message",
+    "record_parts",
     "task_key",
     "task_lock",
+    "try_task_lock",
 ]
 
 log = logging.getLogger(__name__)
@@ -236,6 +249,27 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 @contextmanager
+def try_task_lock(state_dir: Path, task_id: str) -> Iterator[bool]:
+    """`task_lock` without waiting: yields whether it was taken (held until the block ends).
+
+    For work that may simply be skipped while a build of the task runs
+    (removing a finished task's worktree), rather than wait for that build.
+    """
+    path = state_dir.resolve() / "locks" / f"{task_key(task_id)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+b") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@contextmanager
 def task_lock(state_dir: Path, task_id: str) -> Iterator[None]:
     """Hold the task's lock: one prepare or build of a task at a time, across processes.
 
@@ -281,7 +315,14 @@ def _repo_lock(state_dir: Path, repo: _Repo) -> Iterator[None]:
 
     Keyed by the repository's git folder, where the registry (`worktrees/`) lives.
     """
-    digest = hashlib.sha256(str(repo.common_dir).encode("utf-8")).hexdigest()[:16]
+    with _registry_lock(state_dir, repo.common_dir):
+        yield
+
+
+@contextmanager
+def _registry_lock(state_dir: Path, common_dir: Path) -> Iterator[None]:
+    """`_repo_lock` by the repository's git folder (resolved), for a caller that knows only that."""
+    digest = hashlib.sha256(str(common_dir).encode("utf-8")).hexdigest()[:16]
     with _file_lock(state_dir / "locks" / "repos" / f"{digest}.lock"):
         yield
 
@@ -516,7 +557,7 @@ _builds_since_gc: dict[Path, int] = {}
 _builds_lock = threading.Lock()
 
 
-def note_build(worktree: Worktree, state_dir: Path) -> None:
+def note_build(worktree: Worktree | TaskBranch, state_dir: Path) -> None:
     """Count a new build record; at the first and every 100th, let git gc if it is due.
 
     Why here: git's own automatic gc after a commit is switched off (it prunes
@@ -526,7 +567,7 @@ def note_build(worktree: Worktree, state_dir: Path) -> None:
     repository's lock, and its failure fails nothing: the build is recorded.
 
     Args:
-        worktree: the worktree the build was recorded in.
+        worktree: the worktree or branch the build was recorded in.
         state_dir: the state folder (for the repository's lock).
     """
     repo = _KNOWN_REPOS.get(worktree.repo)
@@ -557,6 +598,68 @@ def _one_line(text: str) -> str:
     return " ".join(_CONTROL.sub(" ", text).split())
 
 
+def _stripspace(text: str) -> str:
+    """What `git commit --cleanup=whitespace` makes of a message, done here.
+
+    Why: a record made without `git commit` (see `agent_team.builders.plumbing`)
+    must carry the very message `commit_all` would have. Trailing blanks of
+    each line go (git's blanks: space, tab, CR), runs of blank lines become
+    one, blank lines at both ends go, and the text ends with one newline.
+    """
+    kept: list[str] = []
+    blank = False
+    for line in text.split("\n"):
+        line = line.rstrip(" \t\r")
+        if not line:
+            blank = True
+            continue
+        if blank and kept:
+            kept.append("")
+        blank = False
+        kept.append(line)
+    return "\n".join(kept) + "\n" if kept else ""
+
+
+def record_message(
+    message: str, key: str, plan_hash: str, trailers: Mapping[str, str] | None = None
+) -> str:
+    """The full message of a build record: `message`, then a paragraph of trailers.
+
+    The trailers are `Agent-Team-Task: <key>`, `Agent-Team-Plan: <plan_hash>`
+    and the given ones (each value on one line), already cleaned as
+    `git commit --cleanup=whitespace` would, so every way of recording a build
+    writes the same text.
+
+    Args:
+        message: subject line, then optionally a blank line and a body.
+        key: the task's key (`task_key`).
+        plan_hash: `plan_hash()` of the plan that was built.
+        trailers: more `Agent-Team-*` trailers (name to value).
+    """
+    lines = [f"{TASK_TRAILER}: {key}", f"{PLAN_TRAILER}: {plan_hash}"]
+    lines += [f"{name}: {_one_line(value)}" for name, value in (trailers or {}).items()]
+    text = message.replace("\r\n", "\n").strip() or "agent-team build"
+    return _stripspace(f"{text}\n\n" + "\n".join(lines) + "\n")
+
+
+def record_parts(
+    task: BuildTask, key: str, summary: str, *, builder: str, usage: BuildUsage | None
+) -> tuple[str, str, dict[str, str]]:
+    """A build record's subject and body, its cleaned summary and its extra trailers.
+
+    Shared by `record_build` and the checkout-free recorder, so both say the same.
+
+    Returns:
+        `(message, clean summary, trailers)` for `record_message`.
+    """
+    subject = _one_line(task.title)[:72].strip() or key
+    clean_summary = redact(_CONTROL.sub(" ", summary)).strip()
+    trailers = {BUILDER_TRAILER: builder}
+    if usage is not None:
+        trailers[USAGE_TRAILER] = json.dumps(usage.model_dump(), separators=(",", ":"))
+    return f"agent-team: {subject}\n\n{clean_summary}", clean_summary, trailers
+
+
 def _parse_trailers(message: str) -> dict[str, str]:
     # Our own parse of the last paragraph, not git's: git stops looking for
     # trailers at a `---` line, which a Markdown summary can contain.
@@ -584,7 +687,7 @@ def _usage_of(raw: str | None) -> BuildUsage | None:
         return None
 
 
-def find_build(worktree: Worktree, plan_hash: str) -> BuildResult | None:
+def find_build(worktree: Worktree | TaskBranch, plan_hash: str) -> BuildResult | None:
     """The recorded build of this plan for this task, if there is one.
 
     Looks through the history of the task branch for a commit authored by
@@ -593,7 +696,7 @@ def find_build(worktree: Worktree, plan_hash: str) -> BuildResult | None:
     HEAD that already contains another task's merged build must not reuse it.
 
     Args:
-        worktree: the task's worktree.
+        worktree: the task's worktree, or its branch when it has no checkout.
         plan_hash: `plan_hash()` of the approved plan.
 
     Returns:
@@ -664,10 +767,7 @@ def commit_all(
         The new commit's sha.
     """
     _git(worktree.path, "add", "-A", "--", ".", f":(exclude){SCRATCH_DIR}")
-    lines = [f"{TASK_TRAILER}: {worktree.key}", f"{PLAN_TRAILER}: {plan_hash}"]
-    lines += [f"{name}: {_one_line(value)}" for name, value in (trailers or {}).items()]
-    text = message.replace("\r\n", "\n").strip() or "agent-team build"
-    full = f"{text}\n\n" + "\n".join(lines) + "\n"
+    full = record_message(message, worktree.key, plan_hash, trailers)
     done = _git(
         worktree.path,
         "commit",
@@ -715,17 +815,10 @@ def record_build(
     if not isinstance(worktree, Worktree):
         worktree = open_worktree(worktree, task)
     digest = plan_hash(plan_markdown)
-    subject = _one_line(task.title)[:72].strip() or worktree.key
-    clean_summary = redact(_CONTROL.sub(" ", summary)).strip()
-    trailers = {BUILDER_TRAILER: builder}
-    if usage is not None:
-        trailers[USAGE_TRAILER] = json.dumps(usage.model_dump(), separators=(",", ":"))
-    sha = commit_all(
-        worktree,
-        f"agent-team: {subject}\n\n{clean_summary}",
-        digest,
-        trailers=trailers,
+    message, clean_summary, trailers = record_parts(
+        task, worktree.key, summary, builder=builder, usage=usage
     )
+    sha = commit_all(worktree, message, digest, trailers=trailers)
     return BuildResult(
         builder=builder,
         branch=worktree.branch,

@@ -39,11 +39,21 @@ def tick(cli: Cli, crash_at: str | None = None) -> int:
 
 
 def build_records(cli: Cli, task_id: str) -> int:
-    worktree = cli.home / "state" / "worktrees" / task_id
-    if not worktree.exists():
+    # The offline builder records on the task's branch of the default repository (no worktree).
+    repo = cli.home / "state" / "repos" / "default"
+    if not repo.exists():
         return 0
     log = subprocess.run(
-        ["git", "-C", str(worktree), "log", "--format=%(trailers:key=Agent-Team-Plan,valueonly)"],
+        [
+            "git",
+            "-C",
+            str(repo),
+            "log",
+            "--ignore-missing",
+            "--format=%(trailers:key=Agent-Team-Plan,valueonly)",
+            f"refs/heads/agent-team/{task_id}",
+            "--",
+        ],
         capture_output=True,
         text=True,
         check=True,

@@ -16,14 +16,36 @@ def journey(report: dict[str, object]) -> list[tuple[str, str]]:
     return [(t["to_phase"], t["status"]) for t in report["transitions"]]  # type: ignore[attr-defined]
 
 
+# The offline builder records on the task's branch of the default repository, with no
+# worktree: what was built is read from the branch.
+def _repo(cli: Cli) -> str:
+    return str(cli.home / "state" / "repos" / "default")
+
+
 def build_commits(cli: Cli, task_id: str) -> list[str]:
     """Commits on the task's branch that record a build (one per approved plan)."""
-    worktree = cli.home / "state" / "worktrees" / task_id
     fmt = "--format=%H %(trailers:key=Agent-Team-Plan,valueonly)"
     log = subprocess.run(
-        ["git", "-C", str(worktree), "log", fmt], capture_output=True, text=True, check=True
+        ["git", "-C", _repo(cli), "log", fmt, f"refs/heads/agent-team/{task_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return [line for line in log.splitlines() if line.split(" ", 1)[-1].strip()]
+
+
+def built_document(cli: Cli, task_id: str) -> str:
+    """The plan document the offline builder wrote, as the task's branch holds it."""
+    path = f"refs/heads/agent-team/{task_id}:docs/agent-team/{task_id}.md"
+    return subprocess.run(
+        ["git", "-C", _repo(cli), "show", path], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def has_branch(cli: Cli, task_id: str) -> bool:
+    ref = f"refs/heads/agent-team/{task_id}"
+    verify = ["git", "-C", _repo(cli), "rev-parse", "--verify", "--quiet", ref]
+    return subprocess.run(verify, capture_output=True, check=False).returncode == 0
 
 
 def assert_one_open_row_at_most(report: dict[str, object]) -> None:
@@ -62,8 +84,8 @@ def test_approve_path_builds_once_and_finishes(cli: Cli) -> None:
     assert set(report["cost_by_stage"]) == {"clarify", "plan"}
     assert report["total_tokens"] > 0
     assert len(build_commits(cli, task_id)) == 1
-    doc = cli.home / "state" / "worktrees" / task_id / "docs" / "agent-team" / f"{task_id}.md"
-    assert "Prefill the email field" in doc.read_text()
+    assert "Prefill the email field" in built_document(cli, task_id)
+    assert not (cli.home / "state" / "worktrees" / task_id).exists()
 
 
 @pytest.mark.slow
@@ -94,8 +116,7 @@ def test_edit_path_builds_the_humans_plan(cli: Cli) -> None:
     cli.answer(question["question_id"], "edit Keep it small.\n- Use localStorage instead\n- Ship")
     cli.tick()
     assert cli.show(task_id)["task"]["status"] == "done"
-    doc = cli.home / "state" / "worktrees" / task_id / "docs" / "agent-team" / f"{task_id}.md"
-    text = doc.read_text()
+    text = built_document(cli, task_id)
     assert "Use localStorage instead" in text
     assert "Store the email in a cookie" not in text
 
@@ -110,7 +131,7 @@ def test_reject_cancels_without_building(cli: Cli) -> None:
     assert report["task"]["status"] == "cancelled"
     assert ("build", "running") not in journey(report)
     assert journey(report)[-1] == ("done", "cancelled")
-    assert not (cli.home / "state" / "worktrees" / task_id).exists()
+    assert not has_branch(cli, task_id)
 
 
 @pytest.mark.slow

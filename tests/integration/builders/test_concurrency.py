@@ -3,7 +3,9 @@
 What must hold: every build succeeds and is recorded on its own branch. The
 tasks share the repository's worktree administration (`.git/worktrees/`), and
 `git worktree prune` deletes any entry it finds half-made, including one that
-another task's `git worktree add` is writing that very moment.
+another task's `git worktree add` is writing that very moment. Builds without a
+checkout (`fast-import`) share the object store and the refs instead. Both
+kinds run here: `checkout` is the offline builder made to ask for a worktree.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_team.builders import BuildResult, BuildTask, OfflineBuilder, run_build
+from agent_team.builders import BuildResult, BuildTask, CommandBuilder, OfflineBuilder, run_build
 from tests.integration.builders.conftest import GitCalls
 from tests.integration.builders.helpers import git, make_repo
 
@@ -27,7 +29,18 @@ ROUNDS = 4
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-def _build_together(tasks: list[BuildTask], repo: Path | None, state_dir: Path) -> list[str]:
+class CheckoutOffline(OfflineBuilder):
+    """The offline builder, working in a worktree as the command and claude-code builders do."""
+
+    needs_checkout = True
+
+
+BUILDERS = {"checkout": CheckoutOffline, "plumbing": OfflineBuilder}
+
+
+def _build_together(
+    tasks: list[BuildTask], repo: Path | None, state_dir: Path, kind: str = "plumbing"
+) -> list[str]:
     """Build every task in its own thread, all let go at once; the errors, as text."""
     start = threading.Barrier(len(tasks))
     errors: list[str] = []
@@ -37,7 +50,7 @@ def _build_together(tasks: list[BuildTask], repo: Path | None, state_dir: Path) 
         start.wait()
         try:
             results.append(
-                run_build(OfflineBuilder(), task, PLAN, repo_path=repo, state_dir=state_dir)
+                run_build(BUILDERS[kind](), task, PLAN, repo_path=repo, state_dir=state_dir)
             )
         except Exception as exc:
             errors.append(f"{task.task_id}: {type(exc).__name__}: {exc}")
@@ -58,15 +71,16 @@ def _branches(repo: Path) -> set[str]:
     return set(git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/").split())
 
 
+@pytest.mark.parametrize("kind", list(BUILDERS))
 @pytest.mark.parametrize("configured", [False, True], ids=["default-repo", "configured-repo"])
 def test_threads_building_different_tasks_in_one_repository_all_succeed(
-    state_dir: Path, tmp_path: Path, configured: bool
+    state_dir: Path, tmp_path: Path, configured: bool, kind: str
 ) -> None:
     repo = make_repo(tmp_path / "repo") if configured else None
     for round_no in range(ROUNDS):
         tasks = [BuildTask(f"r{round_no}-t{n}", f"Task {n}") for n in range(THREADS)]
 
-        errors = _build_together(tasks, repo, state_dir)
+        errors = _build_together(tasks, repo, state_dir, kind)
 
         assert errors == [], f"round {round_no}: {len(errors)} builds failed, first: {errors[0]}"
     built = _branches(repo or state_dir / "repos" / "default")
@@ -81,18 +95,21 @@ from pathlib import Path
 from agent_team.builders import BuildTask, OfflineBuilder, run_build
 
 state_dir, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+builder = OfflineBuilder()
+builder.needs_checkout = sys.argv[4] == "checkout"
 print("ready", flush=True)
 for round_no, _go in enumerate(sys.stdin):
     for n in range(count):
         task = BuildTask(f"{name}-r{round_no}-t{n}", f"Task {n}")
-        run_build(OfflineBuilder(), task, "# Plan\\n", repo_path=None, state_dir=state_dir)
+        run_build(builder, task, "# Plan\\n", repo_path=None, state_dir=state_dir)
     print("done", flush=True)
 """
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", list(BUILDERS))
 def test_processes_building_different_tasks_in_one_repository_all_succeed(
-    state_dir: Path,
+    state_dir: Path, kind: str
 ) -> None:
     processes, rounds, per_round = 6, 5, 2
     # The default repository exists before the race, as it does in a running system.
@@ -101,7 +118,7 @@ def test_processes_building_different_tasks_in_one_repository_all_succeed(
     )
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", _CHILD, str(state_dir), f"p{n}", str(per_round)],
+            [sys.executable, "-c", _CHILD, str(state_dir), f"p{n}", str(per_round), kind],
             cwd=REPO_ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -172,7 +189,8 @@ def test_the_worktree_registry_changes_only_under_the_repository_lock(
             assert _repository_lock_held(state_dir), f"git {' '.join(words)} ran without it"
 
     git_calls.before = check
-    builder = OfflineBuilder()
+    # A builder that works in a checkout (the offline builder records without one).
+    builder = CommandBuilder("true", timeout_s=30)
     run_build(builder, BuildTask("t1", "t1"), PLAN, repo_path=None, state_dir=state_dir)
     # A deleted worktree (add fails on the stale registration, prune, add) and a stray folder.
     shutil.rmtree(state_dir / "worktrees" / "t1")

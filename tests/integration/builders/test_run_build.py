@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_team.builders import (
+    Builder,
     BuildResult,
     BuildTask,
     CommandBuilder,
@@ -211,15 +212,25 @@ def test_a_builder_recording_by_path_is_recorded_once(task: BuildTask, state_dir
 
 # --- how many git processes a build costs --------------------------------------------------------
 
-# What a build runs once its repository is known to the process: a new task `worktree add`,
-# `log` (no record yet), `add` and `commit`; a build found after a crash `reset`, `clean`, `log`.
-FRESH_BUILD_GIT_CALLS = 4
-REUSED_BUILD_GIT_CALLS = 3
-REBUILD_GIT_CALLS = 5  # a changed plan in a healthy worktree: reset, clean, log, add, commit
+# What a build runs once its repository is known to the process. In a checkout: a new task
+# `worktree add`, `log` (no record yet), `add` and `commit`; a build found after a crash `reset`,
+# `clean`, `log`; a changed plan in a healthy worktree `reset`, `clean`, `log`, `add`, `commit`.
+# Without one (the offline builder): a new task `cat-file` (the branch is missing: no record to
+# look for) and `fast-import`; a found build `cat-file`, `log`; a changed plan all three.
+GIT_CALLS = {"checkout": (4, 3, 5), "plumbing": (2, 2, 3)}
+FRESH_BUILD_GIT_CALLS = GIT_CALLS["checkout"][0]
 
 
-def test_git_calls_per_build_stay_few_and_flat(state_dir: Path, git_calls: GitCalls) -> None:
-    builder = OfflineBuilder()
+def _builder_for(path: str) -> Builder:
+    return OfflineBuilder() if path == "plumbing" else CommandBuilder("true", timeout_s=30)
+
+
+@pytest.mark.parametrize("path", ["checkout", "plumbing"])
+def test_git_calls_per_build_stay_few_and_flat(
+    state_dir: Path, git_calls: GitCalls, path: str
+) -> None:
+    builder = _builder_for(path)
+    fresh_calls, reused_calls, rebuild_calls = GIT_CALLS[path]
 
     def build(task_id: str, plan: str = PLAN) -> list[list[str]]:
         run_build(builder, BuildTask(task_id, task_id), plan, repo_path=None, state_dir=state_dir)
@@ -229,26 +240,29 @@ def test_git_calls_per_build_stay_few_and_flat(state_dir: Path, git_calls: GitCa
     first = build("first")
     assert len(first) <= 10, first
     assert ["gc", "--auto", "--quiet"] in first
-    # Enough worktrees that a cost growing with their number would show.
+    # Enough tasks that a cost growing with their number would show.
     fresh = [build(f"t{n}") for n in range(20)]
     reused = build("t0")
     rebuilt = build("t0", PLAN + "2. More.\n")
 
-    assert max(len(calls) for calls in fresh) <= FRESH_BUILD_GIT_CALLS, fresh[-1]
-    assert len(reused) <= REUSED_BUILD_GIT_CALLS, reused
-    assert len(rebuilt) <= REBUILD_GIT_CALLS, rebuilt
+    assert max(len(calls) for calls in fresh) <= fresh_calls, fresh[-1]
+    assert len(reused) <= reused_calls, reused
+    assert len(rebuilt) <= rebuild_calls, rebuilt
     commands = {" ".join(call[:2]) for calls in [*fresh, reused, rebuilt] for call in calls}
     assert not {"worktree list", "worktree prune"} & commands, commands
+    if path == "plumbing":
+        assert not {c for c in commands if c.startswith("worktree")}, commands
 
 
+@pytest.mark.parametrize("path", ["checkout", "plumbing"])
 def test_a_configured_repository_is_checked_once_per_process(
-    state_dir: Path, tmp_path: Path, git_calls: GitCalls
+    state_dir: Path, tmp_path: Path, git_calls: GitCalls, path: str
 ) -> None:
     repo = make_repo(tmp_path / "repo")
-    builder = OfflineBuilder()
+    builder = _builder_for(path)
     run_build(builder, BuildTask("first", "first"), PLAN, repo_path=repo, state_dir=state_dir)
     git_calls.take()
 
     run_build(builder, BuildTask("second", "second"), PLAN, repo_path=repo, state_dir=state_dir)
 
-    assert len(git_calls.take()) <= FRESH_BUILD_GIT_CALLS
+    assert len(git_calls.take()) <= GIT_CALLS[path][0]

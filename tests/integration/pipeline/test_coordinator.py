@@ -77,6 +77,43 @@ def worktree(coordinator: Coordinator, task_id: str) -> Path:
     return coordinator.settings.state_dir / "worktrees" / task_id
 
 
+def built_file(coordinator: Coordinator, task_id: str, path: str) -> str | None:
+    """`path` as the task's branch holds it, or None if there is no such branch or file.
+
+    The offline builder records on the branch of the default repository without a
+    worktree, so what was built is read from git, not from a checkout.
+    """
+    assert coordinator.settings.state_dir is not None
+    repo = coordinator.settings.state_dir / "repos" / "default"
+    if not repo.is_dir():
+        return None
+    done = subprocess.run(
+        ["git", "show", f"refs/heads/agent-team/{task_id}:{path}"],
+        cwd=repo,
+        env={"PATH": os.environ.get("PATH", os.defpath), "GIT_CONFIG_NOSYSTEM": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout if done.returncode == 0 else None
+
+
+def was_built(coordinator: Coordinator, task_id: str) -> bool:
+    """Whether the task's branch exists: every build records a commit on it."""
+    assert coordinator.settings.state_dir is not None
+    repo = coordinator.settings.state_dir / "repos" / "default"
+    if not repo.is_dir():
+        return False
+    done = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"refs/heads/agent-team/{task_id}"],
+        cwd=repo,
+        env={"PATH": os.environ.get("PATH", os.defpath), "GIT_CONFIG_NOSYSTEM": "1"},
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
 # -- the happy path ----------------------------------------------------------------------------
 
 
@@ -114,10 +151,28 @@ def test_the_approve_path_runs_in_process(make_coordinator: MakeCoordinator) -> 
     assert rows[-1].note is not None and rows[-1].note.startswith(f"branch agent-team/{task_id}")
     assert {state for _, _, state in commands(coordinator, task_id)} == {"done"}
     assert usage_calls(coordinator.ledger, task_id) == {"clarify": 1, "plan": 1}
-    assert (worktree(coordinator, task_id) / "docs" / "agent-team" / f"{task_id}.md").is_file()
+    assert "Store the email in a cookie" in (
+        built_file(coordinator, task_id, f"docs/agent-team/{task_id}.md") or ""
+    )
+    assert not worktree(coordinator, task_id).exists(), "the offline builder needs no checkout"
     events = [event for tid, event, _ in transport.notices if tid == task_id]
     assert events == ["started", "waiting", "done"]
     assert transport.delivered == [question.question_id], "a resume never re-posts"
+
+
+def test_a_finished_tasks_worktree_is_removed_and_its_branch_kept(
+    make_coordinator: MakeCoordinator,
+) -> None:
+    # The command builder works in a checkout; the coordinator removes it when the task ends.
+    coordinator = make_coordinator(builder="command", build_command="echo built > built.txt")
+    task_id, question_id = wait_on_plan(coordinator)
+
+    coordinator.answer(question_id, "approve", via="cli:tester")
+    coordinator.tick(until_idle=True, timeout_s=60)
+
+    assert task_of(coordinator, task_id).status == "done"
+    assert not worktree(coordinator, task_id).exists()
+    assert built_file(coordinator, task_id, "built.txt") == "built\n"
 
 
 # -- resumes the graph no longer waits on ------------------------------------------------------
@@ -150,7 +205,7 @@ def test_a_resume_after_cancel_is_superseded_and_runs_nothing(
     assert question is not None and question.status == "superseded"
     assert journey(coordinator, task_id) == before
     assert ("build", "running") not in before
-    assert not worktree(coordinator, task_id).exists(), "nothing was built"
+    assert not was_built(coordinator, task_id), "nothing was built"
 
 
 def test_an_answer_to_a_question_the_graph_never_waited_on_is_superseded(
@@ -176,7 +231,7 @@ def test_an_answer_to_a_question_the_graph_never_waited_on_is_superseded(
     assert db.get_question(coordinator.ledger, stray).status == "superseded"  # type: ignore[union-attr]
     assert task_of(coordinator, task_id).status == "waiting"
     assert open_question(coordinator, task_id).question_id == question_id
-    assert not worktree(coordinator, task_id).exists(), "the stray approval built nothing"
+    assert not was_built(coordinator, task_id), "the stray approval built nothing"
 
 
 def test_an_answer_that_lands_behind_a_cancel_is_superseded(
@@ -195,7 +250,7 @@ def test_an_answer_that_lands_behind_a_cancel_is_superseded(
     assert task_of(coordinator, task_id).status == "cancelled"
     question = db.get_question(coordinator.ledger, question_id)
     assert question is not None and question.status == "superseded"
-    assert not worktree(coordinator, task_id).exists()
+    assert not was_built(coordinator, task_id)
     assert {state for _, _, state in commands(coordinator, task_id)} == {"done"}
 
 
@@ -214,7 +269,7 @@ def test_an_answer_recorded_while_the_task_is_terminal_is_superseded(
     assert question is not None and question.status == "superseded"
     assert task_of(coordinator, task_id).status == "cancelled"
     assert ("build", "running") not in journey(coordinator, task_id)
-    assert not worktree(coordinator, task_id).exists()
+    assert not was_built(coordinator, task_id)
 
 
 # -- deadlines and reopen ------------------------------------------------------------------------
@@ -246,7 +301,7 @@ def test_an_expired_plan_question_parks_and_is_never_approved(
     assert report.idle and report.commands == 0
     assert task_of(coordinator, task_id).status == "parked"
     assert ("build", "running") not in journey(coordinator, task_id)
-    assert not worktree(coordinator, task_id).exists(), "no default approval on timeout"
+    assert not was_built(coordinator, task_id), "no default approval on timeout"
     assert [c.kind for c in db.list_commands(coordinator.ledger, task_id=task_id)] == ["start"]
     assert coordinator.graph.get_state(thread_config(task_id)).interrupts
 
