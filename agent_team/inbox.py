@@ -52,8 +52,9 @@ def submit_task(
 ) -> str:
     """Record a task (with its audit row) and its `start` command; returns the task id.
 
-    Idempotent for a given `task_id`: a second submit changes nothing. If the
-    process dies between the two writes, the recovery sweep starts the task.
+    Idempotent for a given `task_id`: a second submit changes nothing (for a
+    finished task it queues nothing either). If the process dies between the two
+    writes, the recovery sweep starts the task.
 
     Raises:
         TaskTooLargeError: a title or body over the limits in `agent_team.limits`.
@@ -66,7 +67,7 @@ def submit_task(
             "submit a `code` task instead"
         )
     new_id = task_id or f"t{uuid.uuid4().hex[:10]}"
-    db.create_task(
+    created = db.create_task(
         ledger,
         task_id=new_id,
         kind=kind,
@@ -76,6 +77,12 @@ def submit_task(
         source_ref=source_ref,
         audit=actor.entry("submit", new_id, {"kind": kind, "source": source, "title": title[:200]}),
     )
+    if not created:
+        existing = db.get_task(ledger, new_id)
+        if existing is not None and existing.status in TERMINAL_STATUSES:
+            # Finished: nothing to start, and its `start` command may be pruned already
+            # (`db.retention`), so its id would no longer stop a second one.
+            return new_id
     payload: dict[str, Any] = {"repo": repo} if repo else {}
     db.enqueue_command(
         ledger,

@@ -9,6 +9,7 @@ from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
 from agent_team.db.records import Task, fetch_record, fetch_records
+from agent_team.db.retention import forget_finished
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import Phase, TaskKind, TaskStatus
@@ -201,7 +202,10 @@ def finished_unpruned(ledger: Reader, *, older_than: datetime, limit: int) -> li
 def mark_checkpoints_pruned(ledger: Ledger, task_ids: Sequence[str], *, at: datetime) -> int:
     """Record that finished tasks' checkpoints were deleted, all in one transaction.
 
-    `updated_at` is left alone: it stays the moment the task finished.
+    Each task marked also loses the rows nothing reads once it is finished (its
+    done commands, its released lease: `retention.forget_finished`), in the
+    same transaction. `updated_at` is left alone: it stays the moment the task
+    finished.
 
     Returns:
         How many were marked; unknown, live and already marked tasks are not.
@@ -211,13 +215,16 @@ def mark_checkpoints_pruned(ledger: Ledger, task_ids: Sequence[str], *, at: date
     stamp = to_iso(at)
 
     def work(tx: Transaction) -> int:
-        return sum(
-            tx.execute(
+        marked = 0
+        for task_id in task_ids:
+            cur = tx.execute(
                 "UPDATE tasks SET checkpoints_pruned_at = ? WHERE id = ? "
                 f"AND checkpoints_pruned_at IS NULL AND status IN {_FINISHED}",
                 (stamp, task_id),
-            ).rowcount
-            for task_id in task_ids
-        )
+            )
+            if cur.rowcount == 1:
+                forget_finished(tx, task_id)
+                marked += 1
+        return marked
 
     return ledger.write(work)

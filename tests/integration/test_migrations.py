@@ -265,10 +265,9 @@ def test_upgraded_indexes_are_all_there(old_ledger: tuple[int, Path]) -> None:
 
     names = {name for _type, name, _table, sql in read_indexes(path) if sql is not None}
     assert names == {
-        "idx_questions_thread_turn",
+        "idx_questions_thread_status",
         "idx_questions_status",
         "idx_questions_open_channel_ref",
-        "idx_budget_day",
         "idx_budget_thread",
         "idx_transitions_thread",
         "idx_transitions_one_open",
