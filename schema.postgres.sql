@@ -255,7 +255,7 @@ CREATE INDEX idx_side_effects_task ON side_effects USING btree (task_id, kind);
 
 CREATE UNIQUE INDEX idx_transitions_one_open ON task_transitions USING btree (thread_id) WHERE (exited_at IS NULL);
 
-CREATE INDEX idx_transitions_thread ON task_transitions USING btree (thread_id, entered_at);
+CREATE INDEX idx_transitions_thread ON task_transitions USING btree (thread_id);
 
 CREATE INDEX idx_tasks_created ON tasks USING btree (created_at);
 

@@ -227,7 +227,7 @@ CREATE INDEX idx_side_effects_task ON side_effects (task_id, kind);
 CREATE UNIQUE INDEX idx_transitions_one_open ON task_transitions (thread_id)
     WHERE exited_at IS NULL;
 
-CREATE INDEX idx_transitions_thread ON task_transitions (thread_id, entered_at);
+CREATE INDEX idx_transitions_thread ON task_transitions (thread_id);
 
 CREATE INDEX idx_tasks_created ON tasks (created_at);
 

@@ -329,11 +329,16 @@ _V10 = (
 #   which for `answered` is the whole history.
 # - `idx_budget_day` goes: `idx_budget_day_covering` starts with the same column and
 #   serves every read it did; one index entry less per model call.
+# - a task's transitions by `thread_id` alone: every read takes one task's few rows and
+#   sorts them, and the timestamp in each entry was a third of the table's bytes that a
+#   finished task keeps (on PostgreSQL equal keys also share one deduplicated entry).
 _V11 = (
     "ALTER TABLE pending_questions ADD COLUMN resumed_at TEXT",
     "CREATE INDEX idx_questions_thread_status ON pending_questions (thread_id, status)",
     "DROP INDEX idx_questions_thread_turn",
     "DROP INDEX idx_budget_day",
+    "DROP INDEX idx_transitions_thread",
+    "CREATE INDEX idx_transitions_thread ON task_transitions (thread_id)",
 )
 
 # Version -> statements. v5 also needs foreign keys off around its transaction.
