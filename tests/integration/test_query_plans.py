@@ -128,11 +128,11 @@ def _tracing(captured: Captured) -> type[sqlite_ledger._Connection]:
     """A ledger connection class that records each statement it (or a cursor of it) runs."""
 
     class Cursor(sqlite3.Cursor):
-        def execute(self, sql: str, params: Any = (), /) -> sqlite3.Cursor:
+        def execute(self, sql: str, params: Any = (), /) -> Any:
             captured.record(sql, params)
             return super().execute(sql, params)
 
-        def executemany(self, sql: str, seq: Any, /) -> sqlite3.Cursor:
+        def executemany(self, sql: str, seq: Any, /) -> Any:
             seq = list(seq)
             captured.record(sql, seq)
             return super().executemany(sql, seq)
