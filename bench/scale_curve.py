@@ -14,9 +14,9 @@ offline model, local transport, offline builder, as bench/pipeline.py):
    tasks left rows only in the tables it copies, so the seed is exactly what
    real finished tasks leave. Timestamps and the budget day are the
    template's: the whole history happened today, as it would at this
-   throughput. With `--real` every task runs through the graph instead.
-   Only the ledger is seeded: the offline builder's git worktrees are not
-   (bench/pipeline.py shows their cost).
+   throughput (so the daily token cap is lifted). With `--real` every task
+   runs through the graph instead. Only the ledger is seeded, not the
+   offline builder's git worktrees (bench/pipeline.py shows their cost).
 3. `--timed` real tasks run one at a time: submit, `run_pending()` until the
    plan gate (start->waiting), answer, `run_pending()` until done
    (answer->done).
@@ -26,10 +26,12 @@ offline model, local transport, offline builder, as bench/pipeline.py):
    left, and the bytes are taken again.
 
 Reported per size: the medians of both latencies over all timed tasks and
-over their first and last tenth, throughput of the timed phase, RSS (VmRSS
-before and after the timed phase, VmHWM), bytes per task before and after
-pruning; then the ratio of the largest size's figure to the smallest's: flat
-is about 1.0.
+over their first and last tenth (and, of answer->done, the time spent in
+the builder: the offline builder's git work), throughput of the timed
+phase, one budget cap check (the sum of today's budget rows that every
+model call reads first), RSS (VmRSS before and after the timed phase,
+VmHWM), bytes per task before and after pruning; then the ratio of the
+largest size's figure to the smallest's: flat is about 1.0.
 
     .venv/bin/python bench/scale_curve.py                         # 100, 1,000, 10,000 (~10 min)
     .venv/bin/python bench/scale_curve.py --sizes 100,1000        # quick (about 1 min)
@@ -76,6 +78,26 @@ AUDIT = "audit_log"
 IN_PLACE = {"audit_head", "sqlite_sequence", "schema_meta"}
 # Identity columns the copies get anew.
 AUTO_IDS = {"task_transitions": "transition_id", "budget_ledger": "entry_id", AUDIT: "seq"}
+
+
+class _BuildTimer:
+    """Wraps the graph's builder (the offline builder's git work) to time it per task."""
+
+    def __init__(self, coordinator: Any) -> None:
+        self._build = coordinator.deps.build
+        self.seconds = 0.0
+        coordinator.deps.build = self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return self._build(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - began
+
+    def take(self) -> float:
+        taken, self.seconds = self.seconds, 0.0
+        return taken
 
 
 class _Clock:
@@ -275,6 +297,9 @@ def run_size(size: int, template: int, timed: int, real: bool, tmp: Path) -> dic
         builder="offline",
         billing_mode="api",
         workers=1,
+        # The whole history is today's: with the default cap the day runs out of tokens
+        # and the timed tasks park on the budget instead of being timed.
+        daily_token_cap=10**12,
     )
     clock = _Clock()
     coordinator = build_coordinator(settings, clock=clock)
@@ -292,13 +317,22 @@ def run_size(size: int, template: int, timed: int, real: bool, tmp: Path) -> dic
         rss_before = _status_kib("VmRSS")
         start: list[float] = []
         answer: list[float] = []
+        build: list[float] = []
+        timer = _BuildTimer(coordinator)
         began = time.perf_counter()
         for i in range(timed):
             to_gate, to_done = _run_one(coordinator, f"Task {i}")
             start.append(to_gate)
             answer.append(to_done)
+            build.append(timer.take())
         elapsed = time.perf_counter() - began
         rss_after = _status_kib("VmRSS")
+        # The cap check before every model call sums today's budget rows.
+        checks: list[float] = []
+        for _ in range(50):
+            checked = time.perf_counter()
+            db.tokens_spent(coordinator.ledger, day=clock.now, billing_mode="api")
+            checks.append(time.perf_counter() - checked)
         total = db.count_tasks_by_status(coordinator.ledger)["done"]
         if total != size:
             raise SystemExit(f"the ledger holds {total} finished tasks, not {size}")
@@ -325,7 +359,9 @@ def run_size(size: int, template: int, timed: int, real: bool, tmp: Path) -> dic
         "rows_per_task": rows_per_task,
         "start": _summary(start),
         "answer": _summary(answer),
+        "build": _summary(build),
         "throughput": timed / elapsed,
+        "budget_check_s": statistics.median(checks),
         "rss_before_kib": rss_before,
         "rss_after_kib": rss_after,
         "rss_peak_kib": _status_kib("VmHWM"),
@@ -360,9 +396,13 @@ def _child(args: argparse.Namespace, size: int) -> dict[str, Any]:
 def report(results: list[dict[str, Any]], real: bool) -> None:
     how = "every task through the graph" if real else "history seeded from real tasks' rows"
     print(f"scale curve, SQLite, offline pipeline ({how}):\n")
-    print(f"{'':38}" + "".join(f"{r['size']:>14,}" for r in results) + f"{'last/first':>12}")
+    print(f"{'':46}" + "".join(f"{r['size']:>14,}" for r in results) + f"{'last/first':>12}")
     rows: list[tuple[str, list[float], str]] = []
-    for key, label in (("start", "start->waiting"), ("answer", "answer->done")):
+    for key, label in (
+        ("start", "start->waiting"),
+        ("answer", "answer->done"),
+        ("build", "  of it in the builder (git)"),
+    ):
         for stat, name in (
             ("median", "median"),
             ("first_tenth", "first tenth"),
@@ -370,6 +410,13 @@ def report(results: list[dict[str, Any]], real: bool) -> None:
         ):
             rows.append((f"{label} {name} (ms)", [r[key][stat] * 1e3 for r in results], "{:14.2f}"))
     rows.append(("throughput (tasks/s)", [r["throughput"] for r in results], "{:14.1f}"))
+    rows.append(
+        (
+            "today's budget sum, one cap check (ms)",
+            [r["budget_check_s"] * 1e3 for r in results],
+            "{:14.3f}",
+        )
+    )
     rows.append(
         ("RSS before timed tasks (MiB)", [r["rss_before_kib"] / 1024 for r in results], "{:14.1f}")
     )
@@ -392,7 +439,7 @@ def report(results: list[dict[str, Any]], real: bool) -> None:
     )
     for label, values, fmt in rows:
         ratio = values[-1] / values[0] if values[0] else float("nan")
-        print(f"{label:38}" + "".join(fmt.format(v) for v in values) + f"{ratio:11.2f}x")
+        print(f"{label:46}" + "".join(fmt.format(v) for v in values) + f"{ratio:11.2f}x")
     print()
     for r in results:
         print(
