@@ -33,7 +33,7 @@ model call reads first), RSS (VmRSS before and after the timed phase,
 VmHWM), bytes per task before and after pruning; then the ratio of the
 largest size's figure to the smallest's: flat is about 1.0.
 
-    .venv/bin/python bench/scale_curve.py                         # 100, 1,000, 10,000 (~10 min)
+    .venv/bin/python bench/scale_curve.py                         # 100, 1,000, 10,000 (~4 min)
     .venv/bin/python bench/scale_curve.py --sizes 100,1000        # quick (about 1 min)
     .venv/bin/python bench/scale_curve.py --sizes 100,1000 --real # every task through the graph
 """
