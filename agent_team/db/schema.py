@@ -339,6 +339,24 @@ _V11 = (
     "DROP INDEX idx_budget_day",
     "DROP INDEX idx_transitions_thread",
     "CREATE INDEX idx_transitions_thread ON task_transitions (thread_id)",
+    # Tasks pruned before v11 lose what the retention pass now deletes (`db.retention`):
+    # the pass never visits them again. No-ops on a new ledger.
+    """UPDATE pending_questions SET resumed_at = (SELECT c.done_at FROM commands c
+    WHERE c.command_id = 'resume:' || pending_questions.question_id)
+    WHERE resumed_at IS NULL
+    AND thread_id IN (SELECT id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)
+    AND EXISTS (SELECT 1 FROM commands c
+    WHERE c.command_id = 'resume:' || pending_questions.question_id AND c.kind = 'resume'
+    AND c.state = 'done' AND c.done_at IS NOT NULL)""",
+    """DELETE FROM commands WHERE state = 'done'
+    AND task_id IN (SELECT id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)""",
+    """INSERT INTO leases (name, epoch, takeovers)
+    SELECT 'task:', 0, n FROM (SELECT COALESCE(SUM(takeovers), 0) AS n FROM leases
+    WHERE owner IS NULL AND name IN
+    (SELECT 'task:' || id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)) AS pruned
+    WHERE n > 0""",
+    """DELETE FROM leases WHERE owner IS NULL AND name IN
+    (SELECT 'task:' || id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)""",
 )
 
 # Version -> statements. v5 also needs foreign keys off around its transaction.
