@@ -16,7 +16,8 @@ drops, in the same transaction as the mark:
   (`pending_questions.resumed_at`, v11) first, so the answer -> resume latency
   in `/metrics` stays the same. Failed commands stay: they are rare and keep
   the error an operator may look for.
-- its `task:<id>` lease row, unless someone holds it right now. A finished
+- its `task:<id>` lease row, unless someone holds it right now (a lease that
+  lapsed because its release failed goes too). A finished
   task never runs a graph again (retry takes parked tasks only, reopen and
   cancel refuse finished ones, and every command handler returns at once for
   a finished task), so no fenced write of it is left to refuse; a late
@@ -27,6 +28,7 @@ drops, in the same transaction as the mark:
 
 from __future__ import annotations
 
+from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.leases import task_lease_name
 from agent_team.db.ledger import Transaction
 from agent_team.db.questions import resume_command_id
@@ -51,8 +53,11 @@ def forget_finished(tx: Transaction, task_id: str) -> None:
     )
     tx.execute("DELETE FROM commands WHERE task_id = ? AND state = 'done'", (task_id,))
     name = task_lease_name(task_id)
-    lease = tx.fetch_one("SELECT owner, takeovers FROM leases WHERE name = ?", (name,))
-    if lease is None or lease["owner"] is not None:
+    now = to_iso(utc_now())  # lease times are the instances' own clocks (`db.leases`)
+    lease = tx.fetch_one("SELECT owner, lease_until, takeovers FROM leases WHERE name = ?", (name,))
+    if lease is None:
+        return
+    if lease["owner"] is not None and (lease["lease_until"] or "") > now:
         return  # held: a late command's run is handling it right now; leave it be
     if int(lease["takeovers"]):
         tx.execute(
@@ -60,4 +65,8 @@ def forget_finished(tx: Transaction, task_id: str) -> None:
             "DO UPDATE SET takeovers = leases.takeovers + excluded.takeovers",
             (TAKEOVER_TALLY, int(lease["takeovers"])),
         )
-    tx.execute("DELETE FROM leases WHERE name = ? AND owner IS NULL", (name,))
+    # Released, or lapsed (a release that failed): a stalled holder's fence then finds
+    # no row and its writes are refused, as after a takeover.
+    tx.execute(
+        "DELETE FROM leases WHERE name = ? AND (owner IS NULL OR lease_until <= ?)", (name, now)
+    )

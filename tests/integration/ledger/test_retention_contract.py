@@ -8,7 +8,7 @@ import pytest
 
 from agent_team import db
 from agent_team.db.storage import INCREMENTAL
-from agent_team.exceptions import LedgerInputError
+from agent_team.exceptions import FencedError, LedgerInputError
 from agent_team.task_model import TaskStatus
 
 FINISHED = {"done", "failed", "cancelled"}
@@ -171,3 +171,19 @@ def test_takeovers_of_several_pruned_tasks_add_up(ledger: db.Ledger) -> None:
 
     assert db.lease_summary(ledger).takeovers_by_kind == {"task": 4}
     assert [lease.name for lease in db.list_leases(ledger, prefix="task:")] == ["task:"]
+
+
+def test_a_lapsed_lease_of_a_finished_task_goes_like_a_released_one(ledger: db.Ledger) -> None:
+    """The run's release failed ("it runs out by itself"): the row still names its holder."""
+    _finished_task_with_history(ledger, "t-old")
+    earlier = db.utc_now() - timedelta(minutes=5)
+    stalled = db.acquire_lease(
+        ledger, name=db.task_lease_name("t-old"), owner="stalled", lease_s=30, now=earlier
+    )
+    assert stalled is not None
+
+    assert db.mark_checkpoints_pruned(ledger, ["t-old"], at=db.utc_now()) == 1
+
+    assert db.get_lease(ledger, db.task_lease_name("t-old")) is None
+    with pytest.raises(FencedError), db.fenced(stalled):  # its late writes find no lease
+        db.set_task_status(ledger, "t-old", "done")
