@@ -52,8 +52,9 @@ def submit_task(
 ) -> str:
     """Record a task (with its audit row) and its `start` command; returns the task id.
 
-    Idempotent for a given `task_id`: a second submit changes nothing. The task,
-    its audit row and its `start` command are one transaction.
+    Idempotent for a given `task_id`: a second submit changes nothing (for a
+    finished task it queues nothing either). The task, its audit row and its
+    `start` command are one transaction.
 
     Raises:
         TaskTooLargeError: a title or body over the limits in `agent_team.limits`.

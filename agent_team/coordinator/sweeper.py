@@ -176,9 +176,9 @@ class Sweeper:
                 self.ledger, command_id=command.command_id, consumer=command.claimed_by or ""
             ):
                 released += 1
-        for owner in {lease.owner for lease in db.list_leases(self.ledger)}:
+        for owner in db.lease_owners(self.ledger):
             if self._dead_here(owner):
-                db.release_leases_of(self.ledger, owner or "")
+                db.release_leases_of(self.ledger, owner)
         return released
 
     def recovery_sweep(self) -> SweepReport:

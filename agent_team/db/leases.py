@@ -29,6 +29,7 @@ __all__ = [
     "acquire_lease",
     "get_lease",
     "give_up_lease",
+    "lease_owners",
     "lease_summary",
     "list_leases",
     "release_lease",
@@ -166,6 +167,16 @@ def list_leases(reader: Reader, *, owner: str | None = None, prefix: str = "") -
         sql += " AND owner = ?"
         params.append(owner)
     return fetch_records(reader, Lease, sql + " ORDER BY name", params)
+
+
+def lease_owners(reader: Reader) -> set[str]:
+    """The instances holding a lease now or whose lease ran out unreleased (`idx_leases_owner`).
+
+    A released lease has no owner, so this reads the few held rows, not every
+    task lease the retention window keeps (the recovery sweep asks it).
+    """
+    rows = reader.fetch_all("SELECT DISTINCT owner FROM leases WHERE owner IS NOT NULL")
+    return {str(row["owner"]) for row in rows}
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ __all__ = [
 ]
 
 _OPEN = QuestionStatus.OPEN.value
+# Tasks that may still run, so may still wait on an answer.
+_LIVE_TASKS = "('queued', 'running', 'waiting', 'parked')"
 
 
 def resume_command_id(question_id: str) -> str:
@@ -275,15 +277,19 @@ def overdue_questions(ledger: Reader, now: datetime) -> list[Question]:
 
 
 def answered_without_resume(ledger: Reader) -> list[Question]:
-    """Answered questions whose `resume` command is missing (the recovery sweep's repair list).
+    """Live tasks' answered questions whose `resume` command is missing (the sweep's repairs).
 
-    One anti-join instead of a lookup per question: the sweep runs at every
-    start, and the answered history only grows.
+    Driven from the live tasks (`idx_tasks_status`), then each one's questions
+    (`idx_questions_thread_status`): answered questions only grow with history,
+    and a finished task waits on nothing, so its answers need no resume (the
+    retention pass deletes its done commands). `CROSS JOIN` keeps SQLite's
+    join order; PostgreSQL plans it as an inner join.
     """
     return fetch_records(
         ledger,
         Question,
-        "SELECT q.* FROM pending_questions AS q WHERE q.status = 'answered' AND NOT EXISTS "
-        "(SELECT 1 FROM commands AS c WHERE c.command_id = 'resume:' || q.question_id) "
-        "ORDER BY q.rowid",
+        "SELECT q.* FROM tasks AS t CROSS JOIN pending_questions AS q "
+        f"WHERE t.status IN {_LIVE_TASKS} AND q.thread_id = t.id AND q.status = 'answered' "
+        "AND NOT EXISTS (SELECT 1 FROM commands AS c WHERE c.command_id = 'resume:' || "
+        "q.question_id) ORDER BY q.rowid",
     )

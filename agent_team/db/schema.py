@@ -1,7 +1,7 @@
 """The ledger's schema, version by version, and the migration that walks it.
 
 A fresh ledger is made by the same steps that upgrade an old one (v0 -> v1 ->
-... -> v9), so there is one path to the current schema and `schema.sql` is a
+... -> v11), so there is one path to the current schema and `schema.sql` is a
 dump of what that path produces. The statements of a released version are
 history: never edit them, add a new version instead (CONTRIBUTING.md).
 
@@ -34,7 +34,7 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -319,6 +319,46 @@ _V10 = (
 )""",
 )
 
+# v11 (bytes per finished task, a flat cost per task):
+# - `resumed_at`: when a question's resume command finished, copied onto the question when
+#   the retention pass deletes a finished task's done commands, so the answer -> resume
+#   latency (`/metrics`) outlives them. NULL while the command itself is kept.
+# - a task's questions by `(thread_id, status)` instead of `(thread_id, turn)` (nothing
+#   reads by turn): with `status = ? AND thread_id = ?`, or a join on `thread_id` with a
+#   status, SQLite picked `idx_questions_status` and walked every question in that status,
+#   which for `answered` is the whole history.
+# - `idx_budget_day` goes: `idx_budget_day_covering` starts with the same column and
+#   serves every read it did; one index entry less per model call.
+# - a task's transitions by `thread_id` alone: every read takes one task's few rows and
+#   sorts them, and the timestamp in each entry was a third of the table's bytes that a
+#   finished task keeps (on PostgreSQL equal keys also share one deduplicated entry).
+_V11 = (
+    "ALTER TABLE pending_questions ADD COLUMN resumed_at TEXT",
+    "CREATE INDEX idx_questions_thread_status ON pending_questions (thread_id, status)",
+    "DROP INDEX idx_questions_thread_turn",
+    "DROP INDEX idx_budget_day",
+    "DROP INDEX idx_transitions_thread",
+    "CREATE INDEX idx_transitions_thread ON task_transitions (thread_id)",
+    # Tasks pruned before v11 lose what the retention pass now deletes (`db.retention`):
+    # the pass never visits them again. No-ops on a new ledger.
+    """UPDATE pending_questions SET resumed_at = (SELECT c.done_at FROM commands c
+    WHERE c.command_id = 'resume:' || pending_questions.question_id)
+    WHERE resumed_at IS NULL
+    AND thread_id IN (SELECT id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)
+    AND EXISTS (SELECT 1 FROM commands c
+    WHERE c.command_id = 'resume:' || pending_questions.question_id AND c.kind = 'resume'
+    AND c.state = 'done' AND c.done_at IS NOT NULL)""",
+    """DELETE FROM commands WHERE state = 'done'
+    AND task_id IN (SELECT id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)""",
+    """INSERT INTO leases (name, epoch, takeovers)
+    SELECT 'task:', 0, n FROM (SELECT COALESCE(SUM(takeovers), 0) AS n FROM leases
+    WHERE owner IS NULL AND name IN
+    (SELECT 'task:' || id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)) AS pruned
+    WHERE n > 0""",
+    """DELETE FROM leases WHERE owner IS NULL AND name IN
+    (SELECT 'task:' || id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)""",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -331,6 +371,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
     8: _V8,
     9: _V9,
     10: _V10,
+    11: _V11,
 }
 _FOREIGN_KEYS_OFF = frozenset({5})
 
@@ -367,6 +408,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "answered_via",
         "kind",
         "payload_json",
+        "resumed_at",
     ),
     "budget_ledger": (
         "entry_id",
@@ -585,7 +627,30 @@ def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> int:
                 conn.execute("PRAGMA foreign_keys = ON")
         else:
             _apply_step(conn, version, statements)
+    if target > current:
+        _give_back_free_pages(conn)
     return schema_version(conn)
+
+
+def _give_back_free_pages(conn: sqlite3.Connection) -> None:
+    """Return the pages a step freed (v11 drops indexes) on a file in incremental mode.
+
+    So a new ledger starts with no free pages, and an upgraded one does not keep
+    a dropped index's room for ever (the retention pass reclaims only what it frees).
+    """
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # 2: INCREMENTAL
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+        # One page per step, and Python's sqlite3 stops at the pragma's first (empty) row.
+        for _ in range(int(free)):
+            conn.execute("PRAGMA incremental_vacuum")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def init_db(path: str | Path) -> int:

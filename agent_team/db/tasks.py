@@ -11,9 +11,10 @@ from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.commands import insert_command
 from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
 from agent_team.db.records import Task, fetch_record, fetch_records
+from agent_team.db.retention import forget_finished
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
-from agent_team.task_model import CommandKind, Phase, TaskKind, TaskStatus
+from agent_team.task_model import TERMINAL_STATUSES, CommandKind, Phase, TaskKind, TaskStatus
 
 __all__ = [
     "StartCommand",
@@ -59,7 +60,8 @@ def create_task(
     """Record a new task as `queued` in phase `intake` (and its audit row, in one transaction).
 
     With `start`, its start command is queued in the same transaction, even when
-    the task exists already (a submit retried after a crash before it was queued).
+    the task exists already (a submit retried after a crash before it was queued),
+    unless that task has finished.
 
     Returns:
         True if created; False if a task with this id already exists (unchanged).
@@ -79,7 +81,9 @@ def create_task(
         created = cur.rowcount == 1
         if created and audit is not None:
             append_audit(tx, audit)
-        if start is not None:
+        # A finished task starts nothing: its `start` command may be pruned already
+        # (`db.retention`), so that id would no longer stop a second one.
+        if start is not None and (created or not _finished(tx, task_id)):
             insert_command(
                 tx,
                 ledger.dialect,
@@ -92,6 +96,11 @@ def create_task(
 
     # Submissions come in bursts too (a webhook storm, a script): share commits.
     return ledger.write_together(work)
+
+
+def _finished(tx: Transaction, task_id: str) -> bool:
+    row = tx.fetch_one("SELECT status FROM tasks WHERE id = ?", (task_id,))
+    return row is not None and row["status"] in TERMINAL_STATUSES
 
 
 def get_task(ledger: Reader, task_id: str) -> Task | None:
@@ -226,7 +235,10 @@ def finished_unpruned(ledger: Reader, *, older_than: datetime, limit: int) -> li
 def mark_checkpoints_pruned(ledger: Ledger, task_ids: Sequence[str], *, at: datetime) -> int:
     """Record that finished tasks' checkpoints were deleted, all in one transaction.
 
-    `updated_at` is left alone: it stays the moment the task finished.
+    Each task marked also loses the rows nothing reads once it is finished (its
+    done commands, its released lease: `retention.forget_finished`), in the
+    same transaction. `updated_at` is left alone: it stays the moment the task
+    finished.
 
     Returns:
         How many were marked; unknown, live and already marked tasks are not.
@@ -236,13 +248,16 @@ def mark_checkpoints_pruned(ledger: Ledger, task_ids: Sequence[str], *, at: date
     stamp = to_iso(at)
 
     def work(tx: Transaction) -> int:
-        return sum(
-            tx.execute(
+        marked = 0
+        for task_id in task_ids:
+            cur = tx.execute(
                 "UPDATE tasks SET checkpoints_pruned_at = ? WHERE id = ? "
                 f"AND checkpoints_pruned_at IS NULL AND status IN {_FINISHED}",
                 (stamp, task_id),
-            ).rowcount
-            for task_id in task_ids
-        )
+            )
+            if cur.rowcount == 1:
+                forget_finished(tx, task_id)
+                marked += 1
+        return marked
 
     return ledger.write(work)

@@ -265,10 +265,9 @@ def test_upgraded_indexes_are_all_there(old_ledger: tuple[int, Path]) -> None:
 
     names = {name for _type, name, _table, sql in read_indexes(path) if sql is not None}
     assert names == {
-        "idx_questions_thread_turn",
+        "idx_questions_thread_status",
         "idx_questions_status",
         "idx_questions_open_channel_ref",
-        "idx_budget_day",
         "idx_budget_thread",
         "idx_transitions_thread",
         "idx_transitions_one_open",
@@ -699,3 +698,47 @@ def test_processes_starting_together_all_reach_current(
     if start == "v4":
         before.pop("schema_meta")
         assert_rows_kept(before, after)
+
+
+def test_v11_drops_what_tasks_pruned_before_it_no_longer_need(tmp_path: Path) -> None:
+    """The retention pass never visits a pruned task again, so v11 does its new part once."""
+    path = tmp_path / "v10.db"
+    with raw_connect(path) as raw:
+        raw.isolation_level = None
+        assert schema.migrate(raw, target=10) == 10
+        raw.executescript(
+            """
+            INSERT INTO tasks (id, kind, source, title, status, phase, created_at, updated_at,
+                checkpoints_pruned_at)
+            VALUES ('t-pruned', 'code', 'cli', 'Old', 'done', 'done', 'a', 'b', 'c'),
+                   ('t-done', 'code', 'cli', 'Kept', 'done', 'done', 'a', 'b', NULL);
+            INSERT INTO pending_questions (question_id, thread_id, turn, status, transport,
+                answered_at)
+            VALUES ('t-pruned:q1', 't-pruned', 1, 'answered', 'local', 'x'),
+                   ('t-done:q1', 't-done', 1, 'answered', 'local', 'x');
+            INSERT INTO commands (command_id, kind, task_id, state, created_at, done_at, error)
+            VALUES ('start:t-pruned', 'start', 't-pruned', 'done', 'a', 'd1', NULL),
+                   ('resume:t-pruned:q1', 'resume', 't-pruned', 'done', 'a', 'd2', NULL),
+                   ('recover:t-pruned:1', 'start', 't-pruned', 'failed', 'a', 'd3', 'boom'),
+                   ('resume:t-done:q1', 'resume', 't-done', 'done', 'a', 'd4', NULL);
+            INSERT INTO leases (name, owner, epoch, takeovers)
+            VALUES ('task:t-pruned', NULL, 3, 2), ('task:t-done', NULL, 1, 1);
+            """
+        )
+
+    assert db.init_db(path) == SCHEMA_VERSION
+
+    with raw_connect(path) as raw:
+        assert raw.execute("SELECT command_id FROM commands ORDER BY command_id").fetchall() == [
+            ("recover:t-pruned:1",),
+            ("resume:t-done:q1",),
+        ]
+        assert raw.execute(
+            "SELECT question_id, resumed_at FROM pending_questions ORDER BY question_id"
+        ).fetchall() == [("t-done:q1", None), ("t-pruned:q1", "d2")]
+        assert raw.execute(
+            "SELECT name, owner, epoch, takeovers FROM leases ORDER BY name"
+        ).fetchall() == [
+            ("task:", None, 0, 2),
+            ("task:t-done", None, 1, 1),
+        ]

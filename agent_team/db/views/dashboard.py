@@ -133,12 +133,17 @@ def open_questions_summary(ledger: Reader) -> OpenQuestions:
 
 
 def answer_resume_times(ledger: Reader) -> list[AnswerResume]:
-    """Answered questions whose resume command is done, for the answer -> resume latency."""
+    """Answered questions whose resume command is done, for the answer -> resume latency.
+
+    A pruned finished task's done commands are deleted; its questions keep when
+    the resume finished in `resumed_at` (`db.retention`), so the figure stays.
+    """
     rows = ledger.fetch_all(
-        "SELECT q.question_id, q.answered_at, c.done_at FROM pending_questions q "
-        "JOIN commands c ON c.command_id = ? || q.question_id "
-        "WHERE q.answered_at IS NOT NULL AND c.kind = ? AND c.state = ? "
-        "AND c.done_at IS NOT NULL ORDER BY q.rowid",
+        "SELECT q.question_id, q.answered_at, COALESCE(q.resumed_at, c.done_at) AS done_at "
+        "FROM pending_questions q LEFT JOIN commands c ON c.command_id = ? || q.question_id "
+        "AND c.kind = ? AND c.state = ? "
+        "WHERE q.answered_at IS NOT NULL AND COALESCE(q.resumed_at, c.done_at) IS NOT NULL "
+        "ORDER BY q.rowid",
         (resume_command_id(""), CommandKind.RESUME.value, CommandState.DONE.value),
     )
     return [AnswerResume(row["question_id"], row["answered_at"], row["done_at"]) for row in rows]

@@ -250,6 +250,8 @@ def test_overdue_questions_are_open_ones_past_their_deadline(ledger: db.Ledger) 
 def test_answered_without_resume_lists_only_answers_missing_their_command(
     ledger: db.Ledger,
 ) -> None:
+    db.create_task(ledger, task_id="task-1", kind="code", title="Live")
+    db.set_task_status(ledger, "task-1", "waiting")
     ask(ledger, "q1")
     ask(ledger, "q2", turn=2)
     ask(ledger, "q3", turn=3)
@@ -258,3 +260,19 @@ def test_answered_without_resume_lists_only_answers_missing_their_command(
     assert db.answered_without_resume(ledger) == []
     ledger.execute("DELETE FROM commands WHERE command_id = 'resume:q2'")  # a legacy ledger
     assert [q.question_id for q in db.answered_without_resume(ledger)] == ["q2"]
+
+
+def test_answered_without_resume_skips_finished_and_unknown_tasks(ledger: db.Ledger) -> None:
+    """A finished task waits on nothing: the retention pass deletes its done resume commands,
+    and the sweep must not queue them again (a resume of a pruned task supersedes its answer)."""
+    for task_id, status in (("t-done", "done"), ("t-failed", "failed"), ("t-parked", "parked")):
+        db.create_task(ledger, task_id=task_id, kind="code", title=status)
+        reason = "needs_operator" if status == "parked" else None
+        db.set_task_status(ledger, task_id, status, parked_reason=reason)
+        ask(ledger, f"{task_id}:q1", thread_id=task_id)
+        answer(ledger, f"{task_id}:q1")
+    ask(ledger, "orphan:q1", thread_id="orphan")
+    answer(ledger, "orphan:q1")
+    ledger.execute("DELETE FROM commands")
+
+    assert [q.question_id for q in db.answered_without_resume(ledger)] == ["t-parked:q1"]

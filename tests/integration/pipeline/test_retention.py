@@ -286,8 +286,17 @@ def test_a_pruned_task_reads_the_same_in_show_the_api_and_the_page(
     runner = CliRunner()
     before = _views(coordinator, task_id, runner, env)
 
+    ledger = coordinator.ledger
+    assert len(db.list_commands(ledger, task_id=task_id, state="done")) == 3  # start, 2 resumes
+    assert db.get_lease(ledger, db.task_lease_name(task_id)) is not None
+    metrics_before = _answer_resume_metrics(coordinator)
+
     assert coordinator.prune_checkpoints() == 1
     assert not has_checkpoint(coordinator, task_id)
+    # Nothing people read needs its commands or its lease any more: both are gone.
+    assert db.list_commands(ledger, task_id=task_id) == []
+    assert db.get_lease(ledger, db.task_lease_name(task_id)) is None
+    assert _answer_resume_metrics(coordinator) == metrics_before
     after = _views(coordinator, task_id, runner, env)
 
     pruned_at = task_of(coordinator, task_id).checkpoints_pruned_at
@@ -312,6 +321,41 @@ def test_a_pruned_task_reads_the_same_in_show_the_api_and_the_page(
     # The page shows the approved plan; `?plan=1` the one ada sent back.
     assert "Address review feedback: log it" in after["page"]
     assert "Address review feedback: log it" not in after["plan"]
+
+
+def _answer_resume_metrics(coordinator: Coordinator) -> list[str]:
+    """The answer -> resume histogram's lines in `/metrics` (it reads the resume commands)."""
+    ctx = DashboardContext(
+        settings=coordinator.settings, coordinator=coordinator, clock=coordinator.clock
+    )
+    with TestClient(create_app(ctx)) as client:
+        served = client.get("/metrics")
+    assert served.status_code == 200
+    lines = [
+        line
+        for line in served.text.splitlines()
+        if line.startswith("agent_team_answer_resume_seconds")
+    ]
+    assert any(line.startswith("agent_team_answer_resume_seconds_count") for line in lines)
+    return lines
+
+
+def test_a_pruned_task_is_not_started_again_by_a_second_submit(make: Make) -> None:
+    clock = Clock()
+    coordinator = make(clock=clock)
+    task_id = run_to_done(coordinator)
+    clock.advance(days=8)
+    assert coordinator.prune_checkpoints() == 1
+
+    # Its `start:<id>` command is gone, so only the finished status stops a second one.
+    assert coordinator.start_task(title="Remember the email", body=LONG_BODY, task_id=task_id) == (
+        task_id
+    )
+
+    assert db.list_commands(coordinator.ledger, task_id=task_id) == []
+    assert coordinator.tick(until_idle=True, timeout_s=60).commands == 0
+    assert task_of(coordinator, task_id).status == "done"
+    assert db.get_lease(coordinator.ledger, db.task_lease_name(task_id)) is None
 
 
 def _strip_pruned(html: str) -> str:
