@@ -174,13 +174,13 @@ class Ledger(Reader, Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-def write_statement(ledger: Ledger, sql: str, params: Params = ()) -> int:
+def write_statement(ledger: Ledger, sql: str, params: Params = (), *, flush: bool = True) -> int:
     """One statement in a write transaction of its own; how many rows it changed.
 
     Most compare-and-sets are exactly this: the `WHERE` holds the expected
     state, and a count of 0 means another writer got there first.
     """
-    return ledger.write(lambda tx: tx.execute(sql, params).rowcount)
+    return ledger.write(lambda tx: tx.execute(sql, params).rowcount, flush=flush)
 
 
 def where_equal(filters: dict[str, object | None]) -> tuple[str, list[object]]:

@@ -84,6 +84,9 @@ def ensure_question(
             "transport, deadline_at, payload_json) VALUES (?, ?, ?, ?, 'open', ?, ?, ?) "
             "ON CONFLICT (question_id) DO NOTHING",
             (question_id, thread_id, turn, kind, transport, deadline, payload_json),
+            # The gate's `interrupt()` saves its checkpoint next, with a flush, in the same
+            # step and before the question is posted anywhere (`record_delivery` flushes).
+            flush=False,
         )
         == 1
     )

@@ -16,11 +16,12 @@ import pytest
 from agent_team import db
 from tests.integration.pipeline.conftest import LONG_BODY, MakeCoordinator, task_of
 
-# submit, claim, 2 model calls, the question, its delivery, the claim done with the lease;
-# then the answer, the resume's claim, the task's end, the claim done with the lease.
-FLUSHED_PER_TASK = 11
-# intake, clarify, plan, plan_review, waiting; plan_review again on resume, build, done.
-HISTORY_PER_TASK = 8
+# submit, claim, 2 model calls, its delivery, the claim done with the lease; then the
+# answer, the resume's claim, the claim done with the lease.
+FLUSHED_PER_TASK = 9
+# intake, clarify, plan, plan_review, the question, waiting; plan_review again on resume,
+# build, done, the task's end (each made durable by the flushed commit that follows it).
+HISTORY_PER_TASK = 10
 
 
 def test_one_task_from_submit_to_done_costs_a_known_number_of_commits(
