@@ -295,6 +295,8 @@ class Worker:
             log.exception("could not renew %d lease(s)", len(fences))
             return set()
         lost = {name.removeprefix("task:") for name in {f.name for f in fences.values()} - held}
-        for task_id in sorted(lost):
+        # A run that ended meanwhile gave its lease up itself: not lost, nothing to say.
+        still = self.running
+        for task_id in sorted(t for t in lost if still.get(t) == fences.get(t)):
             log.warning("task %s: lease lost to another instance; its run will stop", task_id)
         return {name.removeprefix("task:") for name in held}

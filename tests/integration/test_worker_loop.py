@@ -111,3 +111,36 @@ def test_an_answer_from_another_process_is_found_by_polling(tmp_path: Path) -> N
         coordinator.wake.set()
         thread.join(timeout=30)
         coordinator.close()
+
+
+def test_a_lease_given_up_by_its_own_run_is_not_reported_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = load_settings(db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state")
+    coordinator = build_coordinator(settings)
+    try:
+        worker = coordinator.worker
+        ledger = coordinator.ledger
+        ended = db.acquire_lease(ledger, name="task:ended", owner=worker.consumer, lease_s=30)
+        stolen = db.acquire_lease(ledger, name="task:stolen", owner=worker.consumer, lease_s=30)
+        assert ended is not None and stolen is not None
+        worker._held.update({"ended": ended, "stolen": stolen})
+        real_renew = db.renew_leases
+
+        def run_ends_meanwhile(*args: object, **kwargs: object) -> set[str]:
+            # Between the renewer's look at the runs and its write: `ended`'s run finishes
+            # and gives its lease up; `stolen`'s lease is taken by another instance.
+            db.release_lease(ledger, ended)
+            worker._held.pop("ended")
+            db.release_lease(ledger, stolen)
+            assert db.acquire_lease(ledger, name="task:stolen", owner="other", lease_s=30)
+            return real_renew(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(db, "renew_leases", run_ends_meanwhile)
+        with caplog.at_level("WARNING"):
+            assert worker.renew() == set()
+        lost = [r.getMessage() for r in caplog.records if "lease lost" in r.getMessage()]
+        assert lost == ["task stolen: lease lost to another instance; its run will stop"]
+    finally:
+        worker._held.clear()
+        coordinator.close()
