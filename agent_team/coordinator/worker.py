@@ -53,6 +53,14 @@ def instance_id() -> str:
             moment = moment.replace(microsecond=(moment.microsecond + 1) % 1_000_000)
 
 
+class _TaskLock:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+
+
 class Worker:
     """The claims, the pool, the leases and the runs in flight of one process."""
 
@@ -67,7 +75,7 @@ class Worker:
         self.wake = threading.Event()
         self.fenced_runs = 0  # runs stopped because another instance took their task over
         self.outages = 0  # runs stopped because the database could not be reached
-        self._locks: dict[str, threading.Lock] = {}
+        self._locks: dict[str, _TaskLock] = {}
         self._locks_guard = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-team-run")
         self._in_flight: set[Future[None]] = set()
@@ -98,10 +106,21 @@ class Worker:
 
     @contextmanager
     def _task_lock(self, task_id: str) -> Iterator[None]:
+        """One job per task at a time. An entry lives only while some job holds or waits for
+        it (a count), so the map does not keep one lock per task ever run."""
         with self._locks_guard:
-            lock = self._locks.setdefault(task_id, threading.Lock())
-        with lock:
-            yield
+            entry = self._locks.get(task_id)
+            if entry is None:
+                entry = self._locks[task_id] = _TaskLock()
+            entry.users += 1
+        try:
+            with entry.lock:
+                yield
+        finally:
+            with self._locks_guard:
+                entry.users -= 1
+                if entry.users == 0:
+                    del self._locks[task_id]
 
     def dispatch(self, slots: int) -> list[Future[None]]:
         """Claim up to `slots` runnable commands and start them; every finished job sets `wake`."""

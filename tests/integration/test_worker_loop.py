@@ -144,3 +144,15 @@ def test_a_lease_given_up_by_its_own_run_is_not_reported_lost(
     finally:
         worker._held.clear()
         coordinator.close()
+
+
+def test_the_worker_keeps_no_lock_for_tasks_that_ran(tmp_path: Path) -> None:
+    settings = load_settings(db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state")
+    coordinator = build_coordinator(settings)
+    try:
+        for i in range(3):
+            coordinator.start_task(title=f"Task {i}", body="Keep the lock map small, please.")
+        coordinator.tick(until_idle=True, timeout_s=120)
+        assert coordinator.worker._locks == {}
+    finally:
+        coordinator.close()
