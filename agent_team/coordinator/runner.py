@@ -287,6 +287,7 @@ class GraphRunner:
                 question_id=question.question_id,
                 channel_ref=ref,
                 posted_at=self.clock(),
+                flush=getattr(self.transport, "posts", True),
             ):
                 delivered += 1
         return delivered

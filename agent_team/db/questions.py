@@ -98,8 +98,12 @@ def record_delivery(
     question_id: str,
     channel_ref: str,
     posted_at: datetime | None = None,
+    flush: bool = True,
 ) -> bool:
     """Remember where a question was posted; only fills a missing `channel_ref` on an open row.
+
+    `flush=False` only where nothing left the process (the local transport): then the
+    row is bookkeeping, and the run's next flushed commit makes it durable.
 
     Raises:
         LedgerInputError: another open question already has this `channel_ref`.
@@ -122,7 +126,7 @@ def record_delivery(
             ) from exc
         return cur.rowcount == 1
 
-    return ledger.write(work)
+    return ledger.write(work, flush=flush)
 
 
 def answer_question(

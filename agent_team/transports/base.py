@@ -18,6 +18,9 @@ class Transport(Protocol):
     """Posts questions and task notifications where people look."""
 
     name: str
+    # Whether `deliver` posts outside the process (Slack: yes). A transport that does not
+    # say is taken to post, so its deliveries are recorded with a flush.
+    posts: bool
 
     def deliver(self, question: Question, task: Task) -> str:
         """Post `question` and return its `channel_ref` (the handle answers come back on)."""

@@ -16,6 +16,7 @@ class LocalTransport:
     """Nothing to post: the ledger row *is* the question; `channel_ref` names it."""
 
     name = "local"
+    posts = False  # the ledger row is the question; nothing leaves the process
 
     def deliver(self, question: Question, task: Task) -> str:
         log.info(

@@ -118,6 +118,7 @@ class SlackTransport:
     """Posts questions, outcomes, reminders and task notices; safe to share between threads."""
 
     name = "slack"
+    posts = True
 
     def __init__(
         self,
