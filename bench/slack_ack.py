@@ -270,6 +270,7 @@ class Level:
     health_alone: list[float] = field(default_factory=list)
     resumes: dict[str, list[float]] = field(default_factory=lambda: {"slack": [], "direct": []})
     picked: dict[str, list[float]] = field(default_factory=lambda: {"slack": [], "direct": []})
+    slowest: list[float] = field(default_factory=list)  # each burst's slowest ack, in order
 
 
 def main() -> None:
@@ -342,6 +343,9 @@ def main() -> None:
                             (level.acks if request[0] == "POST" else level.health_in_burst).append(
                                 elapsed
                             )
+                        level.slowest.append(
+                            max(t for r, t in zip(mixed, times, strict=True) if r[0] == "POST")
+                        )
                         notes += level.concurrency - 1
                     else:
                         daemon.coordinator.answer(qid, "approve", via="bench")
@@ -411,6 +415,12 @@ def main() -> None:
             f"       GET /healthz, alone       p50 {ms(before, 50):7.1f} ms  "
             f"p99 {ms(before, 99):7.1f} ms   ack/healthz p50 {ratio(acks, before, 50):.2f}x  "
             f"p99 {ratio(acks, before, 99):.2f}x"
+        )
+        slowest = sorted(range(len(level.slowest)), key=lambda i: -level.slowest[i])[:3]
+        print(
+            "       slowest bursts (round: slowest ack): "
+            + ", ".join(f"{i + 1}: {level.slowest[i] * 1000:.0f} ms" for i in slowest)
+            + f"; median burst {percentile(level.slowest, 50) * 1000:.0f} ms"
         )
         for label, values in (("node entry", level.resumes), ("worker pick-up", level.picked)):
             slack, direct = values["slack"], values["direct"]
