@@ -4,18 +4,21 @@ One run starts the real daemon in this process (`Daemon(settings).run()` in
 a thread, the dashboard's uvicorn server on an ephemeral loopback port,
 `AGENT_TEAM_TRANSPORT=slack`, offline model and builder). Slack's side runs
 in a second process: the loopback Web API from `tests/fakes/slack_api.py`
-and the load generator. Then, for each of `--rounds` tasks:
+and the load generator. Then, for each `--concurrency` level (50 and 200 by
+default) and each of `--rounds` tasks:
 
     1. submit a task and wait until its plan question is posted (channel_ref set);
-    2. fire `--concurrency` (50) signed answers at once from as many threads,
-       each with its own connection, released by a barrier: two in three are
+    2. a burst of as many `GET /healthz` alone (the baseline without answers);
+    3. fire that many signed answers at once from as many threads, each with
+       its own connection, released by a barrier: two in three are
        `block_actions` Approve clicks, one in three thread replies "approve";
-    3. time each request -> HTTP 200 (the ack Slack waits at most 3 s for);
-    4. from the winning answer's `answered_at` to the resume run starting,
+       one `GET /healthz` in ten rides in the same burst, interleaved;
+    4. time each request -> HTTP 200 (the ack Slack waits at most 3 s for);
+    5. from the winning answer's `answered_at` to the resume run starting,
        twice: the worker picking the resume up (a hook on `GraphRunner.resume`
        in this script) and the graph re-entering `plan_review` (the task's next
        `plan_review running` transition in the ledger);
-    5. wait until the task is done and every late answer's private note is
+    6. wait until the task is done and every late answer's private note is
        out before the next round.
 
 Then the same answers once more, one at a time (each is a late answer by
@@ -23,14 +26,18 @@ then): the per-request cost without queueing.
 
 Baselines in the same run, same server, same client setup:
 
-    ack      `--concurrency` concurrent GET /healthz (the cheapest endpoint);
+    ack      `/healthz` under the same burst (the goal's yardstick: the answers'
+             p99 over the p99 of the `/healthz` requests sent among them), and a
+             burst of `/healthz` alone, the same size, just before;
     resume   an answer given in-process with `Coordinator.answer` (what the
              CLI and dashboard do), timed the same way on `--rounds` more tasks.
 
-Targets: p99 ack <= 50 ms; answer -> resume start p50 <= 20 ms.
+Targets: p99 ack <= 50 ms at 50 concurrent answers and <= 1.2x `/healthz`
+p99 in the same burst; answer -> resume start p50 <= 20 ms.
 
-    .venv/bin/python bench/slack_ack.py               # 20 rounds (about 30 s)
-    .venv/bin/python bench/slack_ack.py --rounds 5    # quick run
+    .venv/bin/python bench/slack_ack.py                   # 20 rounds at 50, 20 at 200 (about 1 min)
+    .venv/bin/python bench/slack_ack.py --rounds 5        # quick run
+    .venv/bin/python bench/slack_ack.py --concurrency 50  # one level only
 
 This is a benchmark, not a test; only the figures and ratios within one run mean anything.
 """
@@ -51,6 +58,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -235,10 +243,40 @@ def resume_started(conn: db.Ledger, task_id: str, answered_at: str) -> datetime 
     return None
 
 
+HEALTH_EVERY = 10  # one /healthz in this many requests of an answer burst
+
+
+def mixed_burst(answers: list[Request], health: Request) -> list[Request]:
+    """The answers with one `/healthz` after every `HEALTH_EVERY - 1`, at least 5 in all."""
+    count = max(5, len(answers) // HEALTH_EVERY)
+    step = max(1, len(answers) // count)
+    mixed: list[Request] = []
+    added = 0
+    for i, request in enumerate(answers):
+        mixed.append(request)
+        if i % step == step - 1 and added < count:
+            mixed.append(health)
+            added += 1
+    return mixed
+
+
+@dataclass
+class Level:
+    """What one concurrency level measured (seconds)."""
+
+    concurrency: int
+    acks: list[float] = field(default_factory=list)
+    health_in_burst: list[float] = field(default_factory=list)
+    health_alone: list[float] = field(default_factory=list)
+    resumes: dict[str, list[float]] = field(default_factory=lambda: {"slack": [], "direct": []})
+    picked: dict[str, list[float]] = field(default_factory=lambda: {"slack": [], "direct": []})
+    slowest: list[float] = field(default_factory=list)  # each burst's slowest ack, in order
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[50, 200])
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     spawn = multiprocessing.get_context("spawn")
@@ -249,6 +287,9 @@ def main() -> None:
     if not from_child.poll(60):
         raise SystemExit("the Slack-side process did not start; see its traceback above")
     slack_api_url: str = from_child.recv()
+    levels = [Level(n) for n in args.concurrency]
+    alone: list[float] = []
+    alone_health: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(
             db_path=Path(tmp) / "agent-team.db",
@@ -268,70 +309,76 @@ def main() -> None:
         thread.start()
         wait_for(lambda: daemon.bound is not None, "the daemon")
         url = daemon.url + "slack/events"
+        health: Request = ("GET", daemon.url + "healthz", None, {})
         conn = db.open_ledger(settings.db_path)
-        acks: list[float] = []
-        baseline_acks: list[float] = []
-        alone: list[float] = []
-        alone_health: list[float] = []
-        resumes: dict[str, list[float]] = {"slack": [], "direct": []}
-        picked: dict[str, list[float]] = {"slack": [], "direct": []}
+        notes = 0  # private notes the late answers so far have earned
+        round_no = 0
         try:
-            for round_no in range(args.rounds * 2):
-                via = "slack" if round_no % 2 == 0 else "direct"
-                task_id = daemon.coordinator.start_task(title=f"bench {round_no}", body=BODY)
+            for level in levels:
+                for _ in range(args.rounds * 2):
+                    via = "slack" if round_no % 2 == 0 else "direct"
+                    task_id = daemon.coordinator.start_task(title=f"bench {round_no}", body=BODY)
+                    round_no += 1
 
-                def posted(task_id: str = task_id) -> bool:
-                    found = db.list_questions(conn, status="open", thread_id=task_id)
-                    return bool(found) and found[0].channel_ref is not None
+                    def posted(task_id: str = task_id) -> bool:
+                        found = db.list_questions(conn, status="open", thread_id=task_id)
+                        return bool(found) and found[0].channel_ref is not None
 
-                wait_for(posted, "the question post")
-                (question,) = db.list_questions(conn, status="open", thread_id=task_id)
-                ref, qid = question.channel_ref or "", question.question_id
-                if via == "slack":
-                    answers: list[Request] = [
-                        ("POST", url, *answer_request(ref, qid, i)) for i in range(args.concurrency)
-                    ]
-                    # The baseline first: the private notes a burst of late answers leaves
-                    # behind would still be going out during a burst right after it.
-                    healths: list[Request] = [("GET", daemon.url + "healthz", None, {})] * len(
-                        answers
-                    )
-                    baseline_acks += _ask(to_child, from_child, outside, healths)
-                    acks += _ask(to_child, from_child, outside, answers)
-                else:
-                    daemon.coordinator.answer(qid, "approve", via="bench")
-                answered = db.get_question(conn, qid)
-                assert answered is not None and answered.answered_at is not None
+                    wait_for(posted, "the question post")
+                    (question,) = db.list_questions(conn, status="open", thread_id=task_id)
+                    ref, qid = question.channel_ref or "", question.question_id
+                    if via == "slack":
+                        answers: list[Request] = [
+                            ("POST", url, *answer_request(ref, qid, i))
+                            for i in range(level.concurrency)
+                        ]
+                        # The baseline first: the private notes a burst of late answers leaves
+                        # behind would still be going out during a burst right after it.
+                        level.health_alone += _ask(
+                            to_child, from_child, outside, [health] * len(answers)
+                        )
+                        mixed = mixed_burst(answers, health)
+                        times = _ask(to_child, from_child, outside, mixed)
+                        for request, elapsed in zip(mixed, times, strict=True):
+                            (level.acks if request[0] == "POST" else level.health_in_burst).append(
+                                elapsed
+                            )
+                        level.slowest.append(
+                            max(t for r, t in zip(mixed, times, strict=True) if r[0] == "POST")
+                        )
+                        notes += level.concurrency - 1
+                    else:
+                        daemon.coordinator.answer(qid, "approve", via="bench")
+                    answered = db.get_question(conn, qid)
+                    assert answered is not None and answered.answered_at is not None
 
-                def resumed(t: str = task_id, at: str = answered.answered_at) -> bool:
-                    return resume_started(conn, t, at) is not None
+                    def resumed(t: str = task_id, at: str = answered.answered_at) -> bool:
+                        return resume_started(conn, t, at) is not None
 
-                wait_for(resumed, "the resume run")
-                started = resume_started(conn, task_id, answered.answered_at)
-                assert started is not None
-                answered_at = db.from_iso(answered.answered_at)
-                resumes[via].append((started - answered_at).total_seconds())
-                picked[via].append((RESUME_STARTS[task_id] - answered_at).total_seconds())
+                    wait_for(resumed, "the resume run")
+                    started = resume_started(conn, task_id, answered.answered_at)
+                    assert started is not None
+                    answered_at = db.from_iso(answered.answered_at)
+                    level.resumes[via].append((started - answered_at).total_seconds())
+                    level.picked[via].append((RESUME_STARTS[task_id] - answered_at).total_seconds())
 
-                def done(t: str = task_id) -> bool:
-                    task = db.get_task(conn, t)
-                    return task is not None and task.status == "done"
+                    def done(t: str = task_id) -> bool:
+                        task = db.get_task(conn, t)
+                        return task is not None and task.status == "done"
 
-                wait_for(done, "the task to finish")
-                if via == "slack":  # every late answer's private note is out: a quiet start
-                    notes = len(acks) - len(acks) // args.concurrency
+                    wait_for(done, "the task to finish")
+                    if via == "slack":  # every late answer's private note is out: a quiet start
 
-                    def sent(notes: int = notes) -> bool:
-                        count = _ask(to_child, from_child, outside, "count:chat.postEphemeral")
-                        return bool(count >= notes)
+                        def sent(notes: int = notes) -> bool:
+                            count = _ask(to_child, from_child, outside, "count:chat.postEphemeral")
+                            return bool(count >= notes)
 
-                    wait_for(sent, "the private notes")
+                        wait_for(sent, "the private notes")
             # The same requests one at a time (a late answer each): the per-request floor.
-            for i in range(args.concurrency):
+            for i in range(min(args.concurrency)):
                 one = [("POST", url, *answer_request(ref, qid, i))]
                 alone += _ask(to_child, from_child, outside, one)
-                health = [("GET", daemon.url + "healthz", None, {})]
-                alone_health += _ask(to_child, from_child, outside, health)
+                alone_health += _ask(to_child, from_child, outside, [health])
         finally:
             daemon.request_stop()
             thread.join(timeout=60)
@@ -347,30 +394,46 @@ def main() -> None:
     def ms(values: list[float], p: float) -> float:
         return percentile(values, p) * 1000
 
-    n = len(acks)
-    print(f"rounds {args.rounds}, {args.concurrency} concurrent answers each ({n} requests)")
+    def ratio(a: list[float], b: list[float], p: float) -> float:
+        return percentile(a, p) / max(percentile(b, p), 1e-9)
+
+    print(f"rounds {args.rounds} per level; one GET /healthz in {HEALTH_EVERY} rides in each burst")
+    for level in levels:
+        acks, inside, before = level.acks, level.health_in_burst, level.health_alone
+        print(f"\n{level.concurrency} concurrent answers ({len(acks)} requests)")
+        print(
+            f"  ack  POST /slack/events        p50 {ms(acks, 50):7.1f} ms  "
+            f"p99 {ms(acks, 99):7.1f} ms"
+            + ("   (target p99 <= 50 ms)" if level.concurrency == 50 else "")
+        )
+        print(
+            f"       GET /healthz, same burst  p50 {ms(inside, 50):7.1f} ms  "
+            f"p99 {ms(inside, 99):7.1f} ms   ack/healthz p50 {ratio(acks, inside, 50):.2f}x  "
+            f"p99 {ratio(acks, inside, 99):.2f}x   (target p99 <= 1.2x)"
+        )
+        print(
+            f"       GET /healthz, alone       p50 {ms(before, 50):7.1f} ms  "
+            f"p99 {ms(before, 99):7.1f} ms   ack/healthz p50 {ratio(acks, before, 50):.2f}x  "
+            f"p99 {ratio(acks, before, 99):.2f}x"
+        )
+        slowest = sorted(range(len(level.slowest)), key=lambda i: -level.slowest[i])[:3]
+        print(
+            "       slowest bursts (round: slowest ack): "
+            + ", ".join(f"{i + 1}: {level.slowest[i] * 1000:.0f} ms" for i in slowest)
+            + f"; median burst {percentile(level.slowest, 50) * 1000:.0f} ms"
+        )
+        for label, values in (("node entry", level.resumes), ("worker pick-up", level.picked)):
+            slack, direct = values["slack"], values["direct"]
+            print(
+                f"  answer -> {label:14s} slack p50 {ms(slack, 50):6.1f} ms  "
+                f"p99 {ms(slack, 99):6.1f} ms   direct (base) p50 {ms(direct, 50):5.1f} ms  "
+                f"p99 {ms(direct, 99):5.1f} ms   ratio p50 {ratio(slack, direct, 50):.1f}x"
+            )
     print(
-        f"ack   POST /slack/events  p50 {ms(acks, 50):7.1f} ms  p99 {ms(acks, 99):7.1f} ms"
-        f"   (target p99 <= 50 ms)"
-    )
-    print(
-        f"      GET /healthz (base) p50 {ms(baseline_acks, 50):7.1f} ms  "
-        f"p99 {ms(baseline_acks, 99):7.1f} ms   ratio p50 "
-        f"{percentile(acks, 50) / percentile(baseline_acks, 50):.2f}x  p99 "
-        f"{percentile(acks, 99) / percentile(baseline_acks, 99):.2f}x"
-    )
-    print(
-        f"      one at a time       p50 {ms(alone, 50):7.1f} ms  p99 {ms(alone, 99):7.1f} ms"
+        f"\none at a time: ack p50 {ms(alone, 50):.1f} ms  p99 {ms(alone, 99):.1f} ms"
         f"   (/healthz p50 {ms(alone_health, 50):.1f} ms  p99 {ms(alone_health, 99):.1f} ms)"
     )
-    for label, values in (("node entry", resumes), ("worker pick-up", picked)):
-        slack, direct = values["slack"], values["direct"]
-        print(
-            f"answer -> {label:14s} slack p50 {ms(slack, 50):6.1f} ms  p99 {ms(slack, 99):6.1f} ms"
-            f"   direct (base) p50 {ms(direct, 50):5.1f} ms  p99 {ms(direct, 99):5.1f} ms"
-            f"   ratio p50 {percentile(slack, 50) / max(percentile(direct, 50), 1e-9):.1f}x"
-        )
-    print("  (target: answer -> resume run start p50 <= 20 ms)")
+    print("(target: answer -> resume run start p50 <= 20 ms)")
     print(f"question messages redrawn: {updates} (one per Slack round: one winner each)")
 
 

@@ -5,7 +5,8 @@ Real HTTP on 127.0.0.1 (ephemeral port) in a thread, so slack-sdk's own
 `WebClient` talks to it unchanged through `base_url`. Every call is recorded
 (method, parameters, whether the bearer token matched). `rate_limit(method,
 times, retry_after)` answers the next calls with HTTP 429 and `Retry-After`;
-`fail(method, error)` answers `{"ok": false, "error": ...}`.
+`fail(method, error)` answers `{"ok": false, "error": ...}`; `hold(method)`
+keeps calls of `method` waiting until the event it returns is set.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ class FakeSlack:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _limits: dict[str, list[float]] = field(default_factory=dict)
     _failures: dict[str, list[str]] = field(default_factory=dict)
+    _holds: dict[str, threading.Event] = field(default_factory=dict)
+    _held: dict[str, int] = field(default_factory=dict)
     _ts: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     _server: ThreadingHTTPServer | None = None
+    _hold_timeout_s: float = 30.0
 
     # -- control -------------------------------------------------------------------------
 
@@ -62,6 +66,34 @@ class FakeSlack:
     def fail(self, method: str, error: str, *, times: int = 1) -> None:
         with self._lock:
             self._failures.setdefault(method, []).extend([error] * times)
+
+    def hold(self, method: str, *, timeout_s: float = 30.0) -> threading.Event:
+        """Calls of `method` wait until the returned event is set (at most `timeout_s`).
+
+        The call is recorded once it is answered; `held(method)` counts the
+        calls waiting now.
+        """
+        gate = threading.Event()
+        with self._lock:
+            self._holds[method] = gate
+        self._hold_timeout_s = timeout_s
+        return gate
+
+    def held(self, method: str) -> int:
+        with self._lock:
+            return self._held.get(method, 0)
+
+    def _wait_if_held(self, method: str) -> None:
+        with self._lock:
+            gate = self._holds.get(method)
+            if gate is None or gate.is_set():
+                return
+            self._held[method] = self._held.get(method, 0) + 1
+        try:
+            gate.wait(self._hold_timeout_s)
+        finally:
+            with self._lock:
+                self._held[method] -= 1
 
     def of(self, method: str, *, status: int = 200, ok: bool | None = True) -> list[SlackCall]:
         """Calls of `method` that got `status` and (unless `ok` is None) that `ok`."""
@@ -102,6 +134,7 @@ class FakeSlack:
                     params = dict(parse_qsl(raw))
                 method = self.path.removeprefix("/api/").split("?")[0]
                 authorized = self.headers.get("Authorization") == f"Bearer {BOT_TOKEN}"
+                fake._wait_if_held(method)
                 status, headers, reply = fake._reply(method, params, authorized)
                 with fake._lock:
                     fake.calls.append(

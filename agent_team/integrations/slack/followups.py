@@ -3,17 +3,21 @@
 Everything that talks back to Slack (`chat.update`, thread acks, ephemerals,
 `views.open`) runs here, on a small thread pool after the request has been
 acked, so a slow or rate-limited Web API never delays the ack past Slack's
-3 s. Late answers' private notes get a single thread of their own. The timer
-loop (reminders, late and superseded redraws) lives here too: it is the same
-kind of talking back, only on a clock.
+3 s. Late answers' private notes get a single thread of their own. Queued
+work also waits for a lull in the listener's requests (`Lull`), so it runs
+behind a burst of answers instead of taking the CPU from their acks. The
+timer loop (reminders, late and superseded redraws) lives here too: it is
+the same kind of talking back, only on a clock.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from typing import Any
 
 from agent_team import db
@@ -22,11 +26,13 @@ from agent_team.integrations.slack.blocks import escape, revise_modal
 from agent_team.integrations.slack.transport import SlackTransport, split_ref
 from agent_team.task_model import QuestionKind
 
-__all__ = ["TIMERS_S", "FollowUps"]
+__all__ = ["LULL_S", "MAX_DEFER_S", "TIMERS_S", "FollowUps", "Lull"]
 
 log = logging.getLogger(__name__)
 
 TIMERS_S = 30.0  # how often the timer loop looks for due reminders and missed redraws
+LULL_S = 0.02  # follow-ups start once no Slack request has been in flight for this long...
+MAX_DEFER_S = 1.0  # ...or this long after they were queued (a modal's trigger_id lives 3 s)
 _HELP = {
     QuestionKind.CLARIFY.value: "reply in this thread with the missing details",
     QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
@@ -34,11 +40,80 @@ _HELP = {
 }
 
 
-class FollowUps:
-    """The follow-up pools and the messages they send; `drain()` waits for what is queued."""
+class Lull:
+    """The listener's requests in flight; follow-ups wait for a lull between them.
 
-    def __init__(self, transport: SlackTransport, *, workers: int = 4) -> None:
+    Why: a follow-up is a Web API call of a millisecond or more of CPU, and a
+    burst of 50 clicks leaves a redraw, a thread ack and 49 private notes
+    behind. Run while the burst is still being acked, they take the GIL from
+    the acks and every ack queued behind them waits longer. So a follow-up
+    starts only once no request has been in flight for `lull_s`; `max_defer_s`
+    after it was queued it starts anyway, so a steady stream of requests
+    delays follow-ups and never starves them. Nothing is stored later than
+    before: the answer and its resume command are committed before the ack,
+    and what a follow-up does is what it did (a crash loses what was queued,
+    as it did; the timer pass redraws answered questions).
+    """
+
+    def __init__(self, lull_s: float = LULL_S) -> None:
+        self.lull_s = lull_s
+        self._changed = threading.Condition()
+        self._in_flight = 0
+        self._quiet_since = time.monotonic() - lull_s
+
+    @property
+    def in_flight(self) -> int:
+        with self._changed:
+            return self._in_flight
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """Around one request, from its arrival to its response."""
+        with self._changed:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._quiet_since = time.monotonic()
+                    self._changed.notify_all()
+
+    def wait(self, deadline: float) -> None:
+        """Until a lull, or until `deadline` (`time.monotonic()`), whichever comes first."""
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    return
+                if self._in_flight == 0:
+                    quiet_for = now - self._quiet_since
+                    if quiet_for >= self.lull_s:
+                        return
+                    timeout = self.lull_s - quiet_for
+                else:
+                    timeout = deadline - now  # woken when the last request is answered
+                self._changed.wait(min(timeout, deadline - now))
+
+
+class FollowUps:
+    """The follow-up pools and the messages they send; `drain()` waits for what is queued.
+
+    Both pools have a fixed number of threads, so a burst queues work; it never adds threads.
+    """
+
+    def __init__(
+        self,
+        transport: SlackTransport,
+        *,
+        workers: int = 4,
+        lull: Lull | None = None,
+        max_defer_s: float = MAX_DEFER_S,
+    ) -> None:
         self.transport = transport
+        self.lull = lull or Lull()
+        self.max_defer_s = max_defer_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-team-slack")
         self._notes_pool = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="agent-team-slack-n"
@@ -70,7 +145,11 @@ class FollowUps:
     def later(
         self, fn: Callable[..., None], *args: Any, pool: ThreadPoolExecutor | None = None
     ) -> None:
+        """Run `fn(*args)` on a follow-up thread, after the requests in flight (see `Lull`)."""
+        deadline = time.monotonic() + self.max_defer_s
+
         def run() -> None:
+            self.lull.wait(deadline)
             try:
                 fn(*args)
             except Exception:  # a follow-up message must never take the listener down

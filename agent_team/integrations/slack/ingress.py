@@ -11,7 +11,15 @@ Why `process_before_response=True`: the handler's own work before the
 response is a ledger lookup and the answer's compare-and-set (milliseconds),
 so Slack gets its 200 after the answer is durable and a crash can never ack
 an answer that was not stored. Everything that talks back to Slack runs
-afterwards on the follow-up pools.
+afterwards on the follow-up pools, once the requests in flight are answered
+(`followups.Lull`).
+
+Over HTTP, the two requests a burst of answers is made of (a click on an
+answer button, a reply in a question's thread) skip Bolt's dispatch
+(`hotpath`): the listener checks their signature itself and calls the same
+handler methods, with the same ack-after-store rule. Bolt's dispatch cost
+more CPU per request than the handler's own work, and in a burst every ack
+waits for the CPU of the requests ahead of it.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from slack_bolt import App, BoltRequest, BoltResponse
@@ -39,6 +48,7 @@ from agent_team.exceptions import ConfigError
 from agent_team.integrations.slack.answers import AnswerFn, AnswerHandler
 from agent_team.integrations.slack.blocks import ACTION_PREFIX, REVISE_CALLBACK
 from agent_team.integrations.slack.followups import TIMERS_S, FollowUps
+from agent_team.integrations.slack.hotpath import HotRequest, classify
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport, make_web_client
 
@@ -86,6 +96,9 @@ class SlackListener:
             transport, self._signing_secret, socket_mode=self.socket_mode, verify=verify_token
         )
         self.followups = FollowUps(transport, workers=followup_workers)
+        # The bot's own user id, for telling its own messages apart on the hot path; learnt
+        # from Bolt's authorization (auth.test) on the first request that goes through Bolt.
+        self._bot_user_id: str | None = None
         # Bolt's dispatch runs here, not on the server's 40-thread default pool: the work is
         # a few ms of CPU and SQLite, so more threads only add GIL and lock contention
         # (and starve the worker that resumes the task) without acking any sooner.
@@ -159,7 +172,12 @@ class SlackListener:
     # -- HTTP ----------------------------------------------------------------------------------
 
     async def handle_http(self, request: Request) -> Response:
-        """Bolt's dispatch on a worker thread, so the server's event loop never blocks."""
+        """Answer one request; follow-ups wait until no request is in flight (`Lull`)."""
+        with self.followups.lull.busy():
+            return await self._handle_http(request)
+
+    async def _handle_http(self, request: Request) -> Response:
+        """The hot path or Bolt's dispatch, on a worker thread: the event loop never blocks."""
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY:
             log.warning("slack request refused: body of %s bytes", declared)
@@ -177,6 +195,10 @@ class SlackListener:
         body = b"".join(chunks)
         headers: dict[str, str | Sequence[str]] = dict(request.headers.items())
         retry = headers.get("x-slack-retry-num")
+        content_type = request.headers.get("content-type", "").split(";")[0] or None
+        hot = classify(body, content_type)
+        if hot is not None and (hot.kind == "action" or self._bot_user_id is not None):
+            return await self._handle_hot(hot, body, headers)
         problem: str | None = None
         try:
             bolt_request = BoltRequest(
@@ -204,6 +226,34 @@ class SlackListener:
             log.warning("slack request refused: bad or stale signature")
         return _to_starlette(response)
 
+    async def _handle_hot(
+        self, hot: HotRequest, body: bytes, headers: Mapping[str, Any]
+    ) -> Response:
+        """A button click or thread reply without Bolt: verify, then the handler on the pool.
+
+        The same rules as Bolt's path: a bad or stale signature is refused
+        with 401 before the handler sees anything; the 200 goes out after the
+        handler returned (the answer and its resume command are committed);
+        a handler that fails gets a 500, so Slack delivers it again.
+        """
+        if not self._signed(body, headers):
+            log.warning("slack request refused: bad or stale signature")
+            return Response(status_code=401)
+        retry = headers.get("x-slack-retry-num")
+        self._log_body(hot.body, retry if isinstance(retry, str) else None)
+        if hot.kind == "action":
+            work = partial(self.answers.on_action, _no_ack, hot.body, hot.item)
+        else:
+            context = {"bot_user_id": self._bot_user_id}
+            work = partial(self.answers.on_message, hot.item, hot.body, context)
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._dispatch_pool, work)
+        except Exception:
+            log.exception("slack %s failed; Slack will deliver it again", hot.kind)
+            return Response(status_code=500)
+        return Response(status_code=200)
+
     def _signed(self, body: bytes, headers: Mapping[str, Any]) -> bool:
         """Slack's v0 signature over the raw bytes (slack-sdk's verifier needs UTF-8)."""
         if not self._signing_secret:
@@ -228,8 +278,15 @@ class SlackListener:
     def _log_request(
         self, req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]
     ) -> Any:
-        """Every request in the log: type, ids, retry number, who; never the text."""
+        """Every request in the log; and the bot's user id, once Bolt's authorization knows it."""
+        if self._bot_user_id is None and req.context.bot_user_id:
+            self._bot_user_id = req.context.bot_user_id
         body = req.body if isinstance(req.body, dict) else {}
+        self._log_body(body, _header(req, "x-slack-retry-num"))
+        return next()
+
+    def _log_body(self, body: Mapping[str, Any], retry: str | None) -> None:
+        """Type, ids, retry number, who; never the text."""
         kind = body.get("type")
         if kind == "event_callback":
             event = _dict(body.get("event"))
@@ -238,12 +295,11 @@ class SlackListener:
                 body.get("event_id"),
                 event.get("type"),
                 event.get("subtype") or "-",
-                _header(req, "x-slack-retry-num") or "-",
+                retry or "-",
                 event.get("user") or event.get("bot_id") or "-",
             )
         elif kind is not None:
             log.info("slack %s from %s", kind, _dict(body.get("user")).get("id") or "-")
-        return next()
 
     def _on_other_event(self, event: dict[str, Any]) -> None:
         log.info("slack event %s ignored (not one we handle)", event.get("type"))
@@ -280,6 +336,10 @@ def _build_app(
             f"({type(exc).__name__}); check AGENT_TEAM_SLACK_API_URL and the network, "
             "then start again"
         ) from None
+
+
+def _no_ack(*_args: Any, **_kwargs: Any) -> None:
+    """The hot path's `ack`: the 200 is the response to the request itself."""
 
 
 def _dict(value: Any) -> dict[str, Any]:
