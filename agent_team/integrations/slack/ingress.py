@@ -49,12 +49,17 @@ from agent_team.integrations.slack.answers import AnswerFn, AnswerHandler
 from agent_team.integrations.slack.blocks import ACTION_PREFIX, REVISE_CALLBACK
 from agent_team.integrations.slack.followups import TIMERS_S, FollowUps
 from agent_team.integrations.slack.hotpath import HotRequest, classify
+from agent_team.integrations.slack.refusals import RefusalLog
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport, make_web_client
 
 __all__ = ["EVENTS_PATH", "SlackListener"]
 
 log = logging.getLogger(__name__)
+# Bolt logs a rejected request's whole body at INFO; ours refuse those before Bolt runs,
+# and what Bolt says below WARNING is not worth a line per request.
+_BOLT_LOG = logging.getLogger("agent_team.integrations.slack.bolt")
+_BOLT_LOG.setLevel(logging.WARNING)
 
 EVENTS_PATH = "/slack/events"
 STALE_AFTER_S = 300  # Slack's rule: a request older than 5 minutes is a replay
@@ -96,6 +101,7 @@ class SlackListener:
             transport, self._signing_secret, socket_mode=self.socket_mode, verify=verify_token
         )
         self.followups = FollowUps(transport, workers=followup_workers)
+        self.refusals = RefusalLog(log)
         # The bot's own user id, for telling its own messages apart on the hot path; learnt
         # from Bolt's authorization (auth.test) on the first request that goes through Bolt.
         self._bot_user_id: str | None = None
@@ -194,6 +200,11 @@ class SlackListener:
             chunks.append(chunk)
         body = b"".join(chunks)
         headers: dict[str, str | Sequence[str]] = dict(request.headers.items())
+        # Ours first, for every request: Bolt never sees (nor logs) one that is not Slack's.
+        refusal = self._refusal(body, headers)
+        if refusal is not None:
+            self.refusals.refused(request.client.host if request.client else None, refusal)
+            return Response(status_code=401)
         retry = headers.get("x-slack-retry-num")
         content_type = request.headers.get("content-type", "").split(";")[0] or None
         hot = classify(body, content_type)
@@ -210,11 +221,8 @@ class SlackListener:
         except Exception as exc:  # Bolt parses in its constructor; any failure is bad input
             problem = type(exc).__name__
         if problem is not None:
-            # Unparseable: still refuse forgeries with 401; a signed one is acked and dropped
-            # (Slack retries anything but 200, and it would never parse).
-            if not self._signed(body, headers):
-                log.warning("slack request refused: bad signature")
-                return Response(status_code=401)
+            # Unparseable but signed (checked above): acked and dropped (Slack retries
+            # anything but 200, and it would never parse).
             log.warning("slack request ignored: malformed body (%s)", problem)
             return Response(status_code=200)
         loop = asyncio.get_running_loop()
@@ -236,10 +244,7 @@ class SlackListener:
         handler returned (the answer and its resume command are committed);
         a handler that fails gets a 500, so Slack delivers it again.
         """
-        if not self._signed(body, headers):
-            log.warning("slack request refused: bad or stale signature")
-            return Response(status_code=401)
-        retry = headers.get("x-slack-retry-num")
+        retry = headers.get("x-slack-retry-num")  # signed: `_handle_http` checked it
         self._log_body(hot.body, retry if isinstance(retry, str) else None)
         if hot.kind == "action":
             work = partial(self.answers.on_action, _no_ack, hot.body, hot.item)
@@ -256,22 +261,32 @@ class SlackListener:
 
     def _signed(self, body: bytes, headers: Mapping[str, Any]) -> bool:
         """Slack's v0 signature over the raw bytes (slack-sdk's verifier needs UTF-8)."""
+        return self._refusal(body, headers) is None
+
+    def _refusal(self, body: bytes, headers: Mapping[str, Any]) -> str | None:
+        """Why the request is not Slack's (None: signed with our secret, within 5 minutes).
+
+        Constant-time, on the raw bytes, never raising: a non-numeric or absurd timestamp
+        is a refusal like any other, not an error (it was a 500 in Bolt's verifier).
+        """
         if not self._signing_secret:
-            return False
+            return "no signing secret is configured"
         lowered = {key.lower(): value for key, value in headers.items()}
         timestamp, signature = (
             lowered.get("x-slack-request-timestamp"),
             lowered.get("x-slack-signature"),
         )
         if not isinstance(timestamp, str) or not isinstance(signature, str):
-            return False
-        try:
-            stale = abs(time.time() - int(timestamp)) > STALE_AFTER_S
-        except ValueError:
-            return False
+            return "no signature headers"
+        if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
+            return "the timestamp is not a number of seconds"
+        if abs(time.time() - int(timestamp)) > STALE_AFTER_S:
+            return "the timestamp is more than 5 minutes away"
         base = b"v0:" + timestamp.encode() + b":" + body
         digest = hmac.new(self._signing_secret.encode(), base, hashlib.sha256).hexdigest()
-        return not stale and hmac.compare_digest(f"v0={digest}", signature)
+        if not hmac.compare_digest(f"v0={digest}".encode(), signature.encode("utf-8", "replace")):
+            return "bad signature"
+        return None
 
     # -- middleware -------------------------------------------------------------------------
 
@@ -318,7 +333,7 @@ def _build_app(
             # With the check, Bolt keeps the result and never calls auth.test per request.
             token_verification_enabled=verify,
             request_verification_enabled=not socket_mode,
-            logger=logging.getLogger("agent_team.integrations.slack.bolt"),
+            logger=_BOLT_LOG,
         )
     except BoltError as exc:
         # Bolt wraps auth.test's SlackApiError; name Slack's error code, never the token.

@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 import time
+from typing import Any
 
 from agent_team import db
 from agent_team.integrations.slack.ingress import EVENTS_PATH, MAX_BODY
@@ -135,3 +136,44 @@ def test_a_chunked_body_past_the_limit_is_refused_while_it_streams(world: SlackW
         sock.close()
         sender.join(timeout=10)
     assert world.question(question.question_id).status == "open"
+
+
+def test_bad_timestamps_and_missing_headers_are_401_never_500(world: SlackWorld) -> None:
+    question = world.waiting_question()
+    payload = message_event(question.channel_ref or "", ALICE, "approve", event_id="Ev0TS")
+    raw = json.dumps(payload).encode()
+    good = sign(raw)
+    cases: list[dict[str, Any]] = [
+        {**good, "X-Slack-Request-Timestamp": "not-a-number"},
+        {**good, "X-Slack-Request-Timestamp": "9" * 40},
+        {**good, "X-Slack-Request-Timestamp": "-5"},
+        {**good, "X-Slack-Request-Timestamp": "١٢٣".encode()},  # digits, not ASCII ones
+        sign(raw, timestamp=int(time.time()) + 10 * 60),  # from the future
+        {k: v for k, v in good.items() if k != "X-Slack-Signature"},
+        {k: v for k, v in good.items() if k != "X-Slack-Request-Timestamp"},
+        {**good, "X-Slack-Signature": "v1=" + good["X-Slack-Signature"][3:]},  # wrong prefix
+        {**good, "X-Slack-Signature": "v0=ü".encode()},
+    ]
+    for headers in cases:
+        response = world.http.post(
+            world.server.url, content=raw, headers={"Content-Type": "application/json", **headers}
+        )
+        assert response.status_code == 401, (headers, response.text)
+    assert world.question(question.question_id).status == "open"
+    assert not seen(world, "Ev0TS")
+
+
+def test_a_flood_of_refused_requests_logs_a_bounded_line_per_source(
+    world: SlackWorld, caplog: Any
+) -> None:
+    big = b'{"type": "event_callback", "text": "' + b"x" * 900_000 + b'"}\n2026 ERROR forged'
+    with caplog.at_level("DEBUG"):
+        for _ in range(20):
+            response = world.http.post(
+                world.server.url, content=big, headers={"Content-Type": "application/json"}
+            )
+            assert response.status_code == 401
+    lines = [r.getMessage() for r in caplog.records if "slack" in r.name]
+    assert len(lines) <= 2, lines  # one for the source, not twenty
+    assert sum(len(line) for line in lines) < 1_000, "no body in the log"
+    assert all("forged" not in line and "xxxx" not in line for line in lines)

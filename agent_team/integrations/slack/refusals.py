@@ -1,0 +1,47 @@
+"""Refused Slack requests in the log: one bounded line, at most one a source per window.
+
+Why: `/slack/events` is reachable without credentials, so whatever a refusal
+logs, anyone can make us log as often as they like. Bolt logged the whole
+body of each rejected request (three 900 kB requests grew the log by 2.7 MB);
+here a refusal is one line with the reason and the source, no body, and a
+source that keeps failing is summed up: the next line after the window says
+how many were suppressed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+
+__all__ = ["RefusalLog"]
+
+WINDOW_S = 60.0
+_MAX_SOURCES = 1024  # sources remembered at once; the oldest are forgotten first
+
+
+class RefusalLog:
+    """`refused(source, reason)` logs at most one line per source per `window_s`."""
+
+    def __init__(self, logger: logging.Logger, *, window_s: float = WINDOW_S) -> None:
+        self._log = logger
+        self._window_s = window_s
+        self._guard = threading.Lock()
+        self._sources: OrderedDict[str, tuple[float, int]] = OrderedDict()  # last, suppressed
+
+    def refused(self, source: str | None, reason: str) -> None:
+        who = (source or "unknown")[:64]
+        now = time.monotonic()
+        with self._guard:
+            last, suppressed = self._sources.get(who, (float("-inf"), 0))
+            if now - last < self._window_s:
+                self._sources[who] = (last, suppressed + 1)
+                self._sources.move_to_end(who)
+                return
+            self._sources[who] = (now, 0)
+            self._sources.move_to_end(who)
+            while len(self._sources) > _MAX_SOURCES:
+                self._sources.popitem(last=False)
+        more = f" (and {suppressed} more from it since the last line)" if suppressed else ""
+        self._log.warning("slack request refused from %s: %s%s", who, reason[:120], more)
