@@ -129,12 +129,15 @@ def reopen_for_task(
 def _transition(
     tx: Transaction, thread_id: str, to_phase: str, status: str, note: str | None
 ) -> int:
-    now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
     current = tx.execute(
         "SELECT transition_id, to_phase, status FROM task_transitions "
         "WHERE thread_id = ? AND exited_at IS NULL",
         (thread_id,),
     ).fetchone()
+    # Taken after the first read, so times follow commit order on both backends: SQLite's
+    # write lock is held by now; PostgreSQL's snapshot is set, and a row committed after it
+    # conflicts with ours (the transaction runs again, with a later time).
+    now = to_iso(utc_now())
     from_phase = None
     if current is not None:
         if current[1] == to_phase and current[2] == status:
