@@ -342,14 +342,8 @@ class PostgresLedger:
         (see `Ledger.write`) is `SET LOCAL synchronous_commit = off`: the server
         flushes its WAL in order, so the next synchronous commit covers this one.
         """
-        try:
-            result = self._write(work, flush=flush)
-        except Exception as exc:
-            if refused_by_database(exc):  # not a refused row, a fence or a bug in `work`
-                self.write_health.failed(exc)
-            raise
-        self.write_health.ok()
-        return result
+        # A refused row, a fence or a bug in `work` is not the database refusing writes.
+        return self.write_health.record(lambda: self._write(work, flush=flush), refused_by_database)
 
     def _write(self, work: Callable[[Transaction], _T], *, flush: bool) -> _T:
         import psycopg

@@ -345,14 +345,8 @@ class SqliteLedger:
         in WAL mode that skips the fsync, and the next FULL commit of any
         connection syncs the same log file, this commit included.
         """
-        try:
-            result = self._write(work, flush=flush)
-        except Exception as exc:
-            if refused_by_database(exc):  # not a refused row, a fence or a bug in `work`
-                self.write_health.failed(exc)
-            raise
-        self.write_health.ok()
-        return result
+        # A refused row, a fence or a bug in `work` is not the database refusing writes.
+        return self.write_health.record(lambda: self._write(work, flush=flush), refused_by_database)
 
     def _write(self, work: Callable[[Transaction], _T], *, flush: bool) -> _T:
         if self._readonly:

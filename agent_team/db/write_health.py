@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from agent_team.redact import redact, tail
 
 __all__ = ["WriteFailure", "WriteHealth"]
+
+_T = TypeVar("_T")
 
 _MAX_ERROR_CHARS = 300
 
@@ -60,6 +64,18 @@ class WriteHealth:
     def last_failure(self) -> WriteFailure | None:
         with self._guard:
             return self._last_failure
+
+    def record(self, write: Callable[[], _T], refused: Callable[[BaseException], bool]) -> _T:
+        """Run one write transaction and keep its outcome; `refused` says which errors are
+        the database's (away, full, read-only) rather than the write's own."""
+        try:
+            result = write()
+        except Exception as exc:
+            if refused(exc):
+                self.failed(exc)
+            raise
+        self.ok()
+        return result
 
     def failing(self) -> WriteFailure | None:
         """The last failure if no write has succeeded since it, else None."""

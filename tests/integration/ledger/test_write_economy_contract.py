@@ -8,43 +8,13 @@ next commit on the same connection flushes again.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from agent_team import db
 from agent_team.exceptions import LedgerInputError
-
-
-@contextmanager
-def counted_writes(ledger: db.Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
-    """The `flush` flag of every write transaction `ledger` runs inside the block."""
-    flushes: list[bool] = []
-    real = ledger.write
-
-    inside = threading.local()
-
-    def write(work: Callable[[Any], Any], *, flush: bool = True) -> Any:
-        if not getattr(inside, "together", False):
-            flushes.append(flush)
-        return real(work, flush=flush)
-
-    def write_together(work: Callable[[Any], Any]) -> Any:
-        flushes.append(True)  # at most one commit (a group's commit carries several)
-        inside.together = True
-        try:
-            return real_together(work)
-        finally:
-            inside.together = False
-
-    real_together = ledger.write_together
-    with monkeypatch.context() as patch:
-        patch.setattr(ledger, "write", write)
-        patch.setattr(ledger, "write_together", write_together)
-        yield flushes
+from tests.integration.ledger.helpers import counted_writes
 
 
 def _task(ledger: db.Ledger, task_id: str = "t1", *, start: bool = True) -> None:

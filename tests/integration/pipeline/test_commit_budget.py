@@ -7,13 +7,10 @@ History-only commits (a task entering a phase) do not wait for the disk.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
 from agent_team import db
+from tests.integration.ledger.helpers import counted_writes
 from tests.integration.pipeline.conftest import (
     LONG_BODY,
     MakeCoordinator,
@@ -44,34 +41,14 @@ def test_one_task_from_submit_to_done_costs_a_known_number_of_commits(
     )
     coordinator.tick(until_idle=True, timeout_s=60)
 
-    flushes: list[bool] = []
-    real = coordinator.ledger.write
-
-    inside = threading.local()
-
-    def write(work: Callable[[Any], Any], *, flush: bool = True) -> Any:
-        if not getattr(inside, "together", False):
-            flushes.append(flush)
-        return real(work, flush=flush)
-
-    def write_together(work: Callable[[Any], Any]) -> Any:
-        flushes.append(True)  # at most one commit (a group's commit carries several)
-        inside.together = True
-        try:
-            return real_together(work)
-        finally:
-            inside.together = False
-
-    real_together = coordinator.ledger.write_together
-    monkeypatch.setattr(coordinator.ledger, "write", write)
-    monkeypatch.setattr(coordinator.ledger, "write_together", write_together)
-    task_id = coordinator.start_task(title="Remember the email", body=LONG_BODY)
-    while coordinator.run_pending():
-        pass
-    (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
-    coordinator.answer(question.question_id, "approve", via="cli:tester")
-    while coordinator.run_pending():
-        pass
+    with counted_writes(coordinator.ledger, monkeypatch) as flushes:
+        task_id = coordinator.start_task(title="Remember the email", body=LONG_BODY)
+        while coordinator.run_pending():
+            pass
+        (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
+        coordinator.answer(question.question_id, "approve", via="cli:tester")
+        while coordinator.run_pending():
+            pass
     assert task_of(coordinator, task_id).status == "done"
     # A delivery that left the process is recorded with a flush of its own.
     expected = (
