@@ -346,7 +346,8 @@ def main() -> None:
                         level.slowest.append(
                             max(t for r, t in zip(mixed, times, strict=True) if r[0] == "POST")
                         )
-                        notes += level.concurrency - 1
+                        # One note per person and question (issue #17), not one per click.
+                        notes += min(len(USERS), level.concurrency - 1)
                     else:
                         daemon.coordinator.answer(qid, "approve", via="bench")
                     answered = db.get_question(conn, qid)

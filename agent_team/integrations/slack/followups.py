@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 TIMERS_S = 30.0  # how often the timer loop looks for due reminders and missed redraws
 LULL_S = 0.02  # follow-ups start once no Slack request has been in flight for this long...
 MAX_DEFER_S = 1.0  # ...or this long after they were queued (a modal's trigger_id lives 3 s)
+# A late answer's private note, at most once per person and question in this window.
+NOTE_EVERY_S = 60.0
+_NOTED_KEPT = 4096
 _HELP = {
     QuestionKind.CLARIFY.value: "reply in this thread with the missing details",
     QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
@@ -113,6 +117,8 @@ class FollowUps:
     ) -> None:
         self.transport = transport
         self.lull = lull or Lull()
+        self._noted: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        self._noted_guard = threading.Lock()
         self.max_defer_s = max_defer_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-team-slack")
         self._notes_pool = ThreadPoolExecutor(
@@ -167,10 +173,26 @@ class FollowUps:
     def note_later(self, channel: str, user: str, thread_ts: str, text: str) -> None:
         """A private note to someone who answered too late: one at a time, off the hot path.
 
-        A stampede of clicks produces one note per click; sending them on
+        A stampede of clicks produces one note per clicker; sending them on
         their own single thread keeps them from competing for the CPU with
-        the acks and with the winning answer's resume.
+        the acks and with the winning answer's resume. The same person on the
+        same question gets at most one note a minute: a click replayed inside
+        Slack's five-minute signature window (or an impatient double click)
+        costs no Slack call.
         """
+        key = (channel, thread_ts, user)
+        now = time.monotonic()
+        with self._noted_guard:
+            last = self._noted.get(key)
+            if last is not None and now - last < NOTE_EVERY_S:
+                log.info(
+                    "slack note to %s skipped: one was sent under %s a moment ago", user, thread_ts
+                )
+                return
+            self._noted[key] = now
+            self._noted.move_to_end(key)
+            while len(self._noted) > _NOTED_KEPT:
+                self._noted.popitem(last=False)
         self.later(self.ephemeral, channel, user, thread_ts, text, pool=self._notes_pool)
 
     def _forget(self, future: Future[None]) -> None:
