@@ -200,16 +200,19 @@ def close_terminal(ledger: Ledger, *, thread_id: str, status: str, note: str | N
     """
     require_member(status, TaskStatus, "task status")
 
-    def work(tx: Transaction) -> bool:
-        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-        cur = tx.execute(
-            "UPDATE task_transitions SET exited_at = ?, status = ?, note = COALESCE(?, note) "
-            "WHERE thread_id = ? AND exited_at IS NULL",
-            (now, status, note, thread_id),
-        )
-        return cur.rowcount == 1
+    return ledger.write(lambda tx: _close_open_row(tx, thread_id, status, note, to_iso(utc_now())))
 
-    return ledger.write(work)
+
+def _close_open_row(
+    tx: Transaction, thread_id: str, status: str, note: str | None, now: str
+) -> bool:
+    """Inside a write: close the task's open history row with `status`; False if none."""
+    cur = tx.execute(
+        "UPDATE task_transitions SET exited_at = ?, status = ?, note = COALESCE(?, note) "
+        "WHERE thread_id = ? AND exited_at IS NULL",
+        (now, status, note, thread_id),
+    )
+    return cur.rowcount == 1
 
 
 def finish_task(
@@ -229,11 +232,7 @@ def finish_task(
 
     def work(tx: Transaction) -> None:
         now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-        tx.execute(
-            "UPDATE task_transitions SET exited_at = ?, status = ?, note = COALESCE(?, note) "
-            "WHERE thread_id = ? AND exited_at IS NULL",
-            (now, status, note, task_id),
-        )
+        _close_open_row(tx, task_id, status, note, now)
         tx.execute(
             "UPDATE tasks SET status = ?, phase = COALESCE(?, phase), parked_reason = NULL, "
             "updated_at = ? WHERE id = ?",
