@@ -49,6 +49,7 @@ CommaList = Annotated[list[str], NoDecode]
 _REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/(?!\.\.?$)[A-Za-z0-9_.-]+$")
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _HOST_NAME = re.compile(r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$|^\[[0-9A-Fa-f:.]+\]$")
+_ORIGIN = re.compile(r"^https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?/?$")
 DEFAULT_MERMAID_MACROS = ("mermaid", "mermaid-cloud", "mermaid-macro", "mermaid-diagram")
 
 
@@ -243,6 +244,19 @@ class Settings(BaseSettings):
         "from there to the repository's URL on the GitHub host.",
     )
 
+    # LangGraph-server-compatible API (Agent Inbox, langgraph-sdk)
+    langgraph_api: bool = Field(
+        default=False,
+        description="Serve the threads/runs part of the LangGraph server API under /langgraph "
+        "so Agent Inbox and the LangGraph SDKs can list and answer questions (`x-api-key`: a "
+        "dashboard token).",
+    )
+    langgraph_api_origins: CommaList = Field(
+        default_factory=list,
+        description="Browser origins allowed to call /langgraph (CORS), comma-separated, "
+        "e.g. `https://dev.agentinbox.ai,http://localhost:3000`; empty: no cross-origin calls.",
+    )
+
     # Confluence documentation lane
     confluence_enabled: bool = False
     confluence_base_url: str | None = Field(
@@ -274,6 +288,7 @@ class Settings(BaseSettings):
         "github_checkouts",
         "confluence_mermaid_macros",
         "dashboard_hosts",
+        "langgraph_api_origins",
         mode="before",
     )
     @classmethod
@@ -371,6 +386,17 @@ class Settings(BaseSettings):
         if isinstance(value, timedelta) and value >= timedelta(0):
             return value
         raise ValueError(problem)
+
+    @field_validator("langgraph_api_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        bad = [origin for origin in value if not _ORIGIN.match(origin)]
+        if bad:
+            raise ValueError(
+                "must be origins: a scheme, a host and an optional port, no path "
+                "(https://inbox.example.com, http://localhost:3000), comma-separated"
+            )
+        return [origin.rstrip("/") for origin in value]
 
     @field_validator("dashboard_tokens")
     @classmethod

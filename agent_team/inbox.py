@@ -208,9 +208,12 @@ def closed_message(question: db.Question) -> str:
 
 
 def submit_answer(
-    ledger: db.Ledger, question_id: str, text: str, *, via: str, now: datetime
+    ledger: db.Ledger, question_id: str, text: str | dict[str, Any], *, via: str, now: datetime
 ) -> db.Question:
     """Validate `text` for the question's kind and record it if it is the first answer.
+
+    `text` is what a person wrote, or an answer already in its normalised shape (the
+    LangGraph API maps Agent Inbox's choices to one); both are validated the same way.
 
     Returns:
         The answered question.

@@ -4,7 +4,8 @@ Tasks, plans and answers are often a team's private work; on a daemon bound
 beyond loopback anyone who reaches the port could read them. With the gate
 on, every GET and HEAD needs a session cookie or a bearer token, except what
 monitors and the sign-in itself need: `/healthz`, `/readyz`, `/metrics`
-(counts only), `/static/`, `/login`, and the signed webhooks. A page asked
+(counts only), `/static/`, `/login`, the signed webhooks, and `/langgraph/`
+(its `x-api-key` is a dashboard token, checked there on every request). A page asked
 for without a sign-in goes to `/login` and comes back; the API answers 401.
 """
 
@@ -19,7 +20,7 @@ from agent_team.dashboard.auth import Auth, AuthRefused, login_path, safe_next
 __all__ = ["OPEN_PATHS", "ReadGate"]
 
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/login", "/logout")
-OPEN_PREFIXES = ("/static/", "/slack/", "/github/")
+OPEN_PREFIXES = ("/static/", "/slack/", "/github/", "/langgraph/")  # each checks its own
 
 
 class ReadGate:

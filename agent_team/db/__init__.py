@@ -151,6 +151,7 @@ from agent_team.db.tasks import (
     list_tasks,
     mark_checkpoints_pruned,
     parked_before,
+    search_threads,
     set_task_status,
 )
 from agent_team.db.transfer import (
@@ -341,6 +342,7 @@ __all__ = [
     "requeue_task",
     "resume_command_id",
     "schema_version",
+    "search_threads",
     "set_automation_status",
     "set_task_status",
     "spent",

@@ -25,9 +25,21 @@ __all__ = [
     "list_tasks",
     "mark_checkpoints_pruned",
     "parked_before",
+    "search_threads",
     "set_task_status",
     "task_filter",
 ]
+
+_OPEN_QUESTION = (
+    "EXISTS (SELECT 1 FROM pending_questions q WHERE q.thread_id = tasks.id AND q.status = 'open')"
+)
+# A LangGraph thread's status in terms of ours (see integrations/langgraph_api/shapes.py).
+THREAD_STATUS_SQL: dict[str, str] = {
+    "interrupted": f"(status = 'waiting' AND {_OPEN_QUESTION})",
+    "busy": f"(status IN ('queued', 'running') OR (status = 'waiting' AND NOT {_OPEN_QUESTION}))",
+    "idle": "status IN ('done', 'cancelled')",
+    "error": "status IN ('failed', 'parked')",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +164,59 @@ def list_tasks(
         ledger,
         Task,
         f"SELECT * FROM tasks {where} ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    )
+
+
+_THREAD_COLUMNS = frozenset({"id", "kind", "source", "status", "phase", "title"})
+_THREAD_ORDER = {"created_at": "created_at", "updated_at": "updated_at", "thread_id": "id"}
+
+
+def search_threads(
+    ledger: Reader,
+    *,
+    thread_status: str | None = None,
+    ids: Sequence[str] | None = None,
+    equal: dict[str, str] | None = None,
+    sort_by: str = "created_at",
+    descending: bool = True,
+    limit: int = 10,
+    offset: int = 0,
+) -> list[Task]:
+    """Tasks as the LangGraph API's `threads.search` filters and sorts them.
+
+    Args:
+        thread_status: `interrupted`, `busy`, `idle` or `error` (`THREAD_STATUS_SQL`).
+        equal: column -> value, for the columns in `_THREAD_COLUMNS`.
+        sort_by: `created_at`, `updated_at` or `thread_id`.
+    """
+    clauses: list[str] = []
+    params: list[object] = []
+    if thread_status is not None:
+        if thread_status not in THREAD_STATUS_SQL:
+            raise LedgerInputError(f"unknown thread status {thread_status!r}")
+        clauses.append(THREAD_STATUS_SQL[thread_status])
+    if ids is not None:
+        if not ids:
+            return []
+        clauses.append(f"id IN ({', '.join('?' for _ in ids)})")
+        params.extend(ids)
+    for column, value in (equal or {}).items():
+        if column not in _THREAD_COLUMNS:
+            raise LedgerInputError(f"threads cannot be filtered by {column!r}")
+        clauses.append(f"{column} = ?")
+        params.append(value)
+    if sort_by not in _THREAD_ORDER:
+        raise LedgerInputError(f"threads cannot be sorted by {sort_by!r}")
+    if limit < 1 or offset < 0:
+        raise LedgerInputError("search_threads needs limit >= 1 and offset >= 0")
+    where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+    way = "DESC" if descending else "ASC"
+    return fetch_records(
+        ledger,
+        Task,
+        f"SELECT * FROM tasks {where}ORDER BY {_THREAD_ORDER[sort_by]} {way}, rowid {way} "
+        "LIMIT ? OFFSET ?",
         [*params, limit, offset],
     )
 

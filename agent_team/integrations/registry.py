@@ -22,12 +22,13 @@ __all__ = ["build_integrations", "integration_types"]
 
 
 def integration_types() -> tuple[type[Integration], ...]:
-    """Every integration class, in install order: Slack, GitHub, Confluence."""
+    """Every integration class, in install order: Slack, GitHub, Confluence, the LangGraph API."""
     from agent_team.integrations.confluence.integration import ConfluenceIntegration
     from agent_team.integrations.github.integration import GitHubIntegration
+    from agent_team.integrations.langgraph_api.integration import LangGraphApiIntegration
     from agent_team.integrations.slack.integration import SlackIntegration
 
-    return (SlackIntegration, GitHubIntegration, ConfluenceIntegration)
+    return (SlackIntegration, GitHubIntegration, ConfluenceIntegration, LangGraphApiIntegration)
 
 
 def build_integrations(
@@ -52,6 +53,7 @@ def build_integrations(
     """
     from agent_team.integrations.confluence.integration import ConfluenceIntegration
     from agent_team.integrations.github.integration import GitHubIntegration
+    from agent_team.integrations.langgraph_api.integration import LangGraphApiIntegration
     from agent_team.integrations.slack.integration import SlackIntegration
 
     # The order of `integration_types()`; each constructor takes what it needs.
@@ -64,3 +66,5 @@ def build_integrations(
         yield GitHubIntegration.create(settings, coordinator, transport=github_transport)
     if wanted(ConfluenceIntegration):
         yield ConfluenceIntegration(settings)
+    if wanted(LangGraphApiIntegration):
+        yield LangGraphApiIntegration.create(settings, coordinator)

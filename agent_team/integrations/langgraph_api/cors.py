@@ -1,0 +1,97 @@
+"""Cross-origin calls from the browser apps an operator lists (Agent Inbox runs on its own origin).
+
+Only origins in `AGENT_TEAM_LANGGRAPH_API_ORIGINS` get CORS headers; a
+preflight from any other origin is refused and carries none, so a page on
+another site cannot read or answer through a visitor's browser. No cookies
+are involved (the key travels in `x-api-key`), so credentials are never
+allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["ALLOWED_METHODS", "Cors"]
+
+ALLOWED_METHODS = "GET, POST, OPTIONS"
+# What the SDKs and the Inbox send; a header outside this list fails the preflight.
+ALLOWED_HEADERS = (
+    "accept",
+    "authorization",
+    "cache-control",
+    "content-type",
+    "last-event-id",
+    "x-api-key",
+    "x-auth-scheme",
+    "x-request-id",
+)
+EXPOSED_HEADERS = "content-location, location"
+MAX_AGE_S = "600"
+
+
+class Cors:
+    """Pure ASGI, so a streamed run (`text/event-stream`) gets its headers without buffering."""
+
+    def __init__(self, app: ASGIApp, origins: Collection[str]) -> None:
+        self.app = app
+        self.origins = frozenset(origin.rstrip("/") for origin in origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        origin = headers.get("origin")
+        preflight = scope["method"] == "OPTIONS" and "access-control-request-method" in headers
+        if preflight:
+            await self._preflight(origin, headers)(scope, receive, send)
+            return
+        if origin is None or origin not in self.origins:
+            await self.app(scope, receive, send)
+            return
+
+        async def with_cors(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                out = MutableHeaders(scope=message)
+                out["Access-Control-Allow-Origin"] = origin
+                out["Access-Control-Expose-Headers"] = EXPOSED_HEADERS
+                out.add_vary_header("Origin")
+            await send(message)
+
+        await self.app(scope, receive, with_cors)
+
+    def _preflight(self, origin: str | None, headers: Headers) -> Response:
+        if origin is None or origin not in self.origins:
+            return JSONResponse(
+                {"detail": "this origin may not call the API (AGENT_TEAM_LANGGRAPH_API_ORIGINS)"},
+                status_code=403,
+                headers={"Vary": "Origin"},
+            )
+        method = headers["access-control-request-method"].upper()
+        asked = [
+            name.strip().lower()
+            for name in headers.get("access-control-request-headers", "").split(",")
+            if name.strip()
+        ]
+        refused = [name for name in asked if name not in ALLOWED_HEADERS]
+        if method not in ("GET", "POST") or refused:
+            what = f"method {method}" if method not in ("GET", "POST") else f"header {refused[0]}"
+            return JSONResponse(
+                {"detail": f"{what[:80]} is not allowed"},
+                status_code=400,
+                headers={"Vary": "Origin"},
+            )
+        return Response(
+            status_code=204,
+            headers={
+                "Access-Control-Allow-Origin": origin,
+                "Access-Control-Allow-Methods": ALLOWED_METHODS,
+                "Access-Control-Allow-Headers": ", ".join(ALLOWED_HEADERS),
+                "Access-Control-Max-Age": MAX_AGE_S,
+                "Vary": "Origin",
+            },
+        )

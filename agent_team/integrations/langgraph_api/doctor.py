@@ -1,0 +1,33 @@
+"""`agent-team doctor`'s check of the LangGraph API: on or off, and whether anyone can use it."""
+
+from __future__ import annotations
+
+from agent_team.access import DashboardTokens
+from agent_team.config import Settings
+from agent_team.doctor import CheckResult
+from agent_team.exceptions import ConfigError
+
+__all__ = ["check_langgraph_api"]
+
+
+def check_langgraph_api(settings: Settings) -> CheckResult:
+    if not settings.langgraph_api:
+        return CheckResult("langgraph api", True, "off (AGENT_TEAM_LANGGRAPH_API)")
+    try:
+        tokens = DashboardTokens(settings)
+    except ConfigError as exc:
+        return CheckResult("langgraph api", False, str(exc), "fix the dashboard tokens")
+    if not tokens.enabled:
+        return CheckResult(
+            "langgraph api",
+            False,
+            "on, but there is no dashboard token to send as x-api-key",
+            "set AGENT_TEAM_DASHBOARD_TOKENS (name:token,...)",
+        )
+    host = settings.dashboard_url or f"http://{settings.dashboard_host}:{settings.dashboard_port}"
+    origins = ", ".join(settings.langgraph_api_origins) or "none (no browser app may call it)"
+    return CheckResult(
+        "langgraph api",
+        True,
+        f"on at {host.rstrip('/')}/langgraph; browser origins: {origins}",
+    )

@@ -1,0 +1,285 @@
+"""Our questions as Agent Inbox's `HumanInterrupt`, and its `HumanResponse` as our answers.
+
+Agent Inbox renders an interrupt from four fields: an `action_request`
+(`action` and the `args` a person may accept or edit), a `config` saying
+which of accept / edit / respond / ignore it offers, and a Markdown
+`description`. A person's choice comes back as `{type, args}`. Each question
+kind offers only the choices our answer grammar can honour, and every reply
+becomes the same normalised answer `answers.parse_answer` produces for Slack
+or the CLI, so it is validated the same way and nothing new reaches the graph.
+
+- plan decision: accept = approve; edit = edit (the steps, summary and risks
+  as args); respond = revise with the text as feedback; ignore = reject.
+- clarify: respond = the missing details; ignore = proceed with what is known.
+- Confluence approval: accept = publish; respond = revise; ignore = reject;
+  edit = revise with the edited title and wording as the feedback, because a
+  publish is irreversible and must be approved on the exact page it writes:
+  the writer drafts the edit and the person approves that draft.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agent_team.answers import parse_answer
+from agent_team.exceptions import InvalidAnswerError
+from agent_team.models.schemas import Plan
+from agent_team.task_model import QuestionKind
+
+__all__ = [
+    "CLARIFY_IGNORED",
+    "GATE_NODES",
+    "HumanResponse",
+    "answer_for",
+    "human_interrupt",
+    "parse_human_response",
+]
+
+# The graph node that asks each kind of question: the key of `Thread.interrupts`.
+GATE_NODES: dict[str, str] = {
+    QuestionKind.CLARIFY.value: "clarify_gate",
+    QuestionKind.PLAN_DECISION.value: "plan_review",
+    QuestionKind.CONFLUENCE_APPROVAL.value: "conf_gate",
+}
+CLARIFY_IGNORED = "Proceed with what is known; there are no more details to add."
+_MAX_DESCRIPTION = 20_000
+
+ResponseType = Literal["accept", "edit", "response", "ignore"]
+
+
+class HumanResponse(BaseModel):
+    """What Agent Inbox sends as `command.resume`: `{type, args}`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: ResponseType
+    args: Any = None
+
+
+def _allowed(kind: str) -> dict[str, bool]:
+    if kind == QuestionKind.CLARIFY.value:
+        return {
+            "allow_ignore": True,
+            "allow_respond": True,
+            "allow_edit": False,
+            "allow_accept": False,
+        }
+    return {"allow_ignore": True, "allow_respond": True, "allow_edit": True, "allow_accept": True}
+
+
+def _plan_args(payload: dict[str, Any]) -> dict[str, Any]:
+    markdown = payload.get("plan_markdown")
+    if not isinstance(markdown, str):
+        return {}
+    try:
+        plan = Plan.from_text(markdown)
+    except ValueError:
+        return {"plan": markdown}
+    return {"summary": plan.summary, "steps": list(plan.steps), "risks": list(plan.risks)}
+
+
+def _description(payload: dict[str, Any], kind: str) -> str:
+    """The question as the Inbox shows it, in Markdown, with what each choice does."""
+    parts = [str(payload.get("text") or "")]
+    if kind == QuestionKind.PLAN_DECISION.value and isinstance(payload.get("plan_markdown"), str):
+        parts.append(payload["plan_markdown"])
+        parts.append(
+            "**Accept** approves the plan, **Edit** replaces it with your version, "
+            "**Respond** asks for a revision with your feedback, **Ignore** rejects it."
+        )
+    elif kind == QuestionKind.CLARIFY.value:
+        parts.append(
+            "**Respond** with the missing details; **Ignore** lets the planner go on with "
+            "what it has."
+        )
+    elif kind == QuestionKind.CONFLUENCE_APPROVAL.value:
+        diff = payload.get("diff") or payload.get("preview")
+        if isinstance(diff, str) and diff.strip():
+            parts.append(f"```\n{diff}\n```")
+        parts.append(
+            "**Accept** publishes exactly this change, **Edit** or **Respond** asks the writer "
+            "for a new draft (you approve that one), **Ignore** rejects it."
+        )
+    text = "\n\n".join(part for part in parts if part.strip())
+    return text[:_MAX_DESCRIPTION]
+
+
+def human_interrupt(kind: str, payload: Any) -> dict[str, Any]:
+    """The `HumanInterrupt` Agent Inbox renders for one of our questions."""
+    data = payload if isinstance(payload, dict) else {}
+    if kind == QuestionKind.PLAN_DECISION.value:
+        action, args = "Approve the plan", _plan_args(data)
+    elif kind == QuestionKind.CONFLUENCE_APPROVAL.value:
+        action = "Publish to Confluence"
+        args = {"page_title": data.get("page_title"), "mode": data.get("mode")}
+        if data.get("page_id"):
+            args["page_id"] = data["page_id"]
+    else:
+        action, args = "Answer the question", {}
+    return {
+        "action_request": {"action": action, "args": args},
+        "config": _allowed(kind),
+        "description": _description(data, kind),
+    }
+
+
+def parse_human_response(value: Any) -> HumanResponse | str:
+    """A resume value as sent: a `HumanResponse`, a one-element list of one (the Inbox), or
+    a plain string in our answer grammar (`approve`, `revise <feedback>`; handy in scripts).
+
+    Raises:
+        InvalidAnswerError: anything else, with what is accepted.
+    """
+    if isinstance(value, list):
+        if len(value) != 1:
+            raise InvalidAnswerError(
+                f"resume with one response, not a list of {len(value)}: "
+                '[{"type": "accept|edit|response|ignore", "args": ...}]'
+            )
+        value = value[0]
+    if isinstance(value, str):
+        return value
+    try:
+        return HumanResponse.model_validate(value)
+    except ValidationError:
+        raise InvalidAnswerError(
+            'resume with {"type": "accept" | "edit" | "response" | "ignore", "args": ...} '
+            "or an answer in words (`approve`, `revise <feedback>`)"
+        ) from None
+
+
+def _text_arg(response: HumanResponse, what: str) -> str:
+    if not isinstance(response.args, str) or not response.args.strip():
+        raise InvalidAnswerError(f"a `response` needs {what} as a non-empty string in `args`")
+    return response.args.strip()
+
+
+def _feedback(response: HumanResponse) -> str:
+    return _text_arg(response, "feedback")
+
+
+def _edited_args(response: HumanResponse) -> dict[str, Any]:
+    """The `args` of an edit: `{action, args: {...}}` as the Inbox sends it, or the args."""
+    args = response.args
+    if isinstance(args, dict) and isinstance(args.get("args"), dict):
+        args = args["args"]
+    if not isinstance(args, dict):
+        raise InvalidAnswerError('an `edit` needs `args`: {"action": ..., "args": {...}}')
+    return args
+
+
+def _lines(value: Any, field: str) -> list[str]:
+    """A list field the Inbox may send as a list, a JSON list, or lines of text."""
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, list):
+            value = decoded
+        else:
+            return [line for line in value.splitlines() if line.strip()]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidAnswerError(f"`{field}` must be a list of strings or lines of text")
+    return value
+
+
+def _edited_plan(response: HumanResponse) -> str:
+    """The edited plan as the Markdown an `edit <plan>` answer carries."""
+    args = _edited_args(response)
+    if isinstance(args.get("plan"), str):
+        return str(args["plan"])
+    summary = args.get("summary")
+    if not isinstance(summary, str):
+        raise InvalidAnswerError("an edited plan needs `summary` (text) and `steps`")
+    steps = [_strip_marker(step) for step in _lines(args.get("steps"), "steps")]
+    risks = [_strip_marker(risk) for risk in _lines(args.get("risks", []), "risks")]
+    try:
+        plan = Plan(summary=summary, steps=steps, risks=risks)
+    except ValidationError as exc:
+        raise InvalidAnswerError(f"the edited plan is not valid: {_first_error(exc)}") from None
+    return plan.to_markdown()
+
+
+def _strip_marker(line: str) -> str:
+    """`1. step`, `- step` -> `step`, as a person editing lines of text writes them."""
+    stripped = line.strip()
+    head, _, rest = stripped.partition(" ")
+    if rest and (head in ("-", "*", "+") or head.rstrip(".)").isdigit()):
+        return rest.strip()
+    return stripped
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(part) for part in error.get("loc", ()))
+    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
+def _edited_page(response: HumanResponse, payload: dict[str, Any]) -> str:
+    """An edit of a Confluence change, as feedback for the writer's next draft."""
+    args = _edited_args(response)
+    asks: list[str] = []
+    title = args.get("page_title")
+    if isinstance(title, str) and title.strip() and title.strip() != payload.get("page_title"):
+        asks.append(f"Use the page title: {title.strip()}")
+    for key, value in args.items():
+        if key in ("page_title", "mode", "page_id") or value in (None, ""):
+            continue
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        asks.append(f"Change {key} to:\n{shown}")
+    if not asks:
+        raise InvalidAnswerError(
+            "the edit changes nothing; use accept to publish as it is, or respond with feedback"
+        )
+    return "\n\n".join(asks)
+
+
+def _not_offered(kind: str, choice: str) -> InvalidAnswerError:
+    offered = [name.removeprefix("allow_") for name, on in _allowed(kind).items() if on]
+    return InvalidAnswerError(
+        f"a {kind} question does not take `{choice}`; send one of: "
+        + ", ".join("response" if name == "respond" else name for name in offered)
+    )
+
+
+def answer_for(kind: str, payload: Any, response: HumanResponse | str) -> dict[str, Any]:
+    """The normalised answer for a question of `kind`, validated as every transport's is.
+
+    Raises:
+        InvalidAnswerError: the response does not fit the question; nothing is stored.
+    """
+    if isinstance(response, str):
+        return parse_answer(kind, response)
+    data = payload if isinstance(payload, dict) else {}
+    choice = response.type
+    if kind == QuestionKind.CLARIFY.value:
+        if choice == "response":
+            return parse_answer(kind, {"text": _text_arg(response, "the missing details")})
+        if choice == "ignore":
+            return parse_answer(kind, {"text": CLARIFY_IGNORED})
+        raise _not_offered(kind, choice)
+    if kind == QuestionKind.PLAN_DECISION.value:
+        if choice == "accept":
+            return parse_answer(kind, {"decision": "approve"})
+        if choice == "edit":
+            return parse_answer(kind, {"decision": "edit", "text": _edited_plan(response)})
+        if choice == "response":
+            return parse_answer(
+                kind, {"decision": "revise", "text": _text_arg(response, "feedback")}
+            )
+        return parse_answer(kind, {"decision": "reject"})
+    if kind == QuestionKind.CONFLUENCE_APPROVAL.value:
+        if choice == "accept":
+            return parse_answer(kind, {"decision": "publish"})
+        if choice == "edit":
+            return parse_answer(kind, {"decision": "revise", "text": _edited_page(response, data)})
+        if choice == "response":
+            return parse_answer(
+                kind, {"decision": "revise", "text": _text_arg(response, "feedback")}
+            )
+        return parse_answer(kind, {"decision": "reject"})
+    raise InvalidAnswerError(f"unknown question kind {kind!r}")

@@ -1,0 +1,482 @@
+"""The threads/runs endpoints Agent Inbox and the LangGraph SDKs call, under `/langgraph`.
+
+Only what those clients use is served; anything else is a 404 in the
+server's own error shape (`{"detail": ...}`), and no input ever gets a 5xx:
+the JS SDK retries a 5xx up to four times, POSTs included, so a 5xx on an
+answer would send it again. An answer goes through `inbox.submit_answer`,
+the same compare-and-set, resume command and audit row as Slack, the CLI or
+the dashboard (`via=langgraph-api:<token name>`), so whoever answers first
+wins and the others get a 409.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from agent_team import db, inbox
+from agent_team.actors import Actor
+from agent_team.coordinator.runner import thread_config
+from agent_team.dashboard.api_common import ApiError, json_body, translate
+from agent_team.exceptions import InvalidAnswerError, TaskRefusedError
+from agent_team.integrations.langgraph_api.follow import TaskChanges, settled
+from agent_team.integrations.langgraph_api.human import answer_for, parse_human_response
+from agent_team.integrations.langgraph_api.shapes import (
+    GRAPH_ID,
+    ThreadView,
+    interrupt_of,
+    run_object,
+    thread_object,
+    thread_state,
+    thread_view,
+)
+from agent_team.redact import redact_deep
+from agent_team.task_model import TERMINAL_STATUSES
+
+if TYPE_CHECKING:
+    from agent_team.access import DashboardTokens
+    from agent_team.coordinator import Coordinator
+
+__all__ = ["VIA", "LangGraphApi"]
+
+log = logging.getLogger(__name__)
+
+VIA = "langgraph-api"
+MAX_SEARCH_LIMIT = 1000
+FOLLOW_TIMEOUT_S = 600.0
+_THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
+_SEARCH_FIELDS = {
+    "metadata", "values", "status", "limit", "offset", "sort_by", "sort_order", "ids",
+    "select", "extract",
+}  # fmt: skip
+# Run fields the SDKs send that a resume may carry and that change nothing here.
+_RUN_FIELDS = {
+    "assistant_id", "command", "input", "config", "context", "metadata", "stream_mode",
+    "stream_subgraphs", "stream_resumable", "interrupt_before", "interrupt_after",
+    "feedback_keys", "webhook", "checkpoint", "checkpoint_id", "checkpoint_during",
+    "multitask_strategy", "if_not_exists", "on_disconnect", "on_completion", "after_seconds",
+    "durability", "strict_resume", "langsmith_tracer",
+}  # fmt: skip
+# `values` keys a search may match on, and the task column each is.
+_VALUE_COLUMNS = {
+    "task_id": "id", "title": "title", "kind": "kind", "source": "source", "status": "status",
+    "phase": "phase",
+}  # fmt: skip
+_METADATA_COLUMNS = {"kind": "kind", "source": "source"}
+
+
+def _detail(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(redact_deep({"detail": message}), status_code=status, headers=headers)
+
+
+def _guard(
+    handler: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """Errors as `{"detail": ...}` with the status that says why; never a traceback."""
+
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Exception as exc:
+            refused = translate(exc)
+            return _detail(refused.status, refused.message, refused.headers)
+
+    return endpoint
+
+
+def _json(content: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse(redact_deep(content), status_code=status, headers=headers)
+
+
+def _int(data: dict[str, Any], name: str, default: int, *, low: int, high: int) -> int:
+    value = data.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ApiError(422, f"{name}: must be an integer from {low} to {high}")
+    return value
+
+
+def _mapping(data: dict[str, Any], name: str) -> dict[str, Any]:
+    value = data.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ApiError(422, f"{name}: must be an object")
+    return value
+
+
+def _equal_filters(metadata: dict[str, Any], values: dict[str, Any]) -> dict[str, str] | None:
+    """Containment filters as column equalities; None when nothing can match."""
+    equal: dict[str, str] = {}
+    for key, wanted in metadata.items():
+        if key == "graph_id":
+            if wanted != GRAPH_ID:
+                return None
+            continue
+        if key not in _METADATA_COLUMNS or not isinstance(wanted, str):
+            return None  # no thread carries that metadata
+        equal[_METADATA_COLUMNS[key]] = wanted
+    for key, wanted in values.items():
+        if key not in _VALUE_COLUMNS:
+            raise ApiError(
+                422, f"values: cannot search by {key!r}; use {', '.join(sorted(_VALUE_COLUMNS))}"
+            )
+        if not isinstance(wanted, str):
+            return None
+        column = _VALUE_COLUMNS[key]
+        if equal.get(column, wanted) != wanted:
+            return None
+        equal[column] = wanted
+    return equal
+
+
+class LangGraphApi:
+    """The handlers, bound to one daemon's coordinator and dashboard tokens."""
+
+    def __init__(
+        self, coordinator: Coordinator, tokens: DashboardTokens, changes: TaskChanges
+    ) -> None:
+        self.coordinator = coordinator
+        self.tokens = tokens
+        self.changes = changes
+
+    # -- auth ------------------------------------------------------------------------------
+
+    def _caller(self, request: Request) -> Actor:
+        """The named token behind `x-api-key`; reads need one too (plans are private work)."""
+        if not self.tokens.enabled:
+            raise ApiError(
+                403,
+                "the LangGraph API needs a dashboard token: set AGENT_TEAM_DASHBOARD_TOKENS "
+                "(name:token,...) and send one as x-api-key",
+            )
+        given = request.headers.get("x-api-key", "").strip()
+        if not given:
+            raise ApiError(401, "send a dashboard token in the x-api-key header")
+        token = self.tokens.match(given)
+        if token is None:
+            raise ApiError(401, "the x-api-key is not a dashboard token of this daemon")
+        return Actor(token.name or "token", VIA)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _read_view(self, task_id: str) -> ThreadView:
+        with self.coordinator.ledger.snapshot() as reader:
+            task = db.get_task(reader, task_id)
+            if task is None:
+                raise ApiError(404, f"Thread with ID {task_id} not found")
+            return thread_view(reader, task)
+
+    def _checkpoint_id(self, task_id: str) -> str | None:
+        try:
+            saved = self.coordinator.runner.checkpointer.get_tuple(thread_config(task_id))
+        except Exception:  # a checkpoint is a detail of the state, never worth a refusal
+            log.warning("langgraph api: could not read the checkpoint of %s", task_id)
+            return None
+        if saved is None:
+            return None
+        found = saved.config.get("configurable", {}).get("checkpoint_id")
+        return found if isinstance(found, str) else None
+
+    async def info(self, request: Request) -> Response:
+        from agent_team import __version__
+
+        return _json(
+            {
+                "version": __version__,
+                "langgraph_py_version": None,
+                "flags": {"assistants": False, "crons": False, "langsmith": False},
+                "metadata": {"server": "agent-team", "graph_id": GRAPH_ID},
+            }
+        )
+
+    async def search(self, request: Request) -> Response:
+        self._caller(request)
+        data = await _cached_body(request)
+        unknown = sorted(set(data) - _SEARCH_FIELDS)
+        if unknown:
+            raise ApiError(422, f"{unknown[0]}: is not a search field")
+        status = data.get("status")
+        if status is not None and status not in _THREAD_STATUSES:
+            raise ApiError(422, f"status: must be one of {', '.join(_THREAD_STATUSES)}")
+        ids = data.get("ids")
+        if ids is not None and (
+            not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000
+        ):
+            raise ApiError(422, "ids: must be a list of at most 1000 thread ids")
+        limit = _int(data, "limit", 10, low=1, high=MAX_SEARCH_LIMIT)
+        offset = _int(data, "offset", 0, low=0, high=1_000_000_000)
+        sort_by = data.get("sort_by") or "created_at"
+        if sort_by not in ("created_at", "updated_at", "thread_id"):
+            raise ApiError(422, "sort_by: must be created_at, updated_at or thread_id")
+        order = data.get("sort_order") or "desc"
+        if order not in ("asc", "desc"):
+            raise ApiError(422, "sort_order: must be asc or desc")
+        equal = _equal_filters(_mapping(data, "metadata"), _mapping(data, "values"))
+        if equal is None:
+            return _json([])
+
+        def work() -> list[dict[str, Any]]:
+            with self.coordinator.ledger.snapshot() as reader:
+                tasks = db.search_threads(
+                    reader,
+                    thread_status=status,
+                    ids=ids,
+                    equal=equal,
+                    sort_by=sort_by,
+                    descending=order == "desc",
+                    limit=limit,
+                    offset=offset,
+                )
+                return [thread_object(thread_view(reader, task)) for task in tasks]
+
+        return _json(await run_in_threadpool(work))
+
+    async def get_thread(self, request: Request) -> Response:
+        self._caller(request)
+        view = await run_in_threadpool(self._read_view, _thread_id(request))
+        return _json(thread_object(view))
+
+    async def get_state(self, request: Request) -> Response:
+        self._caller(request)
+        task_id = _thread_id(request)
+
+        def work() -> dict[str, Any]:
+            view = self._read_view(task_id)
+            return thread_state(view, self._checkpoint_id(task_id))
+
+        return _json(await run_in_threadpool(work))
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def update_state(self, request: Request) -> Response:
+        """Only Agent Inbox's "Mark as resolved": `as_node: "__end__"` cancels the task."""
+        actor = self._caller(request)
+        task_id = _thread_id(request)
+        data = await json_body(request)
+        if data.get("as_node") != "__end__":
+            raise ApiError(
+                422,
+                "only marking a thread resolved is supported here: "
+                '{"values": null, "as_node": "__end__"}; answer a question with a run',
+            )
+        if data.get("values") not in (None, {}):
+            raise ApiError(422, "values: cannot be changed here; send null")
+
+        def work() -> dict[str, Any]:
+            view = self._read_view(task_id)
+            if view.task.status not in TERMINAL_STATUSES:
+                try:
+                    inbox.cancel_task(self.coordinator.ledger, task_id, actor=actor)
+                except TaskRefusedError:
+                    pass  # it finished meanwhile: resolved either way
+            return {"checkpoint": _checkpoint_ref(task_id, self._checkpoint_id(task_id))}
+
+        result = await run_in_threadpool(work)
+        self.coordinator.wake.set()
+        return _json(result)
+
+    async def _answer(self, request: Request) -> tuple[db.Task, db.Question, str]:
+        """Validate the run request and record its answer: `(task, question, assistant id)`."""
+        actor = self._caller(request)
+        task_id = _thread_id(request)
+        data = await _cached_body(request)
+        unknown = sorted(set(data) - _RUN_FIELDS)
+        if unknown:
+            raise ApiError(422, f"{unknown[0]}: is not a run field")
+        if data.get("input") is not None:
+            raise ApiError(
+                422, "input: a new run cannot be started here; resume the open question with "
+                '{"command": {"resume": ...}}',
+            )  # fmt: skip
+        command = data.get("command")
+        if not isinstance(command, dict) or "resume" not in command:
+            raise ApiError(422, 'command: send {"resume": <a response to the open question>}')
+        if (
+            set(command) - {"resume", "update", "goto"}
+            or command.get("update")
+            or command.get("goto")
+        ):
+            raise ApiError(422, "command: only `resume` is supported")
+        assistant_id = data.get("assistant_id") or GRAPH_ID
+        if not isinstance(assistant_id, str) or len(assistant_id) > 200:
+            raise ApiError(422, "assistant_id: must be a string")
+        resume = command["resume"]
+
+        def work() -> tuple[db.Task, db.Question]:
+            view = self._read_view(task_id)
+            question = view.open_question
+            wanted = resume
+            if isinstance(resume, dict) and "type" not in resume:
+                # The SDK's `{interrupt id: value}` form: it must name the open question.
+                if len(resume) != 1:
+                    raise ApiError(422, "command.resume: name one interrupt id")
+                ((named, wanted),) = resume.items()
+                if question is None or named != question.question_id:
+                    raise _not_open(view, named)
+            if question is None:
+                raise _not_open(view, None)
+            answer = answer_for(question.kind, question.payload, parse_human_response(wanted))
+            answered = inbox.submit_answer(
+                self.coordinator.ledger,
+                question.question_id,
+                answer,
+                via=f"{actor.via}:{actor.name}",
+                now=self.coordinator.clock(),
+            )
+            task = db.get_task(self.coordinator.ledger, task_id)
+            assert task is not None
+            return task, answered
+
+        try:
+            task, question = await run_in_threadpool(work)
+        except InvalidAnswerError as exc:
+            raise ApiError(422, f"command.resume: {exc}") from None
+        self.coordinator.wake.set()
+        return task, question, assistant_id
+
+    async def create_run(self, request: Request) -> Response:
+        task, question, assistant = await self._answer(request)
+        run = run_object(task, question, status="pending", assistant_id=assistant)
+        return _json(run, headers=_location(run))
+
+    async def wait_run(self, request: Request) -> Response:
+        task, question, assistant = await self._answer(request)
+        view = await run_in_threadpool(self._read_view, task.id)
+        async for latest in self._follow(task.id, question.question_id):
+            view = latest
+        run = run_object(task, question, status="success", assistant_id=assistant)
+        return _json(_final_values(view), headers=_location(run))
+
+    async def stream_run(self, request: Request) -> Response:
+        modes = _stream_modes(await _cached_body(request))  # refused before anything is stored
+        task, question, assistant = await self._answer(request)
+        run = run_object(task, question, status="pending", assistant_id=assistant)
+        return StreamingResponse(
+            self._events(task.id, question.question_id, run, modes),
+            media_type="text/event-stream",
+            headers={**_location(run), "Cache-Control": "no-store"},
+        )
+
+    async def _follow(self, task_id: str, answered: str) -> AsyncIterator[ThreadView]:
+        """The task's view each time it changed, ending with the one where it settled."""
+        last: tuple[Any, ...] | None = None
+        async for _ in self.changes.changes(task_id, timeout_s=FOLLOW_TIMEOUT_S):
+            view = await run_in_threadpool(self._read_view, task_id)
+            seen = (view.task.status, view.task.phase, view.task.updated_at, view.status)
+            if seen != last:
+                last = seen
+                yield view
+            if settled(view.task, view.questions, answered):
+                return
+
+    async def _events(
+        self, task_id: str, answered: str, run: dict[str, Any], modes: set[str]
+    ) -> AsyncIterator[bytes]:
+        yield _sse("metadata", {"run_id": run["run_id"], "attempt": 1})
+        try:
+            async for view in self._follow(task_id, answered):
+                if "values" in modes:
+                    yield _sse("values", _final_values(view))
+                if "updates" in modes:
+                    yield _sse("updates", _update_of(view))
+        except Exception as exc:
+            log.exception("langgraph api: following task %s failed", task_id)
+            yield _sse(
+                "error", {"error": type(exc).__name__, "message": "following the task failed"}
+            )
+
+
+def _location(run: dict[str, Any]) -> dict[str, str]:
+    return {"Content-Location": f"/threads/{run['thread_id']}/runs/{run['run_id']}"}
+
+
+def _final_values(view: ThreadView) -> dict[str, Any]:
+    """The thread's values, with `__interrupt__` when it stopped at a question (as the server)."""
+    values = dict(thread_object(view)["values"])
+    question = view.open_question
+    if question is not None:
+        values["__interrupt__"] = [interrupt_of(question)]
+    return values
+
+
+def _update_of(view: ThreadView) -> dict[str, Any]:
+    question = view.open_question
+    if question is not None:
+        return {"__interrupt__": [interrupt_of(question)]}
+    return {view.task.phase: {"status": view.task.status, "phase": view.task.phase}}
+
+
+def _sse(event: str, data: Any) -> bytes:
+    body = json.dumps(redact_deep(data), separators=(",", ":"), ensure_ascii=False)
+    return f"event: {event}\ndata: {body}\n\n".encode()
+
+
+def _stream_modes(data: dict[str, Any]) -> set[str]:
+    modes = data.get("stream_mode") or ["values"]
+    if isinstance(modes, str):
+        modes = [modes]
+    if not isinstance(modes, list) or not all(isinstance(mode, str) for mode in modes):
+        raise ApiError(422, "stream_mode: must be a mode or a list of modes")
+    return set(modes)
+
+
+def _checkpoint_ref(task_id: str, checkpoint_id: str | None) -> dict[str, Any]:
+    return {"thread_id": task_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
+
+
+def _not_open(view: ThreadView, named: str | None) -> ApiError:
+    """A resume with nothing to resume: 409, saying what happened to the question."""
+    if named is not None:
+        for question in view.questions:
+            if question.question_id == named:
+                return ApiError(409, inbox.closed_message(question))
+    closed = [q for q in view.questions if q.status != "open"]
+    if named is None and closed:
+        return ApiError(
+            409, f"no question is open on this thread; {inbox.closed_message(closed[-1])}"
+        )
+    what = f"interrupt {named!r} is not the open question" if named else "no question is open"
+    return ApiError(409, f"{what} on thread {view.task.id} (status {view.status})")
+
+
+def _thread_id(request: Request) -> str:
+    value = str(request.path_params["thread_id"]).strip()
+    if not value or len(value) > 200 or not value.isprintable():
+        raise ApiError(404, "Thread not found")
+    return value
+
+
+async def _cached_body(request: Request) -> dict[str, Any]:
+    cached = request.scope.setdefault("state", {}).get("langgraph_body")
+    if cached is None:
+        cached = await json_body(request)
+        request.scope["state"]["langgraph_body"] = cached
+    return dict(cached)
+
+
+async def not_found(request: Request) -> Response:
+    return _detail(404, "Not Found")
+
+
+def routes(api: LangGraphApi) -> list[BaseRoute]:
+    return [
+        Route("/info", _guard(api.info), methods=["GET"]),
+        Route("/threads/search", _guard(api.search), methods=["POST"]),
+        Route("/threads/{thread_id}", _guard(api.get_thread), methods=["GET"]),
+        Route("/threads/{thread_id}/state", _guard(api.get_state), methods=["GET"]),
+        Route("/threads/{thread_id}/state", _guard(api.update_state), methods=["POST"]),
+        Route("/threads/{thread_id}/runs", _guard(api.create_run), methods=["POST"]),
+        Route("/threads/{thread_id}/runs/stream", _guard(api.stream_run), methods=["POST"]),
+        Route("/threads/{thread_id}/runs/wait", _guard(api.wait_run), methods=["POST"]),
+    ]
