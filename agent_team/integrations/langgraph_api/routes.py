@@ -286,8 +286,12 @@ class LangGraphApi:
         self.coordinator.wake.set()
         return _json(result)
 
-    async def _answer(self, request: Request) -> tuple[db.Task, db.Question, str]:
-        """Validate the run request and record its answer: `(task, question, assistant id)`."""
+    async def _answer(self, request: Request) -> tuple[db.Task, db.Question, str, set[str]]:
+        """Validate the run request, then record its answer.
+
+        Returns `(task, question, assistant id, stream modes)`; every field is checked
+        before anything is stored, whichever of the three run endpoints was called.
+        """
         actor = self._caller(request)
         task_id = _thread_id(request)
         data = await _cached_body(request)
@@ -312,6 +316,7 @@ class LangGraphApi:
         if not isinstance(assistant_id, str) or len(assistant_id) > 200:
             raise ApiError(422, "assistant_id: must be a string")
         resume = command["resume"]
+        modes = _stream_modes(data)
 
         def work() -> tuple[db.Task, db.Question]:
             view = self._read_view(task_id)
@@ -343,15 +348,15 @@ class LangGraphApi:
         except InvalidAnswerError as exc:
             raise ApiError(422, f"command.resume: {exc}") from None
         self.coordinator.wake.set()
-        return task, question, assistant_id
+        return task, question, assistant_id, modes
 
     async def create_run(self, request: Request) -> Response:
-        task, question, assistant = await self._answer(request)
+        task, question, assistant, _ = await self._answer(request)
         run = run_object(task, question, status="pending", assistant_id=assistant)
         return _json(run, headers=_location(run))
 
     async def wait_run(self, request: Request) -> Response:
-        task, question, assistant = await self._answer(request)
+        task, question, assistant, _ = await self._answer(request)
         view = await run_in_threadpool(self._read_view, task.id)
         async for latest in self._follow(task.id, question.question_id):
             view = latest
@@ -359,8 +364,7 @@ class LangGraphApi:
         return _json(_final_values(view), headers=_location(run))
 
     async def stream_run(self, request: Request) -> Response:
-        modes = _stream_modes(await _cached_body(request))  # refused before anything is stored
-        task, question, assistant = await self._answer(request)
+        task, question, assistant, modes = await self._answer(request)
         run = run_object(task, question, status="pending", assistant_id=assistant)
         return StreamingResponse(
             self._events(task.id, question.question_id, run, modes),
