@@ -65,7 +65,7 @@ class Live:
         self.url = self.daemon.url + "langgraph"
         self.client: SyncLangGraphClient = get_sync_client(url=self.url, api_key=ADA_KEY)
         self.http = httpx.Client(base_url=self.url + "/", timeout=DEADLINE_S)
-        self.conn = db.open_ledger(settings.db_path)
+        self.conn = db.open_ledger(settings.ledger_target)
 
     def stop(self) -> None:
         self.client.close()

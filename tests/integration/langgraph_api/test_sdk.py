@@ -8,6 +8,8 @@ what normalised answer the graph got, and who the audit log says gave it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,7 +22,21 @@ from agent_team import db
 from agent_team.integrations.langgraph_api.human import CLARIFY_IGNORED
 from agent_team.integrations.langgraph_api.shapes import run_id_for
 from agent_team.models.schemas import Plan
-from tests.integration.langgraph_api.conftest import BOB_KEY, Live, wait_for
+from tests.integration.langgraph_api.conftest import BOB_KEY, Live, api_settings, wait_for
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Live]:
+    """The same calls on either ledger: the threads come from SQL that must mean one thing."""
+    extra: dict[str, Any] = {}
+    if request.param == "postgres":
+        extra["database_url"] = request.getfixturevalue("pg_url")
+    running = Live(api_settings(tmp_path, **extra))
+    try:
+        yield running
+    finally:
+        running.stop()
+
 
 THREAD = TypeAdapter(schema.Thread)
 STATE = TypeAdapter(schema.ThreadState)
