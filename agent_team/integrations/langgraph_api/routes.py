@@ -361,7 +361,11 @@ class LangGraphApi:
         async for latest in self._follow(task.id, question.question_id):
             view = latest
         run = run_object(task, question, status="success", assistant_id=assistant)
-        return _json(_final_values(view), headers=_location(run))
+        values = _final_values(view)
+        failure = _failure(view)
+        if failure is not None:
+            values["__error__"] = failure  # where the server puts a run's error
+        return _json(values, headers=_location(run))
 
     async def stream_run(self, request: Request) -> Response:
         task, question, assistant, modes = await self._answer(request)
@@ -394,6 +398,9 @@ class LangGraphApi:
                     yield _sse("values", _final_values(view))
                 if "updates" in modes:
                     yield _sse("updates", _update_of(view))
+                failure = _failure(view)
+                if failure is not None:
+                    yield _sse("error", failure)
         except Exception as exc:
             log.exception("langgraph api: following task %s failed", task_id)
             yield _sse(
@@ -412,6 +419,15 @@ def _final_values(view: ThreadView) -> dict[str, Any]:
     if question is not None:
         values["__interrupt__"] = [interrupt_of(question)]
     return values
+
+
+def _failure(view: ThreadView) -> dict[str, str] | None:
+    """A task that failed or parked, as the server reports a run's error."""
+    if view.status != "error":
+        return None
+    kind = "TaskParked" if view.task.status == "parked" else "TaskFailed"
+    reason = thread_object(view)["values"].get("error") or view.task.status
+    return {"error": kind, "message": str(reason)}
 
 
 def _update_of(view: ThreadView) -> dict[str, Any]:

@@ -310,3 +310,23 @@ def test_thread_values_hold_no_secret_from_the_task(live: Live) -> None:
 
 def _interrupt_values(thread: dict[str, Any]) -> list[dict[str, Any]]:
     return [i["value"] for group in thread["interrupts"].values() for i in group]
+
+
+def test_a_build_that_fails_ends_the_stream_with_an_error_event(tmp_path: Path) -> None:
+    running = Live(api_settings(tmp_path, builder="command", build_command="exit 3"))
+    try:
+        task_id = running.submit(clarify=False)
+        running.open_question(task_id)
+        parts = list(
+            running.client.runs.stream(task_id, "agent-team", command={"resume": "approve"})
+        )
+        assert parts[-1].event == "error"
+        assert parts[-1].data["error"] == "TaskFailed" and "exited with code 3" in str(
+            parts[-1].data["message"]
+        )
+        assert running.client.threads.get(task_id)["status"] == "error"
+        with pytest.raises(httpx.HTTPStatusError) as again:  # nothing left to answer
+            running.client.runs.wait(task_id, "agent-team", command={"resume": "approve"})
+        assert again.value.response.status_code == 409
+    finally:
+        running.stop()
