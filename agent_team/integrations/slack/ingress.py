@@ -93,6 +93,8 @@ class SlackListener:
         self.settings = settings
         self.transport = transport
         self.clock: Callable[[], datetime] = clock or transport.clock
+        # Before the route serves: answers recorded earlier reached no listener of this process.
+        self.started_at = self.clock()
         self.socket_mode = settings.app_token is not None
         secret = settings.signing_secret
         self._signing_secret = secret.get_secret_value() if secret is not None else ""
@@ -161,7 +163,7 @@ class SlackListener:
     ) -> None:
         """The daemon's Slack timer loop: reminders, late and superseded redraws; on stop, drain."""
         try:
-            self.followups.run_timers(stop, beat, every_s, turn)
+            self.followups.run_timers(stop, beat, every_s, turn, listening_since=self.started_at)
         finally:
             if stop.is_set():
                 self.drain(5.0)

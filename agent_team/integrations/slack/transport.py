@@ -476,11 +476,17 @@ class SlackTransport:
         )
         return done_now
 
-    def reconcile_answered(self, now: datetime | None = None) -> int:
+    def reconcile_answered(
+        self, now: datetime | None = None, *, listening_since: datetime | None = None
+    ) -> int:
         """Redraw recently answered questions whose message still shows buttons.
 
         Slack answers are redrawn by the listener within seconds, so they are
-        left alone for `OUTCOME_GRACE`; answers from elsewhere at once.
+        left alone for `OUTCOME_GRACE`; answers from elsewhere at once. A Slack
+        answer recorded before `listening_since` (when this process's listener
+        was built) is in no listener's hands: its follow-up died with the
+        process that acked it, so it is redrawn at once too, at start-up
+        rather than a minute later (issue #17).
         """
         now = now or self.clock()
         redrawn = 0
@@ -492,7 +498,8 @@ class SlackTransport:
                 continue
             answered = db.from_iso(question.answered_at) if question.answered_at else now
             from_slack = (question.answered_via or "").startswith("slack:")
-            if from_slack and now - answered < OUTCOME_GRACE:
+            orphaned = listening_since is not None and answered < listening_since
+            if from_slack and not orphaned and now - answered < OUTCOME_GRACE:
                 continue
             try:
                 redrawn += int(self.show_outcome(question))
