@@ -42,7 +42,7 @@ from agent_team.integrations.slack.blocks import (
 )
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.plandiff import PlanVersion, plan_versions
-from agent_team.redact import redact, tail
+from agent_team.redact import redact, redact_deep, tail
 from agent_team.task_model import EffectState, QuestionKind, QuestionStatus
 from agent_team.testhooks import wall_clock
 
@@ -163,8 +163,15 @@ class SlackTransport:
                 self._ledger = None
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
-        """One Web API call, logged by method and channel (never the token or the text)."""
+        """One Web API call, logged by method and channel (never the token or the text).
+
+        Every Web API call of the process goes through here (posts, redraws, thread
+        acks, reminders, notices, digests, private notes, modals), so this is where
+        the one redaction rule is applied to what Slack is sent: a token pasted into
+        a task must not reach the channel (issue #17).
+        """
         where = params.get("channel", "")
+        params = redact_deep(params, self._secrets)
         try:
             response = self.client.api_call(method, json=params)
         except SlackApiError as exc:
