@@ -45,11 +45,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from agent_team.exceptions import ConfigError
+from agent_team.integrations.refusals import RefusalLog
 from agent_team.integrations.slack.answers import AnswerFn, AnswerHandler
 from agent_team.integrations.slack.blocks import ACTION_PREFIX, REVISE_CALLBACK
 from agent_team.integrations.slack.followups import TIMERS_S, FollowUps
 from agent_team.integrations.slack.hotpath import HotRequest, classify
-from agent_team.integrations.slack.refusals import RefusalLog
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport, make_web_client
 
@@ -103,7 +103,7 @@ class SlackListener:
             transport, self._signing_secret, socket_mode=self.socket_mode, verify=verify_token
         )
         self.followups = FollowUps(transport, workers=followup_workers)
-        self.refusals = RefusalLog(log)
+        self.refusals = RefusalLog(log, "slack request")
         # The bot's own user id, for telling its own messages apart on the hot path; learnt
         # from Bolt's authorization (auth.test) on the first request that goes through Bolt.
         self._bot_user_id: str | None = None
