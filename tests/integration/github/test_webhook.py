@@ -27,7 +27,7 @@ from tests.integration.github.conftest import (
     github_tasks,
     make_settings,
 )
-from tests.ledger_rows import stored_rows
+from tests.ledger_rows import Rows, stored_rows
 
 SECRET = "It's a Secret to Everybody"
 
@@ -379,6 +379,14 @@ def forge(case: str, body: bytes, headers: dict[str, str]) -> dict[str, str]:
     }[case]
 
 
+def delivered(service: Daemon, number: int) -> tuple[bytes, dict[str, str], Rows]:
+    """One signed delivery of issue `number`, its task run to its question; what is stored."""
+    body, headers = signed(marked_event(number))
+    assert post(service, body, headers).status_code == 201
+    settled(service, number)
+    return body, headers, stored_rows(service.coordinator.ledger)
+
+
 def settled(service: Daemon, number: int) -> None:
     """Wait until the daemon has run the issue's task to its clarify question and delivered it."""
     conn = service.coordinator.ledger
@@ -434,10 +442,7 @@ def test_a_replayed_delivery_is_a_duplicate_and_changes_nothing(
     """The exact bytes and headers again, as someone who captured them would send them."""
     service, _ = daemon
     conn = service.coordinator.ledger
-    body, headers = signed(marked_event(12))
-    assert post(service, body, headers).status_code == 201
-    settled(service, 12)
-    before = stored_rows(conn)
+    body, headers, before = delivered(service, 12)
     with caplog.at_level(logging.INFO):
         for _ in range(5):
             replay = post(service, body, headers)
@@ -455,10 +460,7 @@ def test_a_replayed_body_under_a_new_delivery_id_starts_nothing(
     back under a fresh id: the issue's claim makes it a no-op; only the id is recorded."""
     service, _ = daemon
     conn = service.coordinator.ledger
-    body, headers = signed(marked_event(13))
-    assert post(service, body, headers).status_code == 201
-    settled(service, 13)
-    before = stored_rows(conn)
+    body, headers, before = delivered(service, 13)
     replay = post(service, body, {**headers, "X-GitHub-Delivery": str(uuid.uuid4())})
     assert (replay.status_code, replay.json()) == (200, {"created": False})
     after = stored_rows(conn)
