@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["redact", "redact_deep", "tail"]
+__all__ = ["MASK", "redact", "redact_deep", "tail"]
 
 _PATTERNS = (
     re.compile(r"xox[abposr]-[A-Za-z0-9-]{8,}"),  # Slack tokens

@@ -29,6 +29,13 @@ or, when the page has none, inserts one after the heading the model names.
 task that came through the post-build flow ends `done` (its build stands) and
 the rejection is kept in the state (`confluence.decision`).
 
+Secrets: the draft is put under the one redaction rule when it is made
+(`ConfluenceLane.clean`): the model's title, summary, diagram and page body,
+and, for an update, anything credential-shaped already on the page, which the
+diff summary then says. So the question shows exactly what is written, the
+client's own pass over what it sends changes nothing, and the check that a
+lost create landed (the page found equals the draft) still holds.
+
 Bad input (ADF that is not JSON or not a doc, a page that does not exist, a
 wrong space id, an edit a guard refuses) raises `ConfluenceRefusedError`:
 the coordinator parks the task with the reason; nothing is written.
@@ -56,6 +63,7 @@ from agent_team.integrations.confluence.pages import (
 from agent_team.models.prompts import PageContext, confluence_messages
 from agent_team.models.schemas import ConfluenceDraft, Plan
 from agent_team.nodes.common import GraphDeps, ask_human, crash_point, enter
+from agent_team.redact import MASK
 from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState, question_id_for
 
 __all__ = [
@@ -110,7 +118,7 @@ def conf_draft(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
             headings=[h for _, n in adf.iter_nodes(page.doc) if (h := adf.heading_text(n))],
             diagrams=[d.source for d in mermaid.find_diagrams(page.doc, lane.macro_keys)],
         )
-    draft = deps.caller.structured(
+    drafted_by_model = deps.caller.structured(
         thread_id=state["task_id"],
         stage=Phase.CONF_DRAFT.value,
         schema=ConfluenceDraft,
@@ -124,23 +132,31 @@ def conf_draft(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
             page=context,
         ),
     )
+    # The ADF body is redacted once parsed (value by value), never as JSON text.
+    draft = drafted_by_model.model_copy(
+        update=lane.clean(drafted_by_model.model_dump(include={"title", "summary", "mermaid"}))
+    )
     if page is not None:
         ops = edit_ops(page, draft, lane.macro_keys)
         edit = mermaid.safe_edit(page.doc, ops, lane.macro_keys)
+        written, title = lane.clean(edit.doc), lane.clean(page.title)
+        diff = lane.clean(mermaid.describe_ops(page.doc, ops, lane.macro_keys))
+        if written != edit.doc or title != page.title:
+            diff += f"\ncredential-shaped text already on the page is written as {MASK}"
         drafted: dict[str, Any] = {
             "mode": "update",
             "page_id": page.id,
             "space_id": space_id,
-            "title": page.title,
+            "title": title,
             "base_version": page.version,
             "ops": ops,
-            "doc": adf.dumps(edit.doc),
+            "doc": adf.dumps(written),
             "summary": draft.summary,
-            "diff": mermaid.describe_ops(page.doc, ops, lane.macro_keys),
-            "preview": adf.to_preview(edit.doc, limit=_PREVIEW_CHARS),
+            "diff": diff,
+            "preview": adf.to_preview(written, limit=_PREVIEW_CHARS),
         }
     else:
-        doc = adf.parse(draft.body_adf, where="the drafted page body")
+        doc = lane.clean(adf.parse(draft.body_adf, where="the drafted page body"))
         if not mermaid.find_diagrams(doc, lane.macro_keys):
             # The lane promises a diagram of the change; add the model's if the body lacks it.
             doc["content"].append(
@@ -224,17 +240,19 @@ def conf_gate(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         deps,
         state,
         QuestionKind.CONFLUENCE_APPROVAL,
-        {
-            "text": _gate_text(state, draft, lane.dry_run),
-            "title": state["title"],
-            "page_title": draft["title"],
-            "mode": draft["mode"],
-            "page_id": draft.get("page_id"),
-            "diff": draft.get("diff", ""),
-            "preview": draft.get("preview", ""),
-            "dry_run": lane.dry_run,
-            "help": PUBLISH_HELP,
-        },
+        lane.clean(
+            {
+                "text": _gate_text(state, draft, lane.dry_run),
+                "title": state["title"],
+                "page_title": draft["title"],
+                "mode": draft["mode"],
+                "page_id": draft.get("page_id"),
+                "diff": draft.get("diff", ""),
+                "preview": draft.get("preview", ""),
+                "dry_run": lane.dry_run,
+                "help": PUBLISH_HELP,
+            }
+        ),
     )
     decision = str(answer.get("decision", ""))
     text = str(answer.get("text", ""))
@@ -285,7 +303,9 @@ def _write_update(
         return page_result(page, recovered=True)  # it landed before a crash: never send twice
     for attempt in range(2):
         edit = mermaid.safe_edit(page.doc, draft["ops"], lane.macro_keys)
-        request = request_for(task_id, {**draft, "doc": adf.dumps(edit.doc)}, page.version + 1)
+        # Redacted as the draft was, so an unchanged page is written exactly as approved.
+        doc_text = adf.dumps(lane.clean(edit.doc))
+        request = request_for(task_id, {**draft, "doc": doc_text}, page.version + 1)
         # Recorded (pending, with the intended version) before anything is sent.
         db.finish_effect(deps.ledger, effect_id=effect_id, state="pending", request=request)
         crash_point(deps, Phase.CONF_WRITE, "sending")

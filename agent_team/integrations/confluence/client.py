@@ -21,13 +21,15 @@ write (POST/PUT) is resent after a transport error only when the request never
 left (connect errors); otherwise `ConfluenceError` says it may have landed. A 409 (stale version) is
 raised as `StaleVersionError` for the caller, who knows how to re-apply its
 edit. Secrets never appear in errors: they are built from status codes and
-Confluence's own error titles, then redacted.
+Confluence's own error titles, then redacted. Every body sent goes through the one
+redaction rule (`outgoing`), the ADF inside it included (issue #17).
 """
 
 from __future__ import annotations
 
 import base64
 import email.utils
+import json
 import random
 import re
 import threading
@@ -43,7 +45,7 @@ from pydantic import SecretStr
 from agent_team.exceptions import ConfigError, ConfluenceError, ConfluenceRefusedError
 from agent_team.integrations.confluence import adf
 from agent_team.integrations.confluence.settings import ConfluenceSettings
-from agent_team.redact import redact
+from agent_team.redact import redact, redact_deep
 
 __all__ = [
     "BasicAuth",
@@ -52,6 +54,7 @@ __all__ = [
     "Page",
     "StaleVersionError",
     "create_request",
+    "outgoing",
     "update_request",
 ]
 
@@ -174,6 +177,32 @@ Auth = BasicAuth | OAuthClientCredentials
 
 def _body(doc_text: str) -> dict[str, str]:
     return {"representation": "atlas_doc_format", "value": doc_text}
+
+
+def outgoing(payload: Any, secrets: list[str] | tuple[str, ...] = ()) -> Any:
+    """A write's JSON body under the one redaction rule, the page's ADF included.
+
+    The ADF travels as a JSON *string* (`body.value`): it is parsed and redacted
+    value by value, never as text (a pattern run over JSON text could swallow a
+    quote), and re-serialised with `adf.dumps` only when something was redacted,
+    so a clean body is sent byte for byte as the lane drafted and compares it.
+    """
+    if not isinstance(payload, dict):
+        return redact_deep(payload, secrets)
+    cleaned: dict[str, Any] = redact_deep(payload, secrets)
+    body = payload.get("body")
+    if isinstance(body, dict) and isinstance(body.get("value"), str):
+        cleaned["body"]["value"] = _outgoing_adf(body["value"], secrets)  # the text pass undone
+    return cleaned
+
+
+def _outgoing_adf(text: str, secrets: list[str] | tuple[str, ...]) -> str:
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return redact(text, secrets)  # not ours to parse; Confluence refuses it anyway
+    clean = redact_deep(doc, secrets)
+    return text if clean == doc else adf.dumps(clean)
 
 
 def create_request(
@@ -310,6 +339,8 @@ class ConfluenceClient:
         )
 
     def _request(self, method: str, path: str, *, what: str, **kwargs: Any) -> httpx.Response:
+        if "json" in kwargs:  # the one door every body leaves by
+            kwargs["json"] = outgoing(kwargs["json"], self.auth.secrets)
         response: httpx.Response | None = None
         refreshed = False
         attempt = 0

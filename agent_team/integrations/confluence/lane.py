@@ -10,10 +10,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent_team.exceptions import ConfigError, ConfluenceRefusedError
 from agent_team.integrations.confluence.client import ConfluenceClient
 from agent_team.integrations.confluence.settings import ConfluenceSettings
+from agent_team.redact import redact_deep
 
 __all__ = ["ConfluenceLane", "lane_from_settings"]
 
@@ -27,6 +29,7 @@ class ConfluenceLane:
     dry_run: bool
     macro_keys: tuple[str, ...]
     make_client: Callable[[], ConfluenceClient] | None = None
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # the lane's own credentials
     _client: ConfluenceClient | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -47,6 +50,14 @@ class ConfluenceLane:
                 except ConfigError as exc:
                     raise ConfluenceRefusedError(f"{why} needs Confluence: {exc}") from None
             return self._client
+
+    def clean(self, value: Any) -> Any:
+        """`value` under the one redaction rule, as the client applies it to what it sends.
+
+        The lane applies it when it drafts, so the approval question shows exactly
+        what will be written (the client's own pass then changes nothing).
+        """
+        return redact_deep(value, self.secrets)
 
     def has_client(self) -> bool:
         return self.make_client is not None
@@ -72,4 +83,9 @@ def lane_from_settings(settings: ConfluenceSettings) -> ConfluenceLane | None:
         dry_run=settings.dry_run,
         macro_keys=settings.mermaid_macros,
         make_client=make if settings.base_url else None,
+        secrets=tuple(
+            secret.get_secret_value()
+            for secret in (settings.api_token, settings.client_secret)
+            if secret is not None
+        ),
     )

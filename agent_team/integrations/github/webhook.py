@@ -32,6 +32,7 @@ from agent_team.integrations.github.intake import (
     PollReport,
     issue_source,
 )
+from agent_team.integrations.refusals import RefusalLog
 
 __all__ = ["MAX_BODY_BYTES", "WebhookHandler", "WebhookReply", "sign", "verify_signature"]
 
@@ -81,15 +82,21 @@ class WebhookHandler:
     def __init__(self, intake: GitHubIntake, secret: str | None) -> None:
         self.intake = intake
         self.secret = secret
+        # Anyone can post here: a refusal is one short line per source a minute, no body.
+        self.refusals = RefusalLog(log, "github webhook")
 
-    def handle(self, headers: Mapping[str, str], body: bytes) -> WebhookReply:
+    def handle(
+        self, headers: Mapping[str, str], body: bytes, source: str | None = None
+    ) -> WebhookReply:
+        """One delivery's reply; `source` (the peer's address) only names it in a refusal."""
         if not self.secret:
             return WebhookReply(
                 503,
                 {"error": "webhook secret not configured; set AGENT_TEAM_GITHUB_WEBHOOK_SECRET"},
             )
-        if not verify_signature(self.secret, body, headers.get("x-hub-signature-256")):
-            log.warning("github webhook: refused a request with a bad or missing signature")
+        signature = headers.get("x-hub-signature-256")
+        if not verify_signature(self.secret, body, signature):
+            self.refusals.refused(source, "bad signature" if signature else "no signature")
             return WebhookReply(401, {"error": "bad signature"})
         event = headers.get("x-github-event", "")
         delivery = headers.get("x-github-delivery", "").strip()
@@ -185,7 +192,8 @@ class WebhookHandler:
         body = b"".join(chunks)
         headers = {key.lower(): value for key, value in request.headers.items()}
         try:
-            reply = await run_in_threadpool(self.handle, headers, body)
+            source = request.client.host if request.client else None
+            reply = await run_in_threadpool(self.handle, headers, body, source)
         except Exception:
             log.exception("github webhook: handling a delivery failed")
             reply = WebhookReply(500, {"error": "internal error; see the daemon's log"})

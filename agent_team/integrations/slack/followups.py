@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from agent_team import db
@@ -133,13 +134,20 @@ class FollowUps:
         beat: Callable[[], None],
         every_s: float = TIMERS_S,
         turn: Callable[[], bool] = lambda: True,
+        *,
+        listening_since: datetime | None = None,
     ) -> None:
         """Reminders, late and superseded redraws, every `every_s` until `stop`, in the passes
-        `turn` says are this instance's (one instance at a time reminds)."""
+        `turn` says are this instance's (one instance at a time reminds).
+
+        The first pass runs at once: questions answered while the daemon was down
+        (or whose redraw died with it, answered before `listening_since`) are
+        redrawn at start-up, not `every_s` later.
+        """
         while not stop.is_set():
             if turn():
                 self.transport.remind_due()
-                self.transport.reconcile_answered()
+                self.transport.reconcile_answered(listening_since=listening_since)
                 self.transport.redraw_superseded()
             beat()
             stop.wait(every_s)

@@ -45,11 +45,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from agent_team.exceptions import ConfigError
+from agent_team.integrations.refusals import RefusalLog
 from agent_team.integrations.slack.answers import AnswerFn, AnswerHandler
 from agent_team.integrations.slack.blocks import ACTION_PREFIX, REVISE_CALLBACK
 from agent_team.integrations.slack.followups import TIMERS_S, FollowUps
 from agent_team.integrations.slack.hotpath import HotRequest, classify
-from agent_team.integrations.slack.refusals import RefusalLog
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport, make_web_client
 
@@ -93,6 +93,8 @@ class SlackListener:
         self.settings = settings
         self.transport = transport
         self.clock: Callable[[], datetime] = clock or transport.clock
+        # Before the route serves: answers recorded earlier reached no listener of this process.
+        self.started_at = self.clock()
         self.socket_mode = settings.app_token is not None
         secret = settings.signing_secret
         self._signing_secret = secret.get_secret_value() if secret is not None else ""
@@ -101,7 +103,7 @@ class SlackListener:
             transport, self._signing_secret, socket_mode=self.socket_mode, verify=verify_token
         )
         self.followups = FollowUps(transport, workers=followup_workers)
-        self.refusals = RefusalLog(log)
+        self.refusals = RefusalLog(log, "slack request")
         # The bot's own user id, for telling its own messages apart on the hot path; learnt
         # from Bolt's authorization (auth.test) on the first request that goes through Bolt.
         self._bot_user_id: str | None = None
@@ -161,7 +163,7 @@ class SlackListener:
     ) -> None:
         """The daemon's Slack timer loop: reminders, late and superseded redraws; on stop, drain."""
         try:
-            self.followups.run_timers(stop, beat, every_s, turn)
+            self.followups.run_timers(stop, beat, every_s, turn, listening_since=self.started_at)
         finally:
             if stop.is_set():
                 self.drain(5.0)

@@ -42,7 +42,7 @@ from agent_team.integrations.slack.blocks import (
 )
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.plandiff import PlanVersion, plan_versions
-from agent_team.redact import redact, tail
+from agent_team.redact import redact, redact_deep, tail
 from agent_team.task_model import EffectState, QuestionKind, QuestionStatus
 from agent_team.testhooks import wall_clock
 
@@ -163,8 +163,15 @@ class SlackTransport:
                 self._ledger = None
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
-        """One Web API call, logged by method and channel (never the token or the text)."""
+        """One Web API call, logged by method and channel (never the token or the text).
+
+        Every Web API call of the process goes through here (posts, redraws, thread
+        acks, reminders, notices, digests, private notes, modals), so this is where
+        the one redaction rule is applied to what Slack is sent: a token pasted into
+        a task must not reach the channel (issue #17).
+        """
         where = params.get("channel", "")
+        params = redact_deep(params, self._secrets)
         try:
             response = self.client.api_call(method, json=params)
         except SlackApiError as exc:
@@ -476,11 +483,17 @@ class SlackTransport:
         )
         return done_now
 
-    def reconcile_answered(self, now: datetime | None = None) -> int:
+    def reconcile_answered(
+        self, now: datetime | None = None, *, listening_since: datetime | None = None
+    ) -> int:
         """Redraw recently answered questions whose message still shows buttons.
 
         Slack answers are redrawn by the listener within seconds, so they are
-        left alone for `OUTCOME_GRACE`; answers from elsewhere at once.
+        left alone for `OUTCOME_GRACE`; answers from elsewhere at once. A Slack
+        answer recorded before `listening_since` (when this process's listener
+        was built) is in no listener's hands: its follow-up died with the
+        process that acked it, so it is redrawn at once too, at start-up
+        rather than a minute later (issue #17).
         """
         now = now or self.clock()
         redrawn = 0
@@ -492,7 +505,8 @@ class SlackTransport:
                 continue
             answered = db.from_iso(question.answered_at) if question.answered_at else now
             from_slack = (question.answered_via or "").startswith("slack:")
-            if from_slack and now - answered < OUTCOME_GRACE:
+            orphaned = listening_since is not None and answered < listening_since
+            if from_slack and not orphaned and now - answered < OUTCOME_GRACE:
                 continue
             try:
                 redrawn += int(self.show_outcome(question))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -26,6 +27,7 @@ from tests.integration.github.conftest import (
     github_tasks,
     make_settings,
 )
+from tests.ledger_rows import Rows, stored_rows
 
 SECRET = "It's a Secret to Everybody"
 
@@ -349,3 +351,120 @@ def test_tasks_the_webhook_creates_count_in_intake_status(
     cursor = db.get_cursor(intake.ledger, source=issue_source(APP), label="agent-team")
     assert cursor is not None and cursor.tasks_created == len(world.app_labelled)
     assert cursor.polls == 1
+
+
+# -- forged and replayed deliveries (#17: nothing stored, the log bounded) -----------------------
+
+MARKER = "Zq9-body-marker"  # in the body: it must never reach the log
+
+
+def marked_event(number: int) -> dict[str, Any]:
+    event = issue_event(number)
+    event["issue"]["body"] = f"From the webhook. {MARKER}"
+    return event
+
+
+def forge(case: str, body: bytes, headers: dict[str, str]) -> dict[str, str]:
+    """GitHub signs the body only (no timestamp): these are the ways a signature is wrong."""
+    good = headers["X-Hub-Signature-256"]
+    without = {k: v for k, v in headers.items() if k != "X-Hub-Signature-256"}
+    return {
+        "wrong secret": {**headers, "X-Hub-Signature-256": sign("guess", body)},
+        "no signature": without,
+        "empty signature": {**headers, "X-Hub-Signature-256": ""},
+        "wrong prefix": {**headers, "X-Hub-Signature-256": "sha1=" + good.split("=", 1)[1]},
+        "no prefix": {**headers, "X-Hub-Signature-256": good.split("=", 1)[1]},
+        "not hex": {**headers, "X-Hub-Signature-256": "sha256=" + "zz" * 32},
+        "other body": {**headers, "X-Hub-Signature-256": sign(SECRET, body + b" ")},
+    }[case]
+
+
+def delivered(service: Daemon, number: int) -> tuple[bytes, dict[str, str], Rows]:
+    """One signed delivery of issue `number`, its task run to its question; what is stored."""
+    body, headers = signed(marked_event(number))
+    assert post(service, body, headers).status_code == 201
+    settled(service, number)
+    return body, headers, stored_rows(service.coordinator.ledger)
+
+
+def settled(service: Daemon, number: int) -> None:
+    """Wait until the daemon has run the issue's task to its clarify question and delivered it."""
+    conn = service.coordinator.ledger
+    task_id = task_id_for(APP, number)
+    deadline = time.monotonic() + 30
+    while not any(q.posted_at for q in db.list_questions(conn, status="open", thread_id=task_id)):
+        assert time.monotonic() < deadline, "the task never asked its question"
+        time.sleep(0.02)
+    assert service.coordinator.wait_idle(30)
+
+
+def webhook_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What the webhook and the intake logged; the daemon's loops log on their own clocks.
+
+    No line of anyone's may carry the body.
+    """
+    every = [r.getMessage() for r in caplog.records]
+    assert not [line for line in every if MARKER in line], every
+    return [r.getMessage() for r in caplog.records if r.name.startswith("agent_team.integrations")]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "wrong secret",
+        "no signature",
+        "empty signature",
+        "wrong prefix",
+        "no prefix",
+        "not hex",
+        "other body",
+    ],
+)
+def test_a_forged_delivery_is_401_stores_nothing_and_logs_one_short_line(
+    daemon: tuple[Daemon, FakeGitHub], caplog: pytest.LogCaptureFixture, case: str
+) -> None:
+    service, _ = daemon
+    conn = service.coordinator.ledger
+    body, headers = signed(marked_event(11))
+    before = stored_rows(conn)
+    with caplog.at_level(logging.INFO):
+        for _ in range(5):  # a source that keeps trying is summed up, not logged each time
+            assert post(service, body, forge(case, body, headers)).status_code == 401
+    assert stored_rows(conn) == before
+    lines = webhook_lines(caplog)
+    assert len(lines) <= 1, lines
+    assert all(len(line) < 300 for line in lines), lines
+
+
+def test_a_replayed_delivery_is_a_duplicate_and_changes_nothing(
+    daemon: tuple[Daemon, FakeGitHub], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The exact bytes and headers again, as someone who captured them would send them."""
+    service, _ = daemon
+    conn = service.coordinator.ledger
+    body, headers, before = delivered(service, 12)
+    with caplog.at_level(logging.INFO):
+        for _ in range(5):
+            replay = post(service, body, headers)
+            assert (replay.status_code, replay.json()) == (200, {"duplicate": True})
+    assert stored_rows(conn) == before
+    lines = webhook_lines(caplog)
+    assert all(len(line) < 300 for line in lines), lines
+    assert len(lines) <= 5, lines
+
+
+def test_a_replayed_body_under_a_new_delivery_id_starts_nothing(
+    daemon: tuple[Daemon, FakeGitHub],
+) -> None:
+    """GitHub's signature does not cover `X-GitHub-Delivery`, so a captured body can come
+    back under a fresh id: the issue's claim makes it a no-op; only the id is recorded."""
+    service, _ = daemon
+    conn = service.coordinator.ledger
+    body, headers, before = delivered(service, 13)
+    replay = post(service, body, {**headers, "X-GitHub-Delivery": str(uuid.uuid4())})
+    assert (replay.status_code, replay.json()) == (200, {"created": False})
+    after = stored_rows(conn)
+    assert {t: rows for t, rows in after.items() if t != "seen_events"} == {
+        t: rows for t, rows in before.items() if t != "seen_events"
+    }
+    assert len(after["seen_events"]) == len(before["seen_events"]) + 1

@@ -1,11 +1,11 @@
-"""Refused Slack requests in the log: one bounded line, at most one a source per window.
+"""Refused requests in the log: one bounded line, at most one a source per window.
 
-Why: `/slack/events` is reachable without credentials, so whatever a refusal
-logs, anyone can make us log as often as they like. Bolt logged the whole
-body of each rejected request (three 900 kB requests grew the log by 2.7 MB);
-here a refusal is one line with the reason and the source, no body, and a
-source that keeps failing is summed up: the next line after the window says
-how many were suppressed.
+Why: `/slack/events` and `/github/webhook` are reachable without credentials,
+so whatever a refusal logs, anyone can make us log as often as they like.
+Bolt logged the whole body of each rejected request (three 900 kB requests
+grew the log by 2.7 MB); here a refusal is one line with the reason and the
+source, no body, and a source that keeps failing is summed up: the next line
+after the window says how many were suppressed.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ _MAX_SOURCES = 1024  # sources remembered at once; the oldest are forgotten firs
 class RefusalLog:
     """`refused(source, reason)` logs at most one line per source per `window_s`."""
 
-    def __init__(self, logger: logging.Logger, *, window_s: float = WINDOW_S) -> None:
+    def __init__(self, logger: logging.Logger, what: str, *, window_s: float = WINDOW_S) -> None:
+        """`what` names the requests in each line ("slack request", "github webhook")."""
         self._log = logger
+        self._what = what
         self._window_s = window_s
         self._guard = threading.Lock()
         self._sources: OrderedDict[str, tuple[float, int]] = OrderedDict()  # last, suppressed
@@ -44,4 +46,4 @@ class RefusalLog:
             while len(self._sources) > _MAX_SOURCES:
                 self._sources.popitem(last=False)
         more = f" (and {suppressed} more from it since the last line)" if suppressed else ""
-        self._log.warning("slack request refused from %s: %s%s", who, reason[:120], more)
+        self._log.warning("%s refused from %s: %s%s", self._what, who, reason[:120], more)
