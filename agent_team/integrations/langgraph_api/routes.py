@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute, Route
 from agent_team import db, inbox
 from agent_team.actors import Actor
 from agent_team.coordinator.runner import thread_config
-from agent_team.dashboard.api_common import ApiError, json_body, translate
+from agent_team.dashboard.api_common import ApiError, RedactedJSON, json_body, translate
 from agent_team.exceptions import InvalidAnswerError, TaskRefusedError
 from agent_team.integrations.langgraph_api.follow import TaskChanges, settled
 from agent_team.integrations.langgraph_api.human import answer_for, parse_human_response
@@ -77,6 +77,9 @@ def _detail(status: int, message: str, headers: dict[str, str] | None = None) ->
     return JSONResponse(redact_deep({"detail": message}), status_code=status, headers=headers)
 
 
+_Secrets = Callable[[], Iterable[str]]
+
+
 def _guard(
     handler: Callable[[Request], Awaitable[Response]],
 ) -> Callable[[Request], Awaitable[Response]]:
@@ -93,8 +96,9 @@ def _guard(
     return endpoint
 
 
-def _json(content: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse(redact_deep(content), status_code=status, headers=headers)
+def _json(content: Any, secrets: _Secrets, *, headers: dict[str, str] | None = None) -> Response:
+    """JSON through the one redaction rule, the dashboard tokens' values included."""
+    return RedactedJSON(content, secrets, headers=headers)
 
 
 def _int(data: dict[str, Any], name: str, default: int, *, low: int, high: int) -> int:
@@ -197,7 +201,8 @@ class LangGraphApi:
                 "langgraph_py_version": None,
                 "flags": {"assistants": False, "crons": False, "langsmith": False},
                 "metadata": {"server": "agent-team", "graph_id": GRAPH_ID},
-            }
+            },
+            self.tokens.secrets,
         )
 
     async def search(self, request: Request) -> Response:
@@ -224,7 +229,7 @@ class LangGraphApi:
             raise ApiError(422, "sort_order: must be asc or desc")
         equal = _equal_filters(_mapping(data, "metadata"), _mapping(data, "values"))
         if equal is None:
-            return _json([])
+            return _json([], self.tokens.secrets)
 
         def work() -> list[dict[str, Any]]:
             with self.coordinator.ledger.snapshot() as reader:
@@ -240,12 +245,12 @@ class LangGraphApi:
                 )
                 return [thread_object(thread_view(reader, task)) for task in tasks]
 
-        return _json(await run_in_threadpool(work))
+        return _json(await run_in_threadpool(work), self.tokens.secrets)
 
     async def get_thread(self, request: Request) -> Response:
         self._caller(request)
         view = await run_in_threadpool(self._read_view, _thread_id(request))
-        return _json(thread_object(view))
+        return _json(thread_object(view), self.tokens.secrets)
 
     async def get_state(self, request: Request) -> Response:
         self._caller(request)
@@ -255,7 +260,7 @@ class LangGraphApi:
             view = self._read_view(task_id)
             return thread_state(view, self._checkpoint_id(task_id))
 
-        return _json(await run_in_threadpool(work))
+        return _json(await run_in_threadpool(work), self.tokens.secrets)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -284,7 +289,7 @@ class LangGraphApi:
 
         result = await run_in_threadpool(work)
         self.coordinator.wake.set()
-        return _json(result)
+        return _json(result, self.tokens.secrets)
 
     async def _answer(self, request: Request) -> tuple[db.Task, db.Question, str, set[str]]:
         """Validate the run request, then record its answer.
@@ -353,7 +358,7 @@ class LangGraphApi:
     async def create_run(self, request: Request) -> Response:
         task, question, assistant, _ = await self._answer(request)
         run = run_object(task, question, status="pending", assistant_id=assistant)
-        return _json(run, headers=_location(run))
+        return _json(run, self.tokens.secrets, headers=_location(run))
 
     async def wait_run(self, request: Request) -> Response:
         task, question, assistant, _ = await self._answer(request)
@@ -365,7 +370,7 @@ class LangGraphApi:
         failure = _failure(view)
         if failure is not None:
             values["__error__"] = failure  # where the server puts a run's error
-        return _json(values, headers=_location(run))
+        return _json(values, self.tokens.secrets, headers=_location(run))
 
     async def stream_run(self, request: Request) -> Response:
         task, question, assistant, modes = await self._answer(request)
@@ -391,16 +396,17 @@ class LangGraphApi:
     async def _events(
         self, task_id: str, answered: str, run: dict[str, Any], modes: set[str]
     ) -> AsyncIterator[bytes]:
+        known = self.tokens.secrets()
         yield _sse("metadata", {"run_id": run["run_id"], "attempt": 1})
         try:
             async for view in self._follow(task_id, answered):
                 if "values" in modes:
-                    yield _sse("values", _final_values(view))
+                    yield _sse("values", _final_values(view), known)
                 if "updates" in modes:
-                    yield _sse("updates", _update_of(view))
+                    yield _sse("updates", _update_of(view), known)
                 failure = _failure(view)
                 if failure is not None:
-                    yield _sse("error", failure)
+                    yield _sse("error", failure, known)
         except Exception as exc:
             log.exception("langgraph api: following task %s failed", task_id)
             yield _sse(
@@ -437,8 +443,8 @@ def _update_of(view: ThreadView) -> dict[str, Any]:
     return {view.task.phase: {"status": view.task.status, "phase": view.task.phase}}
 
 
-def _sse(event: str, data: Any) -> bytes:
-    body = json.dumps(redact_deep(data), separators=(",", ":"), ensure_ascii=False)
+def _sse(event: str, data: Any, secrets: Iterable[str] = ()) -> bytes:
+    body = json.dumps(redact_deep(data, secrets), separators=(",", ":"), ensure_ascii=False)
     return f"event: {event}\ndata: {body}\n\n".encode()
 
 
