@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 VIA = "langgraph-api"
 MAX_SEARCH_LIMIT = 1000
 FOLLOW_TIMEOUT_S = 600.0
+RESOLVE_WAIT_S = 10.0
 _THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 _SEARCH_FIELDS = {
     "metadata", "values", "status", "limit", "offset", "sort_by", "sort_order", "ids",
@@ -278,18 +279,24 @@ class LangGraphApi:
         if data.get("values") not in (None, {}):
             raise ApiError(422, "values: cannot be changed here; send null")
 
-        def work() -> dict[str, Any]:
+        def cancel() -> None:
             view = self._read_view(task_id)
             if view.task.status not in TERMINAL_STATUSES:
                 try:
                     inbox.cancel_task(self.coordinator.ledger, task_id, actor=actor)
                 except TaskRefusedError:
                     pass  # it finished meanwhile: resolved either way
-            return {"checkpoint": _checkpoint_ref(task_id, self._checkpoint_id(task_id))}
 
-        result = await run_in_threadpool(work)
+        await run_in_threadpool(cancel)
         self.coordinator.wake.set()
-        return _json(result, self.tokens.secrets)
+        # The server's update is done when it answers, and the Inbox lists the threads again
+        # at once: wait for the cancel to land (a waiting task's is immediate), within reason.
+        async for _ in self.changes.changes(task_id, timeout_s=RESOLVE_WAIT_S):
+            view = await run_in_threadpool(self._read_view, task_id)
+            if view.task.status in TERMINAL_STATUSES:
+                break
+        checkpoint = await run_in_threadpool(self._checkpoint_id, task_id)
+        return _json({"checkpoint": _checkpoint_ref(task_id, checkpoint)}, self.tokens.secrets)
 
     async def _answer(self, request: Request) -> tuple[db.Task, db.Question, str, set[str]]:
         """Validate the run request, then record its answer.
