@@ -405,8 +405,12 @@ class LangGraphApi:
     ) -> AsyncIterator[bytes]:
         known = self.tokens.secrets()
         yield _sse("metadata", {"run_id": run["run_id"], "attempt": 1})
+        entered: str | None = None
         try:
             async for view in self._follow(task_id, answered):
+                if "events" in modes and view.task.phase != entered:
+                    entered = view.task.phase  # Agent Inbox shows it as the node running now
+                    yield _sse("events", _node_started(view, run["run_id"]), known)
                 if "values" in modes:
                     yield _sse("values", _final_values(view), known)
                 if "updates" in modes:
@@ -441,6 +445,20 @@ def _failure(view: ThreadView) -> dict[str, str] | None:
     kind = "TaskParked" if view.task.status == "parked" else "TaskFailed"
     reason = thread_object(view)["values"].get("error") or view.task.status
     return {"error": kind, "message": str(reason)}
+
+
+def _node_started(view: ThreadView, run_id: str) -> dict[str, Any]:
+    """A phase entered, as the `events` stream mode's `on_chain_start` of that node."""
+    node = view.task.phase
+    return {
+        "event": "on_chain_start",
+        "name": node,
+        "run_id": run_id,
+        "tags": [],
+        "metadata": {"langgraph_node": node, "thread_id": view.task.id},
+        "data": {},
+        "parent_ids": [],
+    }
 
 
 def _update_of(view: ThreadView) -> dict[str, Any]:

@@ -39,6 +39,7 @@ def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Live]:
 
 
 THREAD = TypeAdapter(schema.Thread)
+LONG_REPLY = "The email address goes in a cookie at login and prefills the form on the next visit."
 STATE = TypeAdapter(schema.ThreadState)
 RUN = TypeAdapter(schema.Run)
 
@@ -207,6 +208,25 @@ def test_runs_stream_edit_on_the_plan_sends_progress_then_ends(live: Live) -> No
     plan = Plan.from_text(answer["text"])
     assert plan.steps == ["Write the cookie at login", "Prefill the field from it"]
     assert "Write the cookie at login" in live.client.threads.get(task_id)["values"]["plan"]
+
+
+def test_the_inbox_stream_mode_names_each_node_as_it_starts(live: Live) -> None:
+    task_id = live.submit(clarify=True)
+    live.open_question(task_id)
+
+    parts = list(
+        live.client.runs.stream(
+            task_id,
+            "agent-team",
+            command={"resume": [{"type": "response", "args": LONG_REPLY}]},
+            stream_mode="events",
+        )
+    )
+
+    started = [p.data["metadata"]["langgraph_node"] for p in parts if p.event == "events"]
+    assert all(p.data["event"] == "on_chain_start" for p in parts if p.event == "events")
+    assert started[-1] == "plan_review" and len(started) == len(set(started))
+    assert {p.event for p in parts} == {"metadata", "events"}
 
 
 def test_response_on_the_plan_asks_for_a_revision(live: Live) -> None:
