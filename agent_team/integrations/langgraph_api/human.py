@@ -46,6 +46,7 @@ GATE_NODES: dict[str, str] = {
 }
 CLARIFY_IGNORED = "Proceed with what is known; there are no more details to add."
 _MAX_DESCRIPTION = 20_000
+_MAX_TITLE = 80
 
 ResponseType = Literal["accept", "edit", "response", "ignore"]
 
@@ -110,14 +111,18 @@ def human_interrupt(kind: str, payload: Any) -> dict[str, Any]:
     """The `HumanInterrupt` Agent Inbox renders for one of our questions."""
     data = payload if isinstance(payload, dict) else {}
     if kind == QuestionKind.PLAN_DECISION.value:
-        action, args = "Approve the plan", _plan_args(data)
+        action, args = "Review the plan", _plan_args(data)
     elif kind == QuestionKind.CONFLUENCE_APPROVAL.value:
-        action = "Publish to Confluence"
+        action = "Approve the page"
         args = {"page_title": data.get("page_title"), "mode": data.get("mode")}
         if data.get("page_id"):
             args["page_id"] = data["page_id"]
     else:
-        action, args = "Answer the question", {}
+        action, args = "Answer a question", {}
+    title = data.get("title")
+    if isinstance(title, str) and title.strip():
+        # The Inbox lists threads by their action: the task's title tells them apart.
+        action = f"{action}: {title.strip()[:_MAX_TITLE]}"
     return {
         "action_request": {"action": action, "args": args},
         "config": _allowed(kind),

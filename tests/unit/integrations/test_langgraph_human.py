@@ -34,6 +34,7 @@ def test_the_plan_interrupt_offers_every_choice_with_the_plan_as_args() -> None:
     }
     assert all(interrupt["config"].values())
     assert "1. Write a cookie" in interrupt["description"]
+    assert interrupt["action_request"]["action"] == "Review the plan: T"  # tells tasks apart
 
 
 def test_a_clarify_interrupt_offers_only_respond_and_ignore() -> None:
