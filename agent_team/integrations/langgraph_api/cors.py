@@ -85,13 +85,15 @@ class Cors:
                 status_code=400,
                 headers={"Vary": "Origin"},
             )
-        return Response(
-            status_code=204,
-            headers={
-                "Access-Control-Allow-Origin": origin,
-                "Access-Control-Allow-Methods": ALLOWED_METHODS,
-                "Access-Control-Allow-Headers": ", ".join(ALLOWED_HEADERS),
-                "Access-Control-Max-Age": MAX_AGE_S,
-                "Vary": "Origin",
-            },
-        )
+        allowed = {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Allow-Methods": ALLOWED_METHODS,
+            "Access-Control-Allow-Headers": ", ".join(ALLOWED_HEADERS),
+            "Access-Control-Max-Age": MAX_AGE_S,
+            "Vary": "Origin",
+        }
+        if headers.get("access-control-request-private-network") == "true":
+            # Chrome asks before a public page calls a private address (Private Network Access);
+            # the origin is one the operator listed, so it may.
+            allowed["Access-Control-Allow-Private-Network"] = "true"
+        return Response(status_code=204, headers=allowed)

@@ -114,9 +114,9 @@ def human_interrupt(kind: str, payload: Any) -> dict[str, Any]:
         action, args = "Review the plan", _plan_args(data)
     elif kind == QuestionKind.CONFLUENCE_APPROVAL.value:
         action = "Approve the page"
-        args = {"page_title": data.get("page_title"), "mode": data.get("mode")}
-        if data.get("page_id"):
-            args["page_id"] = data["page_id"]
+        # No null args: the Inbox's edit view cannot show one.
+        shown = {key: data.get(key) for key in ("page_title", "mode", "page_id")}
+        args = {key: str(value) for key, value in shown.items() if value not in (None, "")}
     else:
         action, args = "Answer a question", {}
     title = data.get("title")

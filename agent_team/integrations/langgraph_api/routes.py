@@ -124,7 +124,7 @@ def _equal_filters(metadata: dict[str, Any], values: dict[str, Any]) -> dict[str
     """Containment filters as column equalities; None when nothing can match."""
     equal: dict[str, str] = {}
     for key, wanted in metadata.items():
-        if key == "graph_id":
+        if key in ("graph_id", "assistant_id"):
             if wanted != GRAPH_ID:
                 return None
             continue
@@ -196,11 +196,19 @@ class LangGraphApi:
     async def info(self, request: Request) -> Response:
         from agent_team import __version__
 
+        # Fixed facts, no key needed (Agent Inbox asks before it has one); a null
+        # `project_id` keeps the Inbox from rewriting its inbox ids.
         return _json(
             {
                 "version": __version__,
                 "langgraph_py_version": None,
                 "flags": {"assistants": False, "crons": False, "langsmith": False},
+                "host": {
+                    "kind": "self-hosted",
+                    "project_id": None,
+                    "revision_id": __version__,
+                    "tenant_id": None,
+                },
                 "metadata": {"server": "agent-team", "graph_id": GRAPH_ID},
             },
             self.tokens.secrets,
@@ -325,8 +333,9 @@ class LangGraphApi:
         ):
             raise ApiError(422, "command: only `resume` is supported")
         assistant_id = data.get("assistant_id") or GRAPH_ID
-        if not isinstance(assistant_id, str) or len(assistant_id) > 200:
-            raise ApiError(422, "assistant_id: must be a string")
+        if assistant_id != GRAPH_ID:
+            # Agent Inbox recognises this wording and tells the person to fix its setting.
+            raise ApiError(422, f"Invalid assistant ID: this server has one graph, {GRAPH_ID!r}")
         resume = command["resume"]
         modes = _stream_modes(data)
 

@@ -59,8 +59,15 @@ def thread_status(task: db.Task, open_question: db.Question | None) -> str:
 
 
 def interrupt_of(question: db.Question) -> dict[str, Any]:
-    """One LangGraph `Interrupt`: its id is the question id a resume names."""
-    return {"id": question.question_id, "value": human_interrupt(question.kind, question.payload)}
+    """One LangGraph `Interrupt`: its id is the question id a resume names.
+
+    The value is a one-element list of `HumanInterrupt`, as `interrupt([request])` makes
+    it: Agent Inbox reads that shape from both `Thread.interrupts` and the state's tasks.
+    """
+    return {
+        "id": question.question_id,
+        "value": [human_interrupt(question.kind, question.payload)],
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +103,12 @@ def thread_view(reader: db.Reader, task: db.Task) -> ThreadView:
 
 def metadata_of(task: db.Task) -> dict[str, Any]:
     """What `threads.search(metadata=...)` matches on; every thread has the graph id."""
-    return {"graph_id": GRAPH_ID, "kind": task.kind, "source": task.source}
+    return {
+        "graph_id": GRAPH_ID,
+        "assistant_id": GRAPH_ID,
+        "kind": task.kind,
+        "source": task.source,
+    }
 
 
 def _plan(questions: list[db.Question]) -> str | None:
@@ -142,7 +154,8 @@ def _values(view: ThreadView) -> dict[str, Any]:
     if task.status in (TaskStatus.FAILED, TaskStatus.PARKED):
         last = view.transitions[-1] if view.transitions else None
         values["error"] = task.parked_reason or (last.note if last else None) or task.status
-    return values
+    # Agent Inbox renders every value; an empty one is left out rather than shown as null.
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def _interrupts(view: ThreadView) -> dict[str, list[dict[str, Any]]]:
@@ -163,6 +176,7 @@ def thread_object(view: ThreadView) -> dict[str, Any]:
         "thread_id": task.id,
         "created_at": iso(task.created_at),
         "updated_at": iso(task.updated_at),
+        "state_updated_at": iso(task.updated_at),
         "metadata": metadata_of(task),
         "status": view.status,
         "values": _values(view),

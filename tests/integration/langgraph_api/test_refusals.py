@@ -83,6 +83,8 @@ BAD_RUNS: list[tuple[str, Any, int, str]] = [
     ("edit without steps", {"command": {"resume": [{"type": "edit", "args": {"summary": "s"}}]}},
      422, "steps"),
     ("another interrupt id", {"command": {"resume": {"t-other:q1": "approve"}}}, 409, "not the"),
+    ("another assistant", {"assistant_id": "other", "command": {"resume": "approve"}}, 422,
+     "Invalid assistant ID"),
     ("stream mode not a list", {"command": {"resume": "approve"}, "stream_mode": 3}, 422, "stream"),
 ]  # fmt: skip
 
@@ -216,6 +218,32 @@ def test_the_stream_carries_cors_headers_too(asked: tuple[Live, str, db.Question
         assert response.headers["access-control-allow-origin"] == INBOX_ORIGIN
         text = "".join(response.iter_text())
     assert text.startswith("event: metadata\n")
+
+
+def test_info_needs_no_key_and_says_what_this_is(live: Live) -> None:
+    info = live.http.get("info")
+    assert info.status_code == 200
+    assert info.json()["host"]["project_id"] is None
+    assert info.json()["flags"]["assistants"] is False
+
+
+def test_a_private_network_preflight_is_allowed_for_a_listed_origin(live: Live) -> None:
+    asked = {
+        "Origin": INBOX_ORIGIN,
+        "Access-Control-Request-Method": "GET",
+        "Access-Control-Request-Private-Network": "true",
+    }
+    allowed = live.http.options("threads/t1", headers=asked)
+    assert allowed.status_code == 204
+    assert allowed.headers["access-control-allow-private-network"] == "true"
+    refused = live.http.options("threads/t1", headers={**asked, "Origin": "https://evil.example"})
+    assert "access-control-allow-private-network" not in refused.headers
+
+
+def test_errors_carry_cors_headers_for_a_listed_origin(live: Live) -> None:
+    missing = live.http.get("threads/t-missing", headers={"Origin": INBOX_ORIGIN, **live.key()})
+    assert missing.status_code == 404
+    assert missing.headers["access-control-allow-origin"] == INBOX_ORIGIN  # not "failed to fetch"
 
 
 def test_the_host_check_applies(live: Live) -> None:

@@ -71,23 +71,25 @@ def test_search_lists_waiting_tasks_with_their_interrupts(live: Live) -> None:
         assert thread["metadata"]["graph_id"] == "agent-team"
         [(task_key, interrupts)] = thread["interrupts"].items()
         assert task_key and len(interrupts) == 1
-        value = interrupts[0]["value"]
+        [value] = interrupts[0]["value"]  # one HumanInterrupt, in a list
         assert set(value) == {"action_request", "config", "description"}
     plan_interrupt = found[0]["interrupts"]
     [[interrupt]] = plan_interrupt.values()
     assert interrupt["id"] == f"{plan}:q1"
-    assert interrupt["value"]["config"] == {
+    assert interrupt["value"][0]["config"] == {
         "allow_ignore": True,
         "allow_respond": True,
         "allow_edit": True,
         "allow_accept": True,
     }
-    assert interrupt["value"]["action_request"]["args"]["steps"]
+    assert interrupt["value"][0]["action_request"]["args"]["steps"]
 
     assert [t["thread_id"] for t in live.client.threads.search(status="idle")] == [running]
     by_id = live.client.threads.search(ids=[clarify, "nope"])
     assert [t["thread_id"] for t in by_id] == [clarify]
     assert live.client.threads.search(metadata={"graph_id": "another"}) == []
+    # Agent Inbox filters by the graph id it was given (or the assistant id, for a UUID).
+    assert len(live.client.threads.search(metadata={"assistant_id": "agent-team"})) == 3
     assert len(live.client.threads.search(metadata={"graph_id": "agent-team"}, limit=2)) == 2
     page = live.client.threads.search(limit=1, offset=1)
     assert [t["thread_id"] for t in page] == [plan]
@@ -113,7 +115,7 @@ def test_get_and_get_state_show_the_open_question(live: Live) -> None:
     assert [i["id"] for i in task["interrupts"]] == [question.question_id]
     assert state["checkpoint"]["thread_id"] == task_id
     assert state["checkpoint"]["checkpoint_id"]  # the thread's real latest checkpoint
-    config = task["interrupts"][0]["value"]["config"]
+    config = task["interrupts"][0]["value"][0]["config"]
     assert config["allow_respond"] and config["allow_ignore"] and not config["allow_accept"]
     assert STATE.validate_python(live.client.threads.get_state(task_id, subgraphs=True))
 
@@ -182,7 +184,7 @@ def test_runs_stream_edit_on_the_plan_sends_progress_then_ends(live: Live) -> No
     task_id = live.submit(clarify=False)
     question = live.open_question(task_id)
     [[interrupt]] = live.client.threads.get(task_id)["interrupts"].values()
-    edited = dict(interrupt["value"]["action_request"])
+    edited = dict(interrupt["value"][0]["action_request"])
     edited["args"] = {
         "summary": "Keep the email in a cookie",
         "steps": ["Write the cookie at login", "Prefill the field from it"],

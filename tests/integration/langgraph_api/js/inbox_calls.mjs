@@ -37,7 +37,7 @@ out.interrupted = interrupted.map((thread) => ({
   id: thread.thread_id,
   status: thread.status,
   interrupts: Object.values(thread.interrupts).flat().map((i) => i.id),
-  config: Object.values(thread.interrupts).flat()[0]?.value?.config,
+  config: Object.values(thread.interrupts).flat()[0]?.value?.[0]?.config,
 }));
 
 const state = await client.threads.getState(process.env.ANSWER_THREAD);
