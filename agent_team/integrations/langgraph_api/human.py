@@ -78,7 +78,13 @@ def _plan_args(payload: dict[str, Any]) -> dict[str, Any]:
         plan = Plan.from_text(markdown)
     except ValueError:
         return {"plan": markdown}
-    return {"summary": plan.summary, "steps": list(plan.steps), "risks": list(plan.risks)}
+    # Lines of text, not lists: the Inbox edits each arg in a text box, and a person edits
+    # "1. step" lines more easily than a JSON array. Lists are accepted back too.
+    return {
+        "summary": plan.summary,
+        "steps": "\n".join(f"{n}. {step}" for n, step in enumerate(plan.steps, start=1)),
+        "risks": "\n".join(f"- {risk}" for risk in plan.risks),
+    }
 
 
 def _description(payload: dict[str, Any], kind: str) -> str:

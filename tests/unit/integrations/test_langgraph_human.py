@@ -29,9 +29,14 @@ def test_the_plan_interrupt_offers_every_choice_with_the_plan_as_args() -> None:
     interrupt = human_interrupt("plan_decision", PLAN_PAYLOAD)
     assert interrupt["action_request"]["args"] == {
         "summary": "Keep the email",
-        "steps": ["Write a cookie", "Prefill"],
-        "risks": ["Privacy"],
+        "steps": "1. Write a cookie\n2. Prefill",
+        "risks": "- Privacy",
     }
+    # Sent back unchanged as an edit, the args are the same plan.
+    edit = answer_for(
+        "plan_decision", PLAN_PAYLOAD, HumanResponse(type="edit", args=interrupt["action_request"])
+    )
+    assert Plan.from_text(edit["text"]) == PLAN
     assert all(interrupt["config"].values())
     assert "1. Write a cookie" in interrupt["description"]
     assert interrupt["action_request"]["action"] == "Review the plan: T"  # tells tasks apart
