@@ -28,7 +28,8 @@ from playwright.sync_api import Browser, Page, expect
 from agent_team import db
 from agent_team.models.schemas import Plan
 from tests.e2e.browser_support import WAIT_MS, browser, shot
-from tests.integration.langgraph_api.conftest import ADA_KEY, Live, api_settings, wait_for
+from tests.integration.langgraph_api.conftest import ADA_KEY, Live, api_settings
+from tests.waiting import wait_for
 
 __all__ = ["browser"]
 
@@ -76,15 +77,19 @@ def _inbox_page(browser: Browser, daemon: Live) -> Page:
     return context.new_page()
 
 
+def _submitted(page: Page) -> None:
+    """The Inbox's toast once the run it streamed has ended."""
+    expect(page.get_by_text("Response submitted successfully.").first).to_be_visible(
+        timeout=WAIT_MS
+    )
+
+
 def test_agent_inbox_lists_and_answers_our_questions(
     browser: Browser, daemon: Live, tmp_path: Path
 ) -> None:
-    plan_task = daemon.submit(clarify=False, title="Remember the email")
-    clarify_task = daemon.submit(clarify=True, title="Make the cookie better")
-    resolve_task = daemon.submit(clarify=True, title="An idea for later")
-    plan_question = daemon.open_question(plan_task)
-    clarify_question = daemon.open_question(clarify_task)
-    daemon.open_question(resolve_task)
+    (plan_task, clarify_task, resolve_task), (plan_question, clarify_question, _) = (
+        daemon.three_waiting(("Remember the email", "Make the cookie better", "An idea for later"))
+    )
     page = _inbox_page(browser, daemon)
 
     page.goto(INBOX_URL)
@@ -99,9 +104,7 @@ def test_agent_inbox_lists_and_answers_our_questions(
     expect(page.get_by_text("Store the email in a cookie").first).to_be_visible()
     shot(page, tmp_path, "agent-inbox-2-plan")
     page.get_by_role("button", name="Accept").click()
-    expect(page.get_by_text("Response submitted successfully.").first).to_be_visible(
-        timeout=WAIT_MS
-    )
+    _submitted(page)
     wait_for(lambda: daemon.task(plan_task).status == "done", "the accepted plan to be built")
     accepted = db.get_question(daemon.conn, plan_question.question_id)
     assert accepted is not None and accepted.answer == {"decision": "approve", "text": ""}
@@ -112,9 +115,7 @@ def test_agent_inbox_lists_and_answers_our_questions(
     page.get_by_placeholder("Your response here...").fill(REPLY)
     shot(page, tmp_path, "agent-inbox-3-clarify")
     page.get_by_role("button", name="Send Response").click()
-    expect(page.get_by_text("Response submitted successfully.").first).to_be_visible(
-        timeout=WAIT_MS
-    )
+    _submitted(page)
     wait_for(
         lambda: (
             (q := db.get_question(daemon.conn, clarify_question.question_id)) is not None
@@ -146,9 +147,7 @@ def test_agent_inbox_lists_and_answers_our_questions(
     steps.fill("1. Set the cookie for thirty days\n2. Prefill the form from it")
     shot(page, tmp_path, "agent-inbox-5-edit")
     page.get_by_role("button", name="Submit").click()
-    expect(page.get_by_text("Response submitted successfully.").first).to_be_visible(
-        timeout=WAIT_MS
-    )
+    _submitted(page)
     wait_for(lambda: daemon.task(clarify_task).status == "done", "the edited plan to be built")
     edited = db.get_question(daemon.conn, edited_question.question_id)
     assert edited is not None and edited.answer is not None

@@ -15,8 +15,7 @@ from __future__ import annotations
 import gc
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from tests.integration.confluence.conftest import lane_settings
 from tests.integration.github.conftest import APP, TOKEN, clone_with_bare_origin, git
 from tests.integration.pipeline.conftest import LONG_BODY
 from tests.integration.slack.conftest import ALICE, CHANNEL, SECRET, block_action, form_body, sign
+from tests.waiting import wait_for
 
 DEADLINE_S = 60.0
 TITLE = "Remember the email"
@@ -43,17 +43,6 @@ TITLE = "Remember the email"
 @pytest.fixture(autouse=True)
 def _no_agent_team_env(isolated_env: Path) -> None:
     """Settings come from the test alone (see tests/conftest.py)."""
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:
-    """Poll `condition` until it returns something truthy (and return that); never sleep blind."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 @dataclass

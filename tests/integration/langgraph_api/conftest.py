@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from agent_team import db
 from agent_team.config import Settings, load_settings
 from agent_team.daemon import Daemon
 from tests.integration.pipeline.conftest import LONG_BODY
+from tests.waiting import wait_for
 
 ADA_KEY = "lg-ada-key-0123456789"
 BOB_KEY = "lg-bob-key-9876543210"
@@ -28,16 +28,6 @@ DEADLINE_S = 60.0
 @pytest.fixture(autouse=True)
 def _no_agent_team_env(isolated_env: Path) -> None:
     """Settings come from the test alone (see tests/conftest.py)."""
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def api_settings(tmp_path: Path, **overrides: Any) -> Settings:
@@ -90,6 +80,11 @@ class Live:
 
         question: db.Question = wait_for(found, f"an open question on {task_id}")
         return question
+
+    def three_waiting(self, titles: tuple[str, str, str]) -> tuple[list[str], list[db.Question]]:
+        """A plan question and two clarify questions, each open: (task ids, questions)."""
+        tasks = [self.submit(clarify=index > 0, title=t) for index, t in enumerate(titles)]
+        return tasks, [self.open_question(task_id) for task_id in tasks]
 
     def task(self, task_id: str) -> db.Task:
         task = db.get_task(self.conn, task_id)

@@ -50,12 +50,9 @@ def js_sdk(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_inbox_calls_through_the_js_sdk(js_sdk: Path, live: Live) -> None:
-    answer = live.submit(clarify=False, title="Accept me")
-    stream = live.submit(clarify=True, title="Tell me more")
-    resolve = live.submit(clarify=True, title="Resolve me")
-    plan_question = live.open_question(answer)
-    clarify_question = live.open_question(stream)
-    live.open_question(resolve)
+    (answer, stream, resolve), (plan_question, clarify_question, _) = live.three_waiting(
+        ("Accept me", "Tell me more", "Resolve me")
+    )
 
     node = shutil.which("node")
     assert node is not None
