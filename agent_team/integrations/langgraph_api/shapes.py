@@ -162,7 +162,9 @@ def _interrupts(view: ThreadView) -> dict[str, list[dict[str, Any]]]:
     question = view.open_question
     if question is None:
         return {}
-    return {_task_id(question): [interrupt_of(question)]}
+    # Keyed by the gate node that asked, as the clients read it; the state's task
+    # carries the task id.
+    return {GATE_NODES.get(question.kind, question.kind): [interrupt_of(question)]}
 
 
 def _task_id(question: db.Question) -> str:
