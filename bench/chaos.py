@@ -94,19 +94,23 @@ class Record:
 class Daemon:
     """The daemon in the holder's mount namespace; `kill()` is `kill -9`."""
 
-    def __init__(self, holder: int, env: dict[str, str], url: str, record: Record) -> None:
-        self.holder, self.env, self.url, self.record = holder, env, url, record
+    def __init__(
+        self, holder: int, env: dict[str, str], url: str, record: Record, log: Path
+    ) -> None:
+        self.holder, self.env, self.url, self.record, self.log = holder, env, url, record, log
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         began = time.monotonic()
-        self.proc = subprocess.Popen(
-            ["nsenter", "-t", str(self.holder), "-m", str(AGENT_TEAM), "daemon"],
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        with self.log.open("ab") as log:
+            log.write(f"--- start at {time.time():.3f}\n".encode())
+            self.proc = subprocess.Popen(
+                ["nsenter", "-t", str(self.holder), "-m", str(AGENT_TEAM), "daemon"],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
         deadline = began + 120
         while time.monotonic() < deadline:
             try:
@@ -116,7 +120,8 @@ class Daemon:
             except httpx.HTTPError:
                 pass
             time.sleep(0.02)
-        raise SystemExit("the daemon did not become ready in 120 s")
+        tail = self.log.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"the daemon did not become ready in 120 s; its log ends:\n{tail}")
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -298,6 +303,9 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--full-s", type=float, default=10.0)
     parser.add_argument("--burst", type=int, default=200)
+    parser.add_argument(
+        "--disk-mb", type=int, default=384, help="the tmpfs: room for the run's ledger and git"
+    )
     args = parser.parse_args()
     record = Record()
     slack = FakeSlack().start()
@@ -305,7 +313,7 @@ def main() -> int:
         gh.add_repo(REPO)
         disk = Path(tmp) / "disk"
         disk.mkdir()
-        holder = _holder(disk, 64)
+        holder = _holder(disk, args.disk_mb)
         port = _free_port()
         url = f"http://127.0.0.1:{port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_TEAM_")}
@@ -314,7 +322,7 @@ def main() -> int:
             AGENT_TEAM_STATE_DIR=f"{disk}/state",
             AGENT_TEAM_DASHBOARD_PORT=str(port),
             AGENT_TEAM_DASHBOARD_TOKENS=f"chaos:{TOKEN}",
-            AGENT_TEAM_LOG_LEVEL="error",
+            AGENT_TEAM_LOG_LEVEL="warning",
             AGENT_TEAM_TRANSPORT="slack",
             AGENT_TEAM_SLACK_BOT_TOKEN=BOT_TOKEN,
             AGENT_TEAM_SLACK_SIGNING_SECRET=SECRET,
@@ -327,7 +335,7 @@ def main() -> int:
             AGENT_TEAM_GITHUB_WEBHOOK_SECRET=HOOK_SECRET,
             AGENT_TEAM_GITHUB_POLL_S="3600",
         )
-        daemon = Daemon(holder.pid, env, url, record)
+        daemon = Daemon(holder.pid, env, url, record, Path(tmp) / "daemon.log")
         try:
             daemon.start()
             stop = threading.Event()

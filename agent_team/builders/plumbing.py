@@ -58,13 +58,17 @@ from agent_team.builders.worktree import (
     record_parts,
     task_key,
 )
-from agent_team.exceptions import BuildError
+from agent_team.exceptions import BuildError, BuilderUnavailableError
 from agent_team.redact import redact, tail
 
 __all__ = ["build_on_branch", "open_branch", "record_files"]
 
 # How often a record is tried again when the branch moved under it (another racer recorded).
 _ATTEMPTS = 3
+# What fast-import says when another writer got to the branch first (moved it, or holds its
+# lock): look again. Anything else is a failure to report, not a race to retry.
+_BRANCH_TAKEN = ("not updating", ".lock", "cannot lock ref")
+_OUT_OF_SPACE = ("Out of diskspace", "No space left on device", "Disk quota exceeded")
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 # Characters a path in the record may not hold: controls (git's quoting aside, no file wants them).
 _BAD_PATH_CHAR = re.compile(r"[\x00-\x1f\x7f]")
@@ -193,6 +197,19 @@ def record_files(
             f"(exit {done.returncode}): {detail}"
         )
     if done.returncode != 0:
+        said = done.stderr or ""
+        if any(sign in said for sign in _OUT_OF_SPACE):
+            # Nothing was recorded; the build is fine and can be recorded once there is room.
+            raise BuilderUnavailableError(
+                f"git could not record the build in {target.repo}: the disk is full "
+                f"({redact(tail(said.strip(), 300)).splitlines()[0]}); free some space, then "
+                f"`agent-team retry {task.task_id}`"
+            )
+        if not any(sign in said for sign in _BRANCH_TAKEN):
+            raise BuildError(
+                f"`git fast-import` could not record the build in {target.repo} "
+                f"(exit {done.returncode}): {redact(tail(said.strip(), 1000))}"
+            )
         return None  # the branch moved, or its lock was taken: nothing recorded
     return BuildResult(
         builder=builder,

@@ -375,3 +375,40 @@ def test_unusual_but_valid_paths_are_written_as_named(
     names = git(repo, "ls-tree", "-r", "-z", "--name-only", result.commit)
     assert path in names.split("\0")
     assert git(repo, "show", f"{result.commit}:{path}") == "x"
+
+
+# A build recorded while the disk is full: the child fills a small tmpfs of its own first.
+_FULL_CHILD = """
+import subprocess, sys
+from pathlib import Path
+from agent_team.builders import BuildTask, OfflineBuilder, run_build
+state = Path(sys.argv[1])
+run_build(OfflineBuilder(), BuildTask("first", "f"), "# Plan\\n", repo_path=None, state_dir=state)
+subprocess.run(["sh", "-c", f"dd if=/dev/zero of={state}/fill bs=64k 2>/dev/null"], check=False)
+try:
+    run_build(OfflineBuilder(), BuildTask("task-2", "t"), "# Plan\\n", repo_path=None,
+              state_dir=state)
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_a_full_disk_parks_the_build_instead_of_blaming_a_moved_branch(tmp_path: Path) -> None:
+    from tests.e2e.test_disk_full import _can_namespace
+
+    why = _can_namespace()
+    if why is not None:
+        pytest.skip(why)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = 'set -e; mount -t tmpfs -o size=4m tmpfs "$1"; shift; exec "$@"'
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(disk),
+         sys.executable, "-c", _FULL_CHILD, str(disk)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+    # BuilderUnavailableError parks the task (retry once there is room); BuildError failed it.
+    assert done.stdout.startswith("BuilderUnavailableError "), done.stdout + done.stderr
+    assert "the disk is full" in done.stdout and "agent-team retry task-2" in done.stdout
+    assert "moved" not in done.stdout
