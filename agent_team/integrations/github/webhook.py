@@ -6,7 +6,9 @@ anything is parsed or stored; with no secret configured every request gets
 claimed in the ledger, so a redelivery (GitHub keeps the id) is answered
 `{"duplicate": true}` and changes nothing, across restarts too. If starting
 the task fails the reply is 500 and the claim is released, so GitHub's
-redelivery of that id is acted on.
+redelivery of that id is acted on. While the ledger cannot be written (a full
+disk, a read-only mount) the reply is 503, as the dashboard API's, logged as
+one line without a traceback: an outage is not a bug.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from starlette.routing import Route
 
 from agent_team import db
 from agent_team.bounded_json import BadJson, loads_bounded
+from agent_team.exceptions import LedgerBusyError, LedgerStorageError
 from agent_team.integrations.github.intake import (
     GitHubIntake,
     GitHubIssue,
@@ -191,13 +194,22 @@ class WebhookHandler:
             chunks.append(chunk)
         body = b"".join(chunks)
         headers = {key.lower(): value for key, value in request.headers.items()}
+        source = request.client.host if request.client else None
+        reply = await run_in_threadpool(self.reply_to, headers, body, source)
+        return JSONResponse(reply.body, status_code=reply.status)
+
+    def reply_to(
+        self, headers: Mapping[str, str], body: bytes, source: str | None = None
+    ) -> WebhookReply:
+        """`handle`; what it raises as a reply: 503 if the ledger cannot be written, else 500."""
         try:
-            source = request.client.host if request.client else None
-            reply = await run_in_threadpool(self.handle, headers, body, source)
+            return self.handle(headers, body, source)
+        except (LedgerStorageError, LedgerBusyError) as exc:
+            log.error("github webhook: the ledger is unavailable: %s", exc)
+            return WebhookReply(503, {"error": "the ledger is unavailable; deliver it again"})
         except Exception:
             log.exception("github webhook: handling a delivery failed")
-            reply = WebhookReply(500, {"error": "internal error; see the daemon's log"})
-        return JSONResponse(reply.body, status_code=reply.status)
+            return WebhookReply(500, {"error": "internal error; see the daemon's log"})
 
     def route(self) -> Route:
         return Route("/github/webhook", self.endpoint, methods=["POST"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import threading
 import time
 import uuid
@@ -16,6 +17,7 @@ import pytest
 
 from agent_team import db
 from agent_team.daemon import Daemon
+from agent_team.db.sqlite_ledger import storage_error
 from agent_team.integrations.github.intake import issue_source, task_id_for
 from agent_team.integrations.github.webhook import WebhookHandler, sign
 from tests.fakes.github_api import FakeGitHub
@@ -267,6 +269,33 @@ def test_a_failed_start_lets_githubs_redelivery_through(
     assert again.status == 201 and again.body == {"created": True}
     assert task_id_for(APP, number) in github_tasks(intake.ledger)
     assert hook(handler, issue_event(number), delivery).body == {"duplicate": True}
+
+
+def test_a_ledger_that_cannot_be_written_is_503_in_one_line_and_the_redelivery_acts(
+    make_intake: MakeIntake, world: World, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    intake, _ = make_intake(github_repos=APP)
+    handler = WebhookHandler(intake, SECRET)
+    number = world.app_labelled[0]
+    delivery = str(uuid.uuid4())
+    body, headers = signed(issue_event(number), delivery=delivery)
+    lowered = {k.lower(): v for k, v in headers.items()}
+    full = sqlite3.OperationalError("database or disk is full")  # what SQLite says then
+
+    def disk_full(*args: Any, **kwargs: Any) -> bool:
+        raise storage_error(full, intake.ledger.path)
+
+    with monkeypatch.context() as patched, caplog.at_level(logging.INFO):
+        patched.setattr(db, "claim_event", disk_full)
+        reply = handler.reply_to(lowered, body)
+
+    # An outage, like the dashboard API's: 503 and one line, not a 500 with a traceback.
+    assert reply.status == 503 and "unavailable" in reply.body["error"]
+    (line,) = [r for r in caplog.records if r.name.endswith("webhook")]
+    assert line.exc_info is None and "disk is full" in line.getMessage()
+    again = handler.reply_to(lowered, body)  # GitHub's redelivery, same id, room again
+    assert again.status == 201 and task_id_for(APP, number) in github_tasks(intake.ledger)
 
 
 def test_a_poll_during_a_failing_webhook_start_does_not_hide_the_issue(
