@@ -222,8 +222,14 @@ class Coordinator:
         return self.worker.run_pending()
 
     def deliver_open(self, task_id: str | None = None) -> int:
-        """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2)."""
-        return self.runner.deliver_open(task_id)
+        """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2).
+
+        A pass over every task (the timers') leaves out the tasks this instance is
+        running: each such run delivers its own questions when it stops.
+        """
+        if task_id is not None:
+            return self.runner.deliver_open(task_id)
+        return self.runner.deliver_open(in_flight=lambda task: task in self.worker.running)
 
     def recovery_sweep(self) -> SweepReport:
         return self.sweeper.recovery_sweep()

@@ -267,12 +267,26 @@ class GraphRunner:
             except Exception:  # a notification must never fail the task
                 log.exception("could not notify task %s (%s)", task_id, event)
 
-    def deliver_open(self, task_id: str | None = None) -> int:
-        """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2)."""
+    def deliver_open(
+        self, task_id: str | None = None, *, in_flight: Callable[[str], bool] | None = None
+    ) -> int:
+        """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2).
+
+        `in_flight(task_id)` says a run of that task is going on here: that run delivers
+        its questions itself when it stops, so a pass over every task leaves them out (it
+        would post a second message while the run's post is on its way). Asked before the
+        question is read again, so a run that ended meanwhile shows its `channel_ref`.
+        """
         delivered = 0
         for question in db.list_questions(self.ledger, status="open", thread_id=task_id):
             if question.channel_ref is not None:
                 continue
+            if in_flight is not None:
+                if in_flight(question.thread_id):
+                    continue
+                fresh = db.get_question(self.ledger, question.question_id)
+                if fresh is None or fresh.status != "open" or fresh.channel_ref is not None:
+                    continue
             task = db.get_task(self.ledger, question.thread_id)
             if task is None:
                 continue

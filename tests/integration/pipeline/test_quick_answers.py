@@ -87,3 +87,27 @@ def test_an_answer_the_asking_run_used_stays_answered_after_the_task_ends(
     assert question is not None and question.status == "answered", question
     resume = db.get_command(coordinator.ledger, db.resume_command_id(question_id))
     assert resume is not None and resume.state == "done"
+
+
+def test_a_timers_pass_while_the_asking_run_delivers_does_not_post_the_question_again(
+    make_coordinator: MakeCoordinator,
+) -> None:
+    transport = HeldTransport()
+    coordinator = make_coordinator(transport=transport)
+    task_id = coordinator.start_task(title="Remember the email", body=LONG_BODY)
+    runs = coordinator.worker.dispatch(1)
+    assert transport.asked.wait(30)  # the run that asked is posting its question now
+    timers = threading.Thread(target=coordinator.deliver_open)  # the daemon's timers pass
+    timers.start()
+    timers.join(timeout=10)
+    posting_too = timers.is_alive()  # held in a second `deliver` of the same question
+    transport.go.set()
+    for future in runs:
+        future.result(timeout=60)
+    timers.join(timeout=30)
+
+    assert not posting_too, "the timers pass posted the question the run was posting"
+    (question,) = db.list_questions(coordinator.ledger, thread_id=task_id)
+    assert transport.delivered == [question.question_id], "one post per question"
+    assert question.channel_ref == f"local:{question.question_id}"
+    assert coordinator.deliver_open() == 0
