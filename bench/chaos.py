@@ -9,22 +9,34 @@ can fill that file system from inside (`nsenter`) to make every write fail.
 For `--seconds`, threads send what a team sends:
 - submissions (`POST /api/tasks`);
 - answers through the dashboard API and as signed Slack button clicks and
-  thread replies, sometimes both on the same question at once;
+  thread replies; some questions get two or three answers at once (API and
+  Slack racing), and some Slack requests are sent again byte for byte (a
+  replay inside the signature's window);
 - signed GitHub `issues` deliveries of labelled issues, some replayed with
   the same delivery id, some the same issue under a new delivery id.
 Meanwhile the daemon is killed (`SIGKILL`) `--kills` times at random
-instants and restarted at once, and for `--full-s` seconds its disk is full.
+instants (`--seed`) and restarted at once, and for `--full-s` seconds its disk
+is full. Then the load stops and the pipeline drains: open questions are
+answered, tasks parked because the builder could not record on the full disk
+are retried as an operator would (`agent-team retry`), until no task is
+queued, running or waiting.
 
 Then the ledger is checked: every task a 201 acknowledged exists (lost,
-goal 0); no question has two answers recorded, two resume commands or two
-answer audit rows, and every 200 from the answer API is the answer stored
-(applied twice or lost, goal 0); one task per GitHub issue; no 5xx on any
-request outside the full-disk window (goal 0). Restart-to-ready is spawn to
-the first 200 from `/readyz`. Last, 200 concurrent submissions on the
-recovered daemon (`bench/submit_burst.py`'s burst; goal p99 <= 500 ms).
+goal 0); no task is left queued, running or waiting (stuck, goal 0); an
+answer is applied once (goal 0): at most one 200 from the answer API per
+question, one answer audit row per question, every API 200 is the answer
+stored, a task leaves each gate (clarify, plan review) for the next phase at
+most once and its builder records at most one commit; every acknowledged
+GitHub issue has its task, and no task entered intake twice (goal 0); no 5xx
+outside the full-disk window (goal 0; inside it the 5xx are counted by
+endpoint). Also shown: questions Slack got two messages of (a kill between
+the post and its record re-posts: at least once, by design), tracebacks in the
+daemon's log. Restart-to-ready is spawn to the first 200 from `/readyz`.
+Last, 200 concurrent submissions on the recovered daemon
+(`bench/submit_burst.py`'s burst; goal p99 <= 500 ms).
 
     .venv/bin/python bench/chaos.py                 # 120 s, 3 kills, 10 s of full disk
-    .venv/bin/python bench/chaos.py --seconds 60 --kills 2
+    .venv/bin/python bench/chaos.py --seconds 60 --kills 2 --seed 5 --keep /tmp/chaos
 
 Needs root, `unshare` and `nsenter` (for the tmpfs); exits 1 when a goal is missed.
 """
@@ -33,8 +45,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -42,6 +54,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +66,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
 from slack_ack import CHANNEL, SECRET, USERS, answer_request  # noqa: E402
-from submit_burst import TOKEN, _burst, _free_port, _pct  # noqa: E402
+from submit_burst import TOKEN, _burst, _free_port, _pct, daemon_env  # noqa: E402
 
 from agent_team.integrations.github.intake import task_id_for  # noqa: E402
 from agent_team.integrations.github.webhook import sign  # noqa: E402
@@ -70,7 +83,9 @@ BODY = (
     "- Prefill the email field when the cookie is present\n"
 )
 AGENT_TEAM = Path(sys.executable).with_name("agent-team")
+POSTED_QUESTION = re.compile(r"question `([^`]+)`")  # how a Slack question message names it
 GRACE_S = 2.0  # after the disk has room again, before a 5xx counts
+UNSETTLED = ("queued", "running", "waiting")
 
 
 @dataclass
@@ -81,10 +96,16 @@ class Record:
     replies: list[tuple[float, str, int]] = field(default_factory=list)  # (t, what, status)
     refused: int = 0  # no connection: the daemon was down
     tasks: set[str] = field(default_factory=set)  # acknowledged by a 201
-    api_answers: dict[str, str] = field(default_factory=dict)  # question -> the text that won
+    api_wins: dict[str, list[str]] = field(default_factory=dict)  # question -> texts given a 200
+    races: int = 0  # questions answered by two or three racers at once
+    slack_sent: list[tuple[bytes, dict[str, str]]] = field(default_factory=list)
+    replays: int = 0  # Slack requests sent again byte for byte
     deliveries: set[int] = field(default_factory=set)  # issue numbers acknowledged
     full: list[tuple[float, float]] = field(default_factory=list)  # full-disk windows
     ready_s: list[float] = field(default_factory=list)
+    kills_at: list[float] = field(default_factory=list)  # seconds into the load
+    began: float = 0.0  # when the load started (monotonic)
+    posted_twice: list[str] = field(default_factory=list)  # questions Slack got two messages of
 
     def saw(self, what: str, status: int) -> None:
         with self.lock:
@@ -133,6 +154,10 @@ class Daemon:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=90)
 
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`agent-team <args>` on the same ledger, as an operator at the daemon's host runs it."""
+        return _inside(self.holder, str(AGENT_TEAM), *args, env=self.env)
+
 
 def _holder(disk: Path, size_mb: int) -> subprocess.Popen[str]:
     script = (
@@ -149,25 +174,28 @@ def _holder(disk: Path, size_mb: int) -> subprocess.Popen[str]:
     return holder
 
 
-def _inside(holder: int, *command: str) -> subprocess.CompletedProcess[str]:
+def _inside(
+    holder: int, *command: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["nsenter", "-t", str(holder), "-m", *command],
         capture_output=True,
         text=True,
         check=False,
         timeout=300,
+        env=env,
     )
 
 
 class Load:
     """The request threads; each runs until `stop` is set."""
 
-    def __init__(self, url: str, record: Record, stop: threading.Event) -> None:
+    def __init__(self, url: str, record: Record, stop: threading.Event, seed: int) -> None:
         self.url, self.record, self.stop = url, record, stop
-        self.rng = random.Random(7)
+        self.rng = random.Random(seed)
         self.issue = 0
 
-    def _call(self, client: httpx.Client, what: str, method: str, path: str, **kw: Any) -> Any:
+    def call(self, client: httpx.Client, what: str, method: str, path: str, **kw: Any) -> Any:
         try:
             reply = client.request(method, path, **kw)
         except httpx.TransportError:
@@ -183,7 +211,7 @@ class Load:
             while not self.stop.is_set():
                 n += 1
                 body = {"title": f"Chaos {n}", "body": BODY if n % 4 else "make it better"}
-                reply = self._call(client, "submit", "POST", "/api/tasks", json=body)
+                reply = self.call(client, "submit", "POST", "/api/tasks", json=body)
                 if reply is not None and reply.status_code == 201:
                     with self.record.lock:
                         self.record.tasks.add(reply.json()["task_id"])
@@ -191,45 +219,73 @@ class Load:
 
     def answerer(self) -> None:
         with httpx.Client(base_url=self.url, timeout=30, headers=BEARER) as client:
-            i = 0
+            i = rounds = 0
             while not self.stop.is_set():
-                reply = self._call(client, "list", "GET", "/api/questions?status=open")
-                if reply is None or reply.status_code != 200:
-                    time.sleep(0.2)
-                    continue
-                for question in reply.json()["questions"][:5]:
+                rounds += 1
+                for question in self.open_questions(client)[:5]:
                     i += 1
                     self._answer(client, question, i)
+                if rounds % 3 == 0:
+                    self._replay_slack()
                 time.sleep(0.1)
+
+    def open_questions(self, client: httpx.Client) -> list[dict[str, Any]]:
+        reply = self.call(client, "list", "GET", "/api/questions?status=open")
+        if reply is None or reply.status_code != 200:
+            time.sleep(0.2)
+            return []
+        questions: list[dict[str, Any]] = reply.json()["questions"]
+        return questions
 
     def _answer(self, client: httpx.Client, question: dict[str, Any], i: int) -> None:
         qid, ref = question["question_id"], question["channel_ref"]
         text = "approve" if question["kind"] == "plan_decision" else BODY
-        by_api = lambda: self._api_answer(client, qid, text)  # noqa: E731
-        by_slack = lambda: self._slack_answer(ref, qid, i)  # noqa: E731
-        if ref is None or i % 3 == 0:
-            by_api()
-        elif i % 3 == 1:
-            by_slack()
-        else:  # both at once: one wins
-            racer = threading.Thread(target=by_slack)
-            racer.start()
-            by_api()
-            racer.join()
+        if ref is None or i % 4 == 0:
+            self.api_answer(client, qid, text)
+        elif i % 4 == 1:
+            self._slack_answer(ref, qid, i)
+        else:  # two racers (API and Slack), or three (two API, one Slack): one may win
+            racers = [threading.Thread(target=self._slack_answer, args=(ref, qid, i))]
+            if i % 4 == 3:
+                racers.append(threading.Thread(target=self._api_answer_alone, args=(qid, text)))
+            with self.record.lock:
+                self.record.races += 1
+            for racer in racers:
+                racer.start()
+            self.api_answer(client, qid, text)
+            for racer in racers:
+                racer.join()
 
-    def _api_answer(self, client: httpx.Client, qid: str, text: str) -> None:
+    def api_answer(self, client: httpx.Client, qid: str, text: str) -> None:
         path = f"/api/questions/{qid}/answer"
-        reply = self._call(client, "answer", "POST", path, json={"answer": text})
+        reply = self.call(client, "answer", "POST", path, json={"answer": text})
         if reply is not None and reply.status_code == 200:
             with self.record.lock:
-                self.record.api_answers[qid] = text
+                self.record.api_wins.setdefault(qid, []).append(text)
 
-    def _slack_answer(self, ref: str | None, qid: str, i: int) -> None:
-        if ref is None:
-            return
+    def _api_answer_alone(self, qid: str, text: str) -> None:
+        with httpx.Client(base_url=self.url, timeout=30, headers=BEARER) as client:
+            self.api_answer(client, qid, text)
+
+    def _slack_answer(self, ref: str, qid: str, i: int) -> None:
         body, headers = answer_request(ref, qid, i)
+        with self.record.lock:
+            self.record.slack_sent.append((body, headers))
+        self._post_slack(body, headers)
+
+    def _replay_slack(self) -> None:
+        """A Slack request again, same bytes and signature (Slack retries; an attacker replays)."""
+        with self.record.lock:
+            recent = self.record.slack_sent[-50:]
+            if not recent:
+                return
+            body, headers = self.rng.choice(recent)
+            self.record.replays += 1
+        self._post_slack(body, headers)
+
+    def _post_slack(self, body: bytes, headers: dict[str, str]) -> None:
         with httpx.Client(base_url=self.url, timeout=30) as client:
-            self._call(client, "slack", "POST", "/slack/events", content=body, headers=headers)
+            self.call(client, "slack", "POST", "/slack/events", content=body, headers=headers)
 
     def github(self) -> None:
         sent: list[tuple[bytes, dict[str, str]]] = []
@@ -245,7 +301,7 @@ class Load:
                     self.issue += 1
                     body, headers = _delivery(self.issue)
                     sent.append((body, headers))
-                reply = self._call(
+                reply = self.call(
                     client, "github", "POST", "/github/webhook", content=body, headers=headers
                 )
                 if reply is not None and reply.status_code in (200, 201):
@@ -278,22 +334,91 @@ def _delivery(number: int) -> tuple[bytes, dict[str, str]]:
     }
 
 
+@dataclass
+class Drained:
+    """How the pipeline settled after the load: seconds taken, retries, what is left."""
+
+    seconds: float = 0.0
+    retried: list[str] = field(default_factory=list)
+    unsettled: dict[str, int] = field(default_factory=dict)
+
+
+def drain(load: Load, daemon: Daemon, timeout_s: float) -> Drained:
+    """Answer what is open and retry what the full disk parked, until every task has settled.
+
+    Its requests are checked like the load's (no fault now). Tasks the builder
+    could not record while the disk was full are parked `builder_unavailable`;
+    an operator frees space and retries them, and so does this.
+    """
+    drained = Drained()
+    began = time.monotonic()
+    with httpx.Client(base_url=load.url, timeout=30, headers=BEARER) as client:
+        while time.monotonic() - began < timeout_s:
+            for question in load.open_questions(client):
+                text = "approve" if question["kind"] == "plan_decision" else BODY
+                load.api_answer(client, question["question_id"], text)
+            parked = load.call(client, "list", "GET", "/api/tasks?status=parked&limit=200")
+            if parked is not None and parked.status_code == 200:
+                for task in parked.json()["tasks"]:
+                    if (
+                        task["parked_reason"] == "builder_unavailable"
+                        and task["id"] not in drained.retried
+                    ):
+                        daemon.cli("retry", task["id"])
+                        drained.retried.append(task["id"])
+            drained.unsettled = {}
+            for status in UNSETTLED:
+                reply = load.call(client, "list", "GET", f"/api/tasks?status={status}&limit=1")
+                if reply is not None and reply.status_code == 200 and reply.json()["total"]:
+                    drained.unsettled[status] = reply.json()["total"]
+            if not drained.unsettled:
+                break
+            time.sleep(0.5)
+    drained.seconds = time.monotonic() - began
+    return drained
+
+
+# Read inside the namespace (the tmpfs is mounted there only): the ledger, read-only, and the
+# builder's record of each task (a commit with an Agent-Team-Plan trailer on its branch).
 _CHECK = """
-import json, sqlite3, sys
+import json, sqlite3, subprocess, sys
 con = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
 one = lambda sql: [r[0] for r in con.execute(sql)]
+twice = lambda sql: one(sql + " GROUP BY 1 HAVING COUNT(*) > 1")
+log = subprocess.run(
+    ["git", "-C", sys.argv[2], "log", "--branches=agent-team/*", "--source",
+     "--format=%S %(trailers:key=Agent-Team-Plan,valueonly,separator=+)"],
+    capture_output=True, text=True).stdout.splitlines()
+builds = {}
+for line in log:
+    ref, _, plan = line.partition(" ")
+    if plan.strip():
+        task = ref.removeprefix("refs/heads/agent-team/")
+        builds[task] = builds.get(task, 0) + 1
 print(json.dumps({
     "tasks": one("SELECT id FROM tasks"),
     "github": one("SELECT id FROM tasks WHERE id LIKE 'gh-%'"),
-    "answers": dict(con.execute(
-        "SELECT question_id, answer_json FROM pending_questions WHERE status = 'answered'")),
-    "audited_twice": one("SELECT target FROM audit_log WHERE action = 'answer' "
-                         "GROUP BY target HAVING COUNT(*) > 1"),
-    "resumes": one("SELECT command_id FROM commands WHERE kind = 'resume'"),
+    "answers": {q: [answer, via] for q, answer, via in con.execute(
+        "SELECT question_id, answer_json, answered_via FROM pending_questions "
+        "WHERE status = 'answered'")},
+    "audited_twice": twice("SELECT target FROM audit_log WHERE action = 'answer'"),
+    "left_gate_twice": twice("SELECT thread_id || ' ' || from_phase || '->' || to_phase "
+                             "FROM task_transitions WHERE from_phase IN ('clarify', 'plan_review') "
+                             "AND to_phase != from_phase"),
+    "started_twice": twice("SELECT thread_id FROM task_transitions WHERE from_phase IS NULL"),
+    "built_twice": sorted(task for task, n in builds.items() if n > 1),
+    "built": len(builds),
     "statuses": dict(con.execute("SELECT status, COUNT(*) FROM tasks GROUP BY status")),
+    "parked": dict(con.execute("SELECT parked_reason, COUNT(*) FROM tasks "
+                               "WHERE status = 'parked' GROUP BY parked_reason")),
     "failed": [r[0] for r in con.execute(
         "SELECT note FROM task_transitions WHERE status = 'failed' ORDER BY transition_id")],
 }))
+"""
+
+_KEEP = """
+import sqlite3, sys
+sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))
 """
 
 
@@ -303,10 +428,15 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--full-s", type=float, default=10.0)
     parser.add_argument("--burst", type=int, default=200)
+    parser.add_argument("--drain-s", type=float, default=180.0, help="longest wait to settle")
+    parser.add_argument("--seed", type=int, default=None, help="kill instants and load choices")
+    parser.add_argument("--keep", type=Path, default=None, help="copy the ledger and log here")
     parser.add_argument(
         "--disk-mb", type=int, default=384, help="the tmpfs: room for the run's ledger and git"
     )
     args = parser.parse_args()
+    if args.seed is None:
+        args.seed = random.randrange(10_000)
     record = Record()
     slack = FakeSlack().start()
     with tempfile.TemporaryDirectory(prefix="bench-chaos-") as tmp, FakeGitHub(token="t") as gh:
@@ -316,13 +446,8 @@ def main() -> int:
         holder = _holder(disk, args.disk_mb)
         port = _free_port()
         url = f"http://127.0.0.1:{port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_TEAM_")}
+        env = daemon_env(str(disk), port)
         env.update(
-            AGENT_TEAM_DB_PATH=f"{disk}/agent-team.db",
-            AGENT_TEAM_STATE_DIR=f"{disk}/state",
-            AGENT_TEAM_DASHBOARD_PORT=str(port),
-            AGENT_TEAM_DASHBOARD_TOKENS=f"chaos:{TOKEN}",
-            AGENT_TEAM_LOG_LEVEL="warning",
             AGENT_TEAM_TRANSPORT="slack",
             AGENT_TEAM_SLACK_BOT_TOKEN=BOT_TOKEN,
             AGENT_TEAM_SLACK_SIGNING_SECRET=SECRET,
@@ -339,15 +464,15 @@ def main() -> int:
         try:
             daemon.start()
             stop = threading.Event()
-            load = Load(url, record, stop)
+            load = Load(url, record, stop, args.seed)
             workers = [
                 threading.Thread(target=target, daemon=True)
                 for target in (load.submitter, load.answerer, load.answerer, load.github)
             ]
             for worker in workers:
                 worker.start()
-            began = time.monotonic()
-            rng = random.Random(11)
+            began = record.began = time.monotonic()
+            rng = random.Random(args.seed)
             kills = sorted(rng.uniform(0.1, 0.9) * args.seconds for _ in range(args.kills))
             full_at = args.seconds * 0.5
             while kills or full_at is not None:
@@ -355,6 +480,7 @@ def main() -> int:
                 time.sleep(max(0.0, began + nxt - time.monotonic()))
                 if kills and nxt == kills[0]:
                     kills.pop(0)
+                    record.kills_at.append(time.monotonic() - began)
                     daemon.kill()
                     daemon.start()
                 else:
@@ -368,33 +494,63 @@ def main() -> int:
             stop.set()
             for worker in workers:
                 worker.join(timeout=60)
-            time.sleep(5)  # the runs the last answers started
-            checked = _inside(holder.pid, sys.executable, "-c", _CHECK, f"{disk}/agent-team.db")
+            drained = drain(load, daemon, args.drain_s)
+            ledger_path = f"{disk}/agent-team.db"
+            checked = _inside(
+                holder.pid, sys.executable, "-c", _CHECK, ledger_path, f"{disk}/state/repos/default"
+            )
             ledger = json.loads(checked.stdout)
             burst = [_burst(url, args.burst, True, r) for r in range(3)]
+            if args.keep is not None:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                _inside(
+                    holder.pid,
+                    sys.executable,
+                    "-c",
+                    _KEEP,
+                    ledger_path,
+                    str(args.keep / "agent-team.db"),
+                )
         finally:
             daemon.stop()
+            logged = daemon.log.read_text(errors="replace") if daemon.log.exists() else ""
+            if args.keep is not None:
+                (args.keep / "daemon.log").write_text(logged)
             holder.kill()
             slack.stop()
-    return _report(args, record, ledger, burst)
+    posted = Counter(
+        qid
+        for call in slack.of("chat.postMessage")
+        for qid in set(POSTED_QUESTION.findall(json.dumps(call.params)))
+    )
+    record.posted_twice = sorted(qid for qid, n in posted.items() if n > 1)
+    return _report(args, record, drained, ledger, burst, logged.count("Traceback"))
 
 
 def _report(
     args: argparse.Namespace,
     record: Record,
+    drained: Drained,
     ledger: dict[str, Any],
     burst: list[tuple[list[float], int, float]],
+    tracebacks: int,
 ) -> int:
     lost = sorted(record.tasks - set(ledger["tasks"]))
-    answers: dict[str, str] = ledger["answers"]
-    wrong = [
+    stuck = sum(drained.unsettled.values())
+    # Applied twice: two 200s for one question, two audit rows, a gate left twice, two builds.
+    answers: dict[str, list[str]] = ledger["answers"]
+    api_twice = sorted(qid for qid, wins in record.api_wins.items() if len(wins) > 1)
+    not_stored = sorted(
         qid
-        for qid, text in record.api_answers.items()
-        if qid not in answers
-        or json.loads(answers[qid]).get("decision", "x") not in ("approve", "x")
-    ]
-    resumes: list[str] = ledger["resumes"]
-    twice = sorted(set(ledger["audited_twice"]) | {c for c in resumes if resumes.count(c) > 1})
+        for qid in record.api_wins
+        if qid not in answers or not str(answers[qid][1]).startswith("dashboard:")
+    )
+    twice = sorted(
+        set(api_twice)
+        | set(ledger["audited_twice"])
+        | set(ledger["left_gate_twice"])
+        | set(ledger["built_twice"])
+    )
     # One task per issue by construction (its id is the issue's); each acknowledged one exists.
     made = set(ledger["github"])
     github_lost = sorted(n for n in record.deliveries if task_id_for(REPO, n) not in made)
@@ -403,39 +559,59 @@ def _report(
         return any(start <= t <= end + GRACE_S for start, end in record.full)
 
     five = [(what, s) for t, what, s in record.replies if s >= 500 and not in_fault(t)]
-    five_in = [s for t, _what, s in record.replies if s >= 500 and in_fault(t)]
-    by_kind: dict[str, int] = {}
-    for _t, what, _s in record.replies:
-        by_kind[what] = by_kind.get(what, 0) + 1
+    five_in = Counter(f"{what} {s}" for t, what, s in record.replies if s >= 500 and in_fault(t))
+    by_kind = Counter(what for _t, what, _s in record.replies)
+    answer_codes = Counter(s for _t, what, s in record.replies if what == "answer")
     submits = [x for latencies, _bad, _wall in burst for x in latencies]
     burst_bad = sum(bad for _l, bad, _w in burst)
     walls = [wall for _l, _b, wall in burst]
+
     print(
-        f"chaos: {args.seconds:.0f} s of load, {args.kills} kill -9, {args.full_s:.0f} s disk full"
+        f"chaos (seed {args.seed}): {args.seconds:.0f} s of load, {args.kills} kill -9, "
+        f"{args.full_s:.0f} s disk full"
     )
-    print(f"  requests answered: {len(record.replies)} {by_kind}; no connection: {record.refused}")
     print(
-        f"  tasks acknowledged: {len(record.tasks)}; in the ledger: {len(ledger['tasks'])} "
-        f"{ledger['statuses']}"
+        f"  requests answered: {len(record.replies)} {dict(by_kind)}; "
+        f"no connection: {record.refused}"
     )
-    print(f"  tasks lost: {len(lost)} (goal 0) {lost[:5]}")
+    print(
+        f"  tasks acknowledged: {len(record.tasks)}; in the ledger: {len(ledger['tasks'])}; "
+        f"tasks lost: {len(lost)} (goal 0) {lost[:5]}"
+    )
+    print(
+        f"  drained in {drained.seconds:.1f} s ({len(drained.retried)} parked by the full disk "
+        f"retried): {ledger['statuses']}; parked: {ledger['parked']}; "
+        f"stuck queued/running/waiting: {stuck} (goal 0) {drained.unsettled}"
+    )
     for note in ledger["failed"][:3]:
         print(f"  a failed task's note: {str(note)[:160]}")
     print(
-        f"  answers won through the API: {len(record.api_answers)}; answered in all: "
-        f"{len(answers)}; answers applied twice: {len(twice)} (goal 0) {twice[:5]}; "
-        f"API answers not stored: {len(wrong)} {wrong[:5]}"
+        f"  questions answered: {len(answers)}; through the API: {len(record.api_wins)} "
+        f"(answer replies {dict(answer_codes)}); races: {record.races}; "
+        f"Slack replays: {record.replays}; questions posted to Slack twice: "
+        f"{len(record.posted_twice)} {record.posted_twice[:3]}"
+    )
+    print(
+        f"  answers applied twice: {len(twice)} (goal 0) {twice[:5]} [two API 200s "
+        f"{len(api_twice)}, two audit rows {len(ledger['audited_twice'])}, gate left twice "
+        f"{len(ledger['left_gate_twice'])}, built twice {len(ledger['built_twice'])} of "
+        f"{ledger['built']}]; API 200s not the answer stored: {len(not_stored)} (goal 0)"
     )
     print(
         f"  GitHub issues acknowledged: {len(record.deliveries)}; tasks from GitHub: "
-        f"{len(made)}; acknowledged issues without a task: {len(github_lost)} (goal 0)"
+        f"{len(made)}; acknowledged issues without a task: {len(github_lost)} (goal 0); "
+        f"tasks started twice (any source): {len(ledger['started_twice'])} (goal 0)"
+    )
+    windows = ", ".join(f"{a - record.began:.1f}-{b - record.began:.1f}" for a, b in record.full)
+    print(
+        f"  disk full {windows} s; "
+        f"5xx outside it: {len(five)} (goal 0) {five[:5]}; "
+        f"inside it: {dict(five_in)} (503 expected); tracebacks in the daemon's log: "
+        f"{tracebacks}"
     )
     print(
-        f"  5xx outside the full-disk window: {len(five)} (goal 0) {five[:5]}; "
-        f"inside it (503 expected): {len(five_in)}"
-    )
-    print(
-        f"  restart to ready: {', '.join(f'{s:.2f} s' for s in record.ready_s[1:])} "
+        f"  killed at {', '.join(f'{t:.1f}' for t in record.kills_at)} s; restart to ready: "
+        f"{', '.join(f'{s:.2f} s' for s in record.ready_s[1:])} "
         f"(first start {record.ready_s[0]:.2f} s)"
     )
     p50, p99 = _pct(submits, 50) * 1e3, _pct(submits, 99) * 1e3
@@ -444,7 +620,16 @@ def _report(
         f"  {args.burst} concurrent submissions x3 after the chaos: p50 {p50:.0f} ms, "
         f"p99 {p99:.0f} ms, {rate:.0f} submits/s, not 201: {burst_bad} (goal p99 <= 500 ms)"
     )
-    missed = lost or twice or wrong or five or github_lost or burst_bad
+    missed = (
+        lost
+        or stuck
+        or twice
+        or not_stored
+        or five
+        or github_lost
+        or ledger["started_twice"]
+        or burst_bad
+    )
     return 1 if missed else 0
 
 

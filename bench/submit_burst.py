@@ -38,6 +38,19 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def daemon_env(root: str, port: int) -> dict[str, str]:
+    """A daemon child's environment: ours without AGENT_TEAM_*, its ledger and state in `root`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_TEAM_")}
+    env.update(
+        AGENT_TEAM_DB_PATH=f"{root}/agent-team.db",
+        AGENT_TEAM_STATE_DIR=f"{root}/state",
+        AGENT_TEAM_DASHBOARD_PORT=str(port),
+        AGENT_TEAM_DASHBOARD_TOKENS=f"bench:{TOKEN}",
+        AGENT_TEAM_LOG_LEVEL="warning",
+    )
+    return env
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))]
@@ -107,14 +120,7 @@ def main() -> None:
     agent_team = Path(sys.executable).with_name("agent-team")
     with tempfile.TemporaryDirectory(prefix="bench-submit-") as tmp:
         port = _free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_TEAM_")}
-        env.update(
-            AGENT_TEAM_DB_PATH=f"{tmp}/agent-team.db",
-            AGENT_TEAM_STATE_DIR=f"{tmp}/state",
-            AGENT_TEAM_DASHBOARD_PORT=str(port),
-            AGENT_TEAM_DASHBOARD_TOKENS=f"bench:{TOKEN}",
-            AGENT_TEAM_LOG_LEVEL="warning",
-        )
+        env = daemon_env(tmp, port)
         daemon = subprocess.Popen(
             [str(agent_team), "daemon"], env=env, cwd=tmp, stdin=subprocess.DEVNULL
         )
