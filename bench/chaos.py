@@ -12,22 +12,24 @@ For `--seconds`, threads send what a team sends:
   thread replies; some questions get two or three answers at once (API and
   Slack racing), and some Slack requests are sent again byte for byte (a
   replay inside the signature's window);
-- signed GitHub `issues` deliveries of labelled issues, some replayed with
-  the same delivery id, some the same issue under a new delivery id.
+- signed GitHub `issues` deliveries of issues labelled on the loopback fake
+  GitHub, some replayed with the same delivery id, some the same issue under
+  a new delivery id; the daemon's poller (every 10 s) reads the same issues,
+  so it races the webhook and starts what a refused delivery did not.
 Meanwhile the daemon is killed (`SIGKILL`) `--kills` times at random
 instants (`--seed`) and restarted at once, and for `--full-s` seconds its disk
 is full. Then the load stops and the pipeline drains: open questions are
 answered, tasks parked because the builder could not record on the full disk
 are retried as an operator would (`agent-team retry`), until no task is
-queued, running or waiting.
+queued, running or waiting and every labelled issue has its task.
 
 Then the ledger is checked: every task a 201 acknowledged exists (lost,
 goal 0); no task is left queued, running or waiting (stuck, goal 0); an
 answer is applied once (goal 0): at most one 200 from the answer API per
 question, one answer audit row per question, every API 200 is the answer
 stored, a task leaves each gate (clarify, plan review) for the next phase at
-most once and its builder records at most one commit; every acknowledged
-GitHub issue has its task, and no task entered intake twice (goal 0); no 5xx
+most once and its builder records at most one commit; every labelled GitHub
+issue has its task, and no task entered intake twice (goal 0); no 5xx
 outside the full-disk window (goal 0; inside it the 5xx are counted by
 endpoint). Also shown: questions Slack got two messages of (a kill between
 the post and its record re-posts: at least once, by design), tracebacks in the
@@ -100,6 +102,7 @@ class Record:
     races: int = 0  # questions answered by two or three racers at once
     slack_sent: list[tuple[bytes, dict[str, str]]] = field(default_factory=list)
     replays: int = 0  # Slack requests sent again byte for byte
+    issues: list[int] = field(default_factory=list)  # labelled on the fake GitHub
     deliveries: set[int] = field(default_factory=set)  # issue numbers acknowledged
     full: list[tuple[float, float]] = field(default_factory=list)  # full-disk windows
     ready_s: list[float] = field(default_factory=list)
@@ -190,10 +193,11 @@ def _inside(
 class Load:
     """The request threads; each runs until `stop` is set."""
 
-    def __init__(self, url: str, record: Record, stop: threading.Event, seed: int) -> None:
-        self.url, self.record, self.stop = url, record, stop
+    def __init__(
+        self, url: str, record: Record, stop: threading.Event, seed: int, gh: FakeGitHub
+    ) -> None:
+        self.url, self.record, self.stop, self.gh = url, record, stop, gh
         self.rng = random.Random(seed)
-        self.issue = 0
 
     def call(self, client: httpx.Client, what: str, method: str, path: str, **kw: Any) -> Any:
         try:
@@ -298,8 +302,10 @@ class Load:
                     body, old = self.rng.choice(sent)  # the same issue, a new delivery id
                     headers = {**old, "X-GitHub-Delivery": str(uuid.uuid4())}
                 else:
-                    self.issue += 1
-                    body, headers = _delivery(self.issue)
+                    number = self.gh.add_issue(REPO, body=BODY, labels=("agent-team",))
+                    with self.record.lock:
+                        self.record.issues.append(number)
+                    body, headers = _delivery(number)
                     sent.append((body, headers))
                 reply = self.call(
                     client, "github", "POST", "/github/webhook", content=body, headers=headers
@@ -371,6 +377,12 @@ def drain(load: Load, daemon: Daemon, timeout_s: float) -> Drained:
                 reply = load.call(client, "list", "GET", f"/api/tasks?status={status}&limit=1")
                 if reply is not None and reply.status_code == 200 and reply.json()["total"]:
                     drained.unsettled[status] = reply.json()["total"]
+            # The poller picks up what a delivery refused during the fault never started.
+            reply = load.call(client, "list", "GET", "/api/tasks?source=github&limit=1")
+            if reply is not None and reply.status_code == 200:
+                missing = len(load.record.issues) - reply.json()["total"]
+                if missing > 0:
+                    drained.unsettled["issues without a task"] = missing
             if not drained.unsettled:
                 break
             time.sleep(0.5)
@@ -458,13 +470,13 @@ def main() -> int:
             AGENT_TEAM_GITHUB_TOKEN="t",
             AGENT_TEAM_GITHUB_API_URL=gh.url,
             AGENT_TEAM_GITHUB_WEBHOOK_SECRET=HOOK_SECRET,
-            AGENT_TEAM_GITHUB_POLL_S="3600",
+            AGENT_TEAM_GITHUB_POLL_S="10",  # the poller races the webhook, and backs it up
         )
         daemon = Daemon(holder.pid, env, url, record, Path(tmp) / "daemon.log")
         try:
             daemon.start()
             stop = threading.Event()
-            load = Load(url, record, stop, args.seed)
+            load = Load(url, record, stop, args.seed, gh)
             workers = [
                 threading.Thread(target=target, daemon=True)
                 for target in (load.submitter, load.answerer, load.answerer, load.github)
@@ -553,7 +565,7 @@ def _report(
     )
     # One task per issue by construction (its id is the issue's); each acknowledged one exists.
     made = set(ledger["github"])
-    github_lost = sorted(n for n in record.deliveries if task_id_for(REPO, n) not in made)
+    github_lost = sorted(n for n in record.issues if task_id_for(REPO, n) not in made)
 
     def in_fault(t: float) -> bool:
         return any(start <= t <= end + GRACE_S for start, end in record.full)
@@ -581,7 +593,7 @@ def _report(
     print(
         f"  drained in {drained.seconds:.1f} s ({len(drained.retried)} parked by the full disk "
         f"retried): {ledger['statuses']}; parked: {ledger['parked']}; "
-        f"stuck queued/running/waiting: {stuck} (goal 0) {drained.unsettled}"
+        f"unsettled after it: {stuck} (goal 0) {drained.unsettled}"
     )
     for note in ledger["failed"][:3]:
         print(f"  a failed task's note: {str(note)[:160]}")
@@ -598,8 +610,9 @@ def _report(
         f"{ledger['built']}]; API 200s not the answer stored: {len(not_stored)} (goal 0)"
     )
     print(
-        f"  GitHub issues acknowledged: {len(record.deliveries)}; tasks from GitHub: "
-        f"{len(made)}; acknowledged issues without a task: {len(github_lost)} (goal 0); "
+        f"  GitHub issues labelled: {len(record.issues)}, acknowledged by the webhook: "
+        f"{len(record.deliveries)}; tasks from GitHub: {len(made)}; labelled issues without "
+        f"a task: {len(github_lost)} (goal 0) {github_lost[:5]}; "
         f"tasks started twice (any source): {len(ledger['started_twice'])} (goal 0)"
     )
     windows = ", ".join(f"{a - record.began:.1f}-{b - record.began:.1f}" for a, b in record.full)
