@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import suppress
 
 from agent_team import db
@@ -76,7 +76,3 @@ class TaskChanges:
                     entries.discard(entry)
                     if not entries:
                         del self._waiting[task_id]
-
-    @property
-    def observers(self) -> list[Callable[[db.Task, str, str], None]]:
-        return [self.observe]

@@ -216,7 +216,7 @@ class LangGraphApi:
 
     async def search(self, request: Request) -> Response:
         self._caller(request)
-        data = await _cached_body(request)
+        data = await json_body(request)
         unknown = sorted(set(data) - _SEARCH_FIELDS)
         if unknown:
             raise ApiError(422, f"{unknown[0]}: is not a search field")
@@ -314,7 +314,7 @@ class LangGraphApi:
         """
         actor = self._caller(request)
         task_id = _thread_id(request)
-        data = await _cached_body(request)
+        data = await json_body(request)
         unknown = sorted(set(data) - _RUN_FIELDS)
         if unknown:
             raise ApiError(422, f"{unknown[0]}: is not a run field")
@@ -383,7 +383,7 @@ class LangGraphApi:
             view = latest
         run = run_object(task, question, status="success", assistant_id=assistant)
         values = _final_values(view)
-        failure = _failure(view)
+        failure = _failure(view, values)
         if failure is not None:
             values["__error__"] = failure  # where the server puts a run's error
         return _json(values, self.tokens.secrets, headers=_location(run))
@@ -420,11 +420,12 @@ class LangGraphApi:
                 if "events" in modes and view.task.phase != entered:
                     entered = view.task.phase  # Agent Inbox shows it as the node running now
                     yield _sse("events", _node_started(view, run["run_id"]), known)
+                values = _final_values(view)
                 if "values" in modes:
-                    yield _sse("values", _final_values(view), known)
+                    yield _sse("values", values, known)
                 if "updates" in modes:
                     yield _sse("updates", _update_of(view), known)
-                failure = _failure(view)
+                failure = _failure(view, values)
                 if failure is not None:
                     yield _sse("error", failure, known)
         except Exception as exc:
@@ -447,12 +448,12 @@ def _final_values(view: ThreadView) -> dict[str, Any]:
     return values
 
 
-def _failure(view: ThreadView) -> dict[str, str] | None:
-    """A task that failed or parked, as the server reports a run's error."""
+def _failure(view: ThreadView, values: dict[str, Any]) -> dict[str, str] | None:
+    """A task that failed or parked (its `values` say why), as the server reports a run's error."""
     if view.status != "error":
         return None
     kind = "TaskParked" if view.task.status == "parked" else "TaskFailed"
-    reason = thread_object(view)["values"].get("error") or view.task.status
+    reason = values.get("error") or view.task.status
     return {"error": kind, "message": str(reason)}
 
 
@@ -515,18 +516,6 @@ def _thread_id(request: Request) -> str:
     if not value or len(value) > 200 or not value.isprintable():
         raise ApiError(404, "Thread not found")
     return value
-
-
-async def _cached_body(request: Request) -> dict[str, Any]:
-    cached = request.scope.setdefault("state", {}).get("langgraph_body")
-    if cached is None:
-        cached = await json_body(request)
-        request.scope["state"]["langgraph_body"] = cached
-    return dict(cached)
-
-
-async def not_found(request: Request) -> Response:
-    return _detail(404, "Not Found")
 
 
 def routes(api: LangGraphApi) -> list[BaseRoute]:
