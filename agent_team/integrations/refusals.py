@@ -24,10 +24,18 @@ _MAX_SOURCES = 1024  # sources remembered at once; the oldest are forgotten firs
 class RefusalLog:
     """`refused(source, reason)` logs at most one line per source per `window_s`."""
 
-    def __init__(self, logger: logging.Logger, what: str, *, window_s: float = WINDOW_S) -> None:
+    def __init__(
+        self,
+        logger: logging.Logger,
+        what: str,
+        *,
+        window_s: float = WINDOW_S,
+        level: int = logging.WARNING,
+    ) -> None:
         """`what` names the requests in each line ("slack request", "github webhook")."""
         self._log = logger
         self._what = what
+        self._level = level
         self._window_s = window_s
         self._guard = threading.Lock()
         self._sources: OrderedDict[str, tuple[float, int]] = OrderedDict()  # last, suppressed
@@ -46,4 +54,4 @@ class RefusalLog:
             while len(self._sources) > _MAX_SOURCES:
                 self._sources.popitem(last=False)
         more = f" (and {suppressed} more from it since the last line)" if suppressed else ""
-        self._log.warning("%s refused from %s: %s%s", self._what, who, reason[:120], more)
+        self._log.log(self._level, "%s refused from %s: %s%s", self._what, who, reason[:200], more)

@@ -44,7 +44,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agent_team.exceptions import ConfigError
+from agent_team.exceptions import ConfigError, LedgerBusyError, LedgerStorageError
 from agent_team.integrations.refusals import RefusalLog
 from agent_team.integrations.slack.answers import AnswerFn, AnswerHandler
 from agent_team.integrations.slack.blocks import ACTION_PREFIX, REVISE_CALLBACK
@@ -104,6 +104,9 @@ class SlackListener:
         )
         self.followups = FollowUps(transport, workers=followup_workers)
         self.refusals = RefusalLog(log, "slack request")
+        # The ledger refusing writes (full disk, read-only mount) is an outage, not a bug:
+        # a 503 and a bounded line per source, not a 500 with a traceback per request.
+        self.outages = RefusalLog(log, "slack request", level=logging.ERROR)
         # The bot's own user id, for telling its own messages apart on the hot path; learnt
         # from Bolt's authorization (auth.test) on the first request that goes through Bolt.
         self._bot_user_id: str | None = None
@@ -127,6 +130,15 @@ class SlackListener:
         app.action(re.compile(rf"^{re.escape(ACTION_PREFIX)}"))(answers.on_action)
         app.view(REVISE_CALLBACK)(answers.on_revise_submit)
         app.event(re.compile(".*"))(self._on_other_event)
+        app.error(self._on_listener_error)
+
+    def _on_listener_error(self, error: Exception, request: BoltRequest) -> BoltResponse | None:
+        """Bolt's listener failed: 503 for a ledger outage (Slack delivers it again), else 500."""
+        if isinstance(error, LEDGER_OUTAGES):
+            self.outages.refused(request.context.get(SOURCE_KEY), _outage(error))
+            return BoltResponse(status=503, body="")
+        log.error("slack listener failed: %s", error, exc_info=error)
+        return None
 
     def route(self) -> Route:
         """`POST /slack/events` for the daemon's Starlette app."""
@@ -209,13 +221,17 @@ class SlackListener:
             return Response(status_code=401)
         retry = headers.get("x-slack-retry-num")
         content_type = request.headers.get("content-type", "").split(";")[0] or None
+        source = request.client.host if request.client else None
         hot = classify(body, content_type)
         if hot is not None and (hot.kind == "action" or self._bot_user_id is not None):
-            return await self._handle_hot(hot, body, headers)
+            return await self._handle_hot(hot, body, headers, source)
         problem: str | None = None
         try:
             bolt_request = BoltRequest(
-                body=body.decode("utf-8"), query=request.url.query, headers=headers
+                body=body.decode("utf-8"),
+                query=request.url.query,
+                headers=headers,
+                context={SOURCE_KEY: source},
             )
             parsed: Any = bolt_request.body  # typed as a dict, but it is whatever the JSON was
             if not isinstance(parsed, dict):
@@ -237,14 +253,15 @@ class SlackListener:
         return _to_starlette(response)
 
     async def _handle_hot(
-        self, hot: HotRequest, body: bytes, headers: Mapping[str, Any]
+        self, hot: HotRequest, body: bytes, headers: Mapping[str, Any], source: str | None
     ) -> Response:
         """A button click or thread reply without Bolt: verify, then the handler on the pool.
 
         The same rules as Bolt's path: a bad or stale signature is refused
         with 401 before the handler sees anything; the 200 goes out after the
         handler returned (the answer and its resume command are committed);
-        a handler that fails gets a 500, so Slack delivers it again.
+        a handler that fails gets a 500 (a 503 if the ledger cannot be
+        written), so Slack delivers it again.
         """
         retry = headers.get("x-slack-retry-num")  # signed: `_handle_http` checked it
         self._log_body(hot.body, retry if isinstance(retry, str) else None)
@@ -256,6 +273,9 @@ class SlackListener:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._dispatch_pool, work)
+        except LEDGER_OUTAGES as exc:
+            self.outages.refused(source, _outage(exc))
+            return Response(status_code=503)
         except Exception:
             log.exception("slack %s failed; Slack will deliver it again", hot.kind)
             return Response(status_code=500)
@@ -353,6 +373,14 @@ def _build_app(
             f"({type(exc).__name__}); check AGENT_TEAM_SLACK_API_URL and the network, "
             "then start again"
         ) from None
+
+
+LEDGER_OUTAGES = (LedgerStorageError, LedgerBusyError)
+SOURCE_KEY = "agent_team_source"  # the client's address, in a Bolt request's context
+
+
+def _outage(exc: BaseException) -> str:
+    return f"the ledger is unavailable ({type(exc).__name__}: {exc}); Slack delivers it again"
 
 
 def _no_ack(*_args: Any, **_kwargs: Any) -> None:
