@@ -365,6 +365,13 @@ def seed_ledger(path: Path, *, tasks: int, budget_rows: int, seed: int, now: dat
                 "recorded_at, day_bucket",
                 rows,
             )
+        # The days' totals the cap check reads, as `db.record_usage` keeps them.
+        conn.execute(
+            "INSERT INTO budget_days (day_bucket, billing_mode, calls, input_tokens, "
+            "output_tokens, usd_cost) SELECT day_bucket, billing_mode, COUNT(*), "
+            "SUM(input_tokens), SUM(output_tokens), SUM(usd_cost) FROM budget_ledger "
+            "GROUP BY day_bucket, billing_mode"
+        )
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         days = [row[0] for row in conn.execute("SELECT DISTINCT day_bucket FROM budget_ledger")]

@@ -73,7 +73,7 @@ def _outbox_lock(outbox: Path) -> Iterator[None]:
 def _insert(tx: Transaction, row: dict[str, Any]) -> None:
     # Skips a row already present, so a replay cut short by a crash can run again.
     values = [row[name] for name in _FIELDS]
-    tx.execute(
+    added = tx.execute(
         f"INSERT INTO budget_ledger ({', '.join(_FIELDS)}) "
         f"SELECT {', '.join('?' for _ in _FIELDS)} WHERE NOT EXISTS ("
         "SELECT 1 FROM budget_ledger WHERE thread_id = ? AND stage = ? AND model = ? "
@@ -87,7 +87,24 @@ def _insert(tx: Transaction, row: dict[str, Any]) -> None:
             row["input_tokens"],
             row["output_tokens"],
         ),
-    )
+    ).rowcount
+    if added == 1:  # the day's total moves with its rows, in the same transaction
+        tx.execute(
+            "INSERT INTO budget_days (day_bucket, billing_mode, calls, input_tokens, "
+            "output_tokens, usd_cost) VALUES (?, ?, 1, ?, ?, ?) "
+            "ON CONFLICT (day_bucket, billing_mode) DO UPDATE SET "
+            "calls = budget_days.calls + 1, "
+            "input_tokens = budget_days.input_tokens + excluded.input_tokens, "
+            "output_tokens = budget_days.output_tokens + excluded.output_tokens, "
+            "usd_cost = budget_days.usd_cost + excluded.usd_cost",
+            (
+                row["day_bucket"],
+                row["billing_mode"],
+                row["input_tokens"],
+                row["output_tokens"],
+                row["usd_cost"],
+            ),
+        )
 
 
 def record_usage(
@@ -196,10 +213,11 @@ def replay_outbox(path: str | Path, ledger: Ledger) -> ReplayReport:
 
 
 def _sum(ledger: Reader, column: str, day: str | date, billing_mode: str | None) -> Any:
+    """The day's total from `budget_days`: one row a billing mode, whatever the day's volume."""
     mode_sql = " AND billing_mode = ?" if billing_mode is not None else ""
     params = [day_bucket(day)] + ([billing_mode] if billing_mode is not None else [])
     row = ledger.fetch_one(
-        f"SELECT COALESCE(SUM({column}), 0) AS total FROM budget_ledger "
+        f"SELECT COALESCE(SUM({column}), 0) AS total FROM budget_days "
         f"WHERE day_bucket = ?{mode_sql}",
         params,
     )

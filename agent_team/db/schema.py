@@ -34,7 +34,7 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -359,6 +359,25 @@ _V11 = (
     (SELECT 'task:' || id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)""",
 )
 
+# v12: each UTC day's spend per billing mode, kept up to date with every budget row in
+# the same transaction (`db.record_usage`). The daily cap is checked before every model
+# call; summing the day's rows made that check grow with the day's volume (1.3 ms at
+# 20,000 calls). Filled from the rows already there.
+_V12 = (
+    """CREATE TABLE budget_days (
+    day_bucket TEXT NOT NULL,
+    billing_mode TEXT NOT NULL,
+    calls INTEGER NOT NULL DEFAULT 0 CHECK (calls >= 0),
+    input_tokens INTEGER NOT NULL DEFAULT 0 CHECK (input_tokens >= 0),
+    output_tokens INTEGER NOT NULL DEFAULT 0 CHECK (output_tokens >= 0),
+    usd_cost REAL NOT NULL DEFAULT 0 CHECK (usd_cost >= 0),
+    PRIMARY KEY (day_bucket, billing_mode)
+)""",
+    """INSERT INTO budget_days (day_bucket, billing_mode, calls, input_tokens, output_tokens,
+    usd_cost) SELECT day_bucket, billing_mode, COUNT(*), SUM(input_tokens), SUM(output_tokens),
+    SUM(usd_cost) FROM budget_ledger GROUP BY day_bucket, billing_mode""",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -372,12 +391,14 @@ _STEPS: dict[int, tuple[str, ...]] = {
     9: _V9,
     10: _V10,
     11: _V11,
+    12: _V12,
 }
 _FOREIGN_KEYS_OFF = frozenset({5})
 
 LEDGER_TABLES = (
     "pending_questions",
     "budget_ledger",
+    "budget_days",
     "schema_meta",
     "ingested_issues",
     "task_transitions",
@@ -421,6 +442,14 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "usd_cost",
         "recorded_at",
         "day_bucket",
+    ),
+    "budget_days": (
+        "day_bucket",
+        "billing_mode",
+        "calls",
+        "input_tokens",
+        "output_tokens",
+        "usd_cost",
     ),
     "schema_meta": ("id", "schema_version"),
     "ingested_issues": ("source", "issue_id", "ingested_at"),

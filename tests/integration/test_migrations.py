@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -218,8 +219,34 @@ def test_upgrade_keeps_every_row(old_ledger: tuple[int, Path]) -> None:
         assert {q["payload_json"] for q in questions} == {("NoneType", None)}
     else:
         assert ("str", "confluence_approval") in {q["kind"] for q in questions}
-    for table in set(LEDGER_TABLES) - TABLES_AT[version]:
+    for table in set(LEDGER_TABLES) - TABLES_AT[version] - {"budget_days"}:
         assert after[table] == [], f"new table {table} should start empty"
+    assert day_totals(after["budget_days"]) == day_totals_of_rows(after["budget_ledger"])
+
+
+def day_totals(rows: list[dict[str, Any]]) -> dict[tuple[Any, Any], tuple[Any, ...]]:
+    """`budget_days` as (day, mode) -> (calls, input, output, usd)."""
+    return {
+        (r["day_bucket"][1], r["billing_mode"][1]): (
+            r["calls"][1],
+            r["input_tokens"][1],
+            r["output_tokens"][1],
+            round(r["usd_cost"][1], 9),
+        )
+        for r in rows
+    }
+
+
+def day_totals_of_rows(rows: list[dict[str, Any]]) -> dict[tuple[Any, Any], tuple[Any, ...]]:
+    """What v12 fills `budget_days` with: each day's budget rows summed per billing mode."""
+    sums: dict[tuple[Any, Any], list[Any]] = {}
+    for r in rows:
+        total = sums.setdefault((r["day_bucket"][1], r["billing_mode"][1]), [0, 0, 0, 0.0])
+        total[0] += 1
+        total[1] += r["input_tokens"][1]
+        total[2] += r["output_tokens"][1]
+        total[3] += r["usd_cost"][1]
+    return {key: (*total[:3], round(total[3], 9)) for key, total in sums.items()}
 
 
 def test_upgrade_keeps_autoincrement_counters(old_ledger: tuple[int, Path]) -> None:

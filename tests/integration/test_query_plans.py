@@ -89,7 +89,8 @@ EXPECTED = (
     "UPDATE pending_questions SET status = 'answered'",
     "UPDATE pending_questions SET channel_ref",  # delivery
     "INSERT INTO budget_ledger",
-    "FROM budget_ledger WHERE day_bucket = ?",  # today's spend
+    "FROM budget_days WHERE day_bucket = ?",  # today's spend, one row a billing mode
+    "INSERT INTO budget_days",  # ... kept with each budget row
     "UPDATE commands SET state = 'done'",
     "INSERT INTO audit_log",
     "INSERT OR REPLACE INTO checkpoints",
@@ -261,7 +262,6 @@ def test_every_hot_query_is_an_index_lookup(hot: Ledger) -> None:
         "idx_transitions_thread",
         "idx_questions_thread_status",
         "idx_budget_thread",
-        "idx_budget_day_covering",
         "idx_tasks_status",
         "idx_tasks_unpruned",
         "idx_leases_owner",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
@@ -137,6 +138,81 @@ def test_replay_after_a_crash_does_not_count_a_row_twice(ledger: db.Ledger, tmp_
     report = db.replay_outbox(outbox, ledger)
     assert report["replayed"] == 1 and report["remaining"] == 0
     assert db.usage_summary(ledger, day="2026-12-01")[0].calls == 1
+    assert db.tokens_spent(ledger, day="2026-12-01") == 1200  # the day's total counted it once
+    assert_day_totals_match_rows(ledger)
+
+
+def day_totals(ledger: db.Ledger) -> dict[tuple[str, str], tuple[int, int, int, float]]:
+    rows = ledger.fetch_all(
+        "SELECT day_bucket, billing_mode, calls, input_tokens, output_tokens, usd_cost "
+        "FROM budget_days"
+    )
+    return {
+        (r["day_bucket"], r["billing_mode"]): (
+            int(r["calls"]),
+            int(r["input_tokens"]),
+            int(r["output_tokens"]),
+            round(float(r["usd_cost"]), 9),
+        )
+        for r in rows
+    }
+
+
+def assert_day_totals_match_rows(ledger: db.Ledger) -> None:
+    """`budget_days` (what the cap check reads) is exactly the sum of the budget rows."""
+    summed = ledger.fetch_all(
+        "SELECT day_bucket, billing_mode, COUNT(*) AS calls, SUM(input_tokens) AS i, "
+        "SUM(output_tokens) AS o, SUM(usd_cost) AS usd FROM budget_ledger "
+        "GROUP BY day_bucket, billing_mode"
+    )
+    expected = {
+        (r["day_bucket"], r["billing_mode"]): (
+            int(r["calls"]),
+            int(r["i"]),
+            int(r["o"]),
+            round(float(r["usd"]), 9),
+        )
+        for r in summed
+    }
+    assert day_totals(ledger) == expected
+
+
+def test_the_days_totals_move_with_every_row_across_days_and_modes(ledger: db.Ledger) -> None:
+    for k in range(12):
+        spend(
+            ledger,
+            stage=f"s{k}",
+            billing_mode=("api", "subscription")[k % 2],
+            recorded_at=DAY + timedelta(hours=5 * k),  # three UTC days
+            input_tokens=100 + k,
+            output_tokens=k,
+            usd_cost=0.001 * k,
+        )
+    assert_day_totals_match_rows(ledger)
+    assert len(day_totals(ledger)) == 6
+    # 15:00 + 5 h a call: calls 2 to 6 fall on 2 December, the even ones billed by the API.
+    assert db.tokens_spent(ledger, day="2026-12-02", billing_mode="api") == sum(
+        100 + 2 * k for k in (2, 4, 6)
+    )
+    assert db.spent(ledger, day="2026-12-02") == pytest.approx(0.001 * sum(range(2, 7)))
+
+
+def test_racing_writers_leave_the_days_total_exact(ledger: db.Ledger) -> None:
+    """Eight threads recording at once (PostgreSQL retries what SERIALIZABLE refuses)."""
+
+    def record(worker: int) -> None:
+        for k in range(15):
+            assert spend(ledger, thread_id=f"t{worker}", stage=f"s{k}", input_tokens=k)
+
+    threads = [threading.Thread(target=record, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert_day_totals_match_rows(ledger)
+    assert day_totals(ledger)[("2026-12-01", "api")][0] == 120
+    assert db.tokens_spent(ledger, day="2026-12-01") == 8 * sum(range(15)) + 120 * 200
 
 
 def test_replay_of_a_missing_outbox_is_empty(ledger: db.Ledger, tmp_path: Path) -> None:
