@@ -78,7 +78,7 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = redact(self.formatException(record.exc_info))
         if record.stack_info:
-            entry["stack"] = self.formatStack(record.stack_info)
+            entry["stack"] = redact(self.formatStack(record.stack_info))
         return json.dumps(entry, ensure_ascii=True)
 
 

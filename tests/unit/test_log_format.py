@@ -10,6 +10,7 @@ import pytest
 
 from agent_team.config import load_settings
 from agent_team.log_format import JsonFormatter, SafeFormatter, escape_controls, formatter_for
+from agent_team.redact import redact
 
 FORGED = "title\n2026-12-04 10:00:00,000 ERROR agent_team.daemon: the ledger is gone\x1b[2J\u202e"
 
@@ -69,3 +70,29 @@ def test_escape_controls_keeps_ordinary_text() -> None:
     assert (
         escape_controls("Grüße, 日本, émoji 🎉 and tabs\t") == "Grüße, 日本, émoji 🎉 and tabs\\t"
     )
+
+
+def test_every_part_of_a_json_line_is_redacted_the_stack_too() -> None:
+    """A secret in a local that a stack dump shows is as much a secret as one in a message."""
+    key = "AKIA" + "IOSFODNN7EXAMPLE"  # AWS's documented example access key id
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("agent_team.test_log_format.stack")
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:  # the stack quotes this line, the key in it
+        logger.warning("using %s", "AKIAIOSFODNN7EXAMPLE", stack_info=True)
+    finally:
+        logger.removeHandler(handler)
+    entry = json.loads(stream.getvalue())
+    assert "stack" in entry and 'logger.warning("using %s", "[redacted]"' in entry["stack"]
+    assert key not in stream.getvalue()
+    assert entry["message"] == "using [redacted]"
+
+
+def test_aws_access_key_ids_are_redacted_and_lookalikes_kept() -> None:
+    key, temporary = "AKIA" + "IOSFODNN7EXAMPLE", "ASIA" + "Y34FZKBOKMUTVV7A"
+    assert redact(f"id={key} and {temporary}") == "id=[redacted] and [redacted]"
+    kept = "AKIASHORT, XAKIAIOSFODNN7EXAMPLEX, akiaiosfodnn7example"
+    assert redact(kept) == kept

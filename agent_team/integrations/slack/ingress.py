@@ -44,7 +44,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agent_team.exceptions import ConfigError, LedgerBusyError, LedgerStorageError
+from agent_team import db
+from agent_team.exceptions import ConfigError
 from agent_team.integrations.refusals import RefusalLog
 from agent_team.integrations.slack.answers import AnswerFn, AnswerHandler
 from agent_team.integrations.slack.blocks import ACTION_PREFIX, REVISE_CALLBACK
@@ -134,7 +135,7 @@ class SlackListener:
 
     def _on_listener_error(self, error: Exception, request: BoltRequest) -> BoltResponse | None:
         """Bolt's listener failed: 503 for a ledger outage (Slack delivers it again), else 500."""
-        if isinstance(error, LEDGER_OUTAGES):
+        if db.is_outage(error):
             self.outages.refused(request.context.get(SOURCE_KEY), _outage(error))
             return BoltResponse(status=503, body="")
         log.error("slack listener failed: %s", error, exc_info=error)
@@ -273,10 +274,10 @@ class SlackListener:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._dispatch_pool, work)
-        except LEDGER_OUTAGES as exc:
-            self.outages.refused(source, _outage(exc))
-            return Response(status_code=503)
-        except Exception:
+        except Exception as exc:
+            if db.is_outage(exc):
+                self.outages.refused(source, _outage(exc))
+                return Response(status_code=503)
             log.exception("slack %s failed; Slack will deliver it again", hot.kind)
             return Response(status_code=500)
         return Response(status_code=200)
@@ -375,7 +376,6 @@ def _build_app(
         ) from None
 
 
-LEDGER_OUTAGES = (LedgerStorageError, LedgerBusyError)
 SOURCE_KEY = "agent_team_source"  # the client's address, in a Bolt request's context
 
 

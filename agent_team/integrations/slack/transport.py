@@ -510,7 +510,10 @@ class SlackTransport:
                 continue
             try:
                 redrawn += int(self.show_outcome(question))
-            except Exception:
+            except Exception as exc:
+                if db.is_outage(exc):  # every other question would fail the same way
+                    log.warning("slack redraws wait for the ledger: %s", exc)
+                    break
                 log.exception("could not redraw answered question %s", question.question_id)
         return redrawn
 
@@ -538,7 +541,10 @@ class SlackTransport:
             due = [f for f in fractions if now >= posted + span * f]
             try:
                 posted_count += self._remind_question(question, due, deadline, now)
-            except Exception:  # Slack down or refusing: the next pass tries again
+            except Exception as exc:  # Slack down or refusing: the next pass tries again
+                if db.is_outage(exc):  # every other question would fail the same way
+                    log.warning("slack reminders wait for the ledger: %s", exc)
+                    break
                 log.exception("reminder for %s failed", question.question_id)
         return posted_count
 

@@ -82,3 +82,30 @@ def test_an_answer_while_the_ledger_cannot_be_written_is_503_in_one_line_then_la
     world.settle()
     answered = world.question(question.question_id)
     assert (answered.status, answered.answered_via) == ("answered", f"slack:{ALICE}")
+
+
+def test_the_timers_redraw_pass_stops_at_the_first_outage_in_one_line(
+    world: SlackWorld, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Questions answered elsewhere wait for their redraw; the ledger cannot record one."""
+    asked = [world.waiting_question(f"Task {n}") for n in range(3)]
+    for question in asked:
+        world.coordinator.answer(question.question_id, "approve", via="cli")
+    full = sqlite3.OperationalError("database or disk is full")
+    tries: list[str] = []
+
+    def disk_full(*args: Any, **kwargs: Any) -> Any:
+        tries.append(str(kwargs.get("effect_id")))
+        raise storage_error(full, world.conn.path)
+
+    with monkeypatch.context() as patched, caplog.at_level(logging.INFO):
+        patched.setattr(db, "begin_effect", disk_full)
+        assert world.transport.reconcile_answered() == 0
+
+    assert len(tries) == 1, "the pass stops: every other question would fail the same way"
+    ours = [r for r in caplog.records if r.name.startswith("agent_team")]
+    assert not [r for r in ours if r.exc_info is not None], "no traceback for an outage"
+    assert [r.getMessage() for r in ours if "wait for the ledger" in r.getMessage()], ours
+    assert not world.fake.of("chat.update")
+
+    assert world.transport.reconcile_answered() == 3  # room again: every one redrawn
