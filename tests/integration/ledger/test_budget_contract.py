@@ -142,11 +142,16 @@ def test_replay_after_a_crash_does_not_count_a_row_twice(ledger: db.Ledger, tmp_
     assert_day_totals_match_rows(ledger)
 
 
-def day_totals(ledger: db.Ledger) -> dict[tuple[str, str], tuple[int, int, int, float]]:
-    rows = ledger.fetch_all(
-        "SELECT day_bucket, billing_mode, calls, input_tokens, output_tokens, usd_cost "
-        "FROM budget_days"
-    )
+Totals = dict[tuple[str, str], tuple[int, int, int, float]]
+SUMMED = (
+    "SELECT day_bucket, billing_mode, COUNT(*) AS calls, SUM(input_tokens) AS input_tokens, "
+    "SUM(output_tokens) AS output_tokens, SUM(usd_cost) AS usd_cost FROM budget_ledger "
+    "GROUP BY day_bucket, billing_mode"
+)
+
+
+def totals(ledger: db.Ledger, sql: str) -> Totals:
+    """(day, mode) -> (calls, input, output, usd) from `sql`, which names its columns so."""
     return {
         (r["day_bucket"], r["billing_mode"]): (
             int(r["calls"]),
@@ -154,27 +159,17 @@ def day_totals(ledger: db.Ledger) -> dict[tuple[str, str], tuple[int, int, int, 
             int(r["output_tokens"]),
             round(float(r["usd_cost"]), 9),
         )
-        for r in rows
+        for r in ledger.fetch_all(sql)
     }
+
+
+def day_totals(ledger: db.Ledger) -> Totals:
+    return totals(ledger, "SELECT * FROM budget_days")
 
 
 def assert_day_totals_match_rows(ledger: db.Ledger) -> None:
     """`budget_days` (what the cap check reads) is exactly the sum of the budget rows."""
-    summed = ledger.fetch_all(
-        "SELECT day_bucket, billing_mode, COUNT(*) AS calls, SUM(input_tokens) AS i, "
-        "SUM(output_tokens) AS o, SUM(usd_cost) AS usd FROM budget_ledger "
-        "GROUP BY day_bucket, billing_mode"
-    )
-    expected = {
-        (r["day_bucket"], r["billing_mode"]): (
-            int(r["calls"]),
-            int(r["i"]),
-            int(r["o"]),
-            round(float(r["usd"]), 9),
-        )
-        for r in summed
-    }
-    assert day_totals(ledger) == expected
+    assert day_totals(ledger) == totals(ledger, SUMMED)
 
 
 def test_the_days_totals_move_with_every_row_across_days_and_modes(ledger: db.Ledger) -> None:
