@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from agent_team import db
 
-__all__ = ["REQUEST_TABLES", "Rows", "stored_rows"]
+__all__ = ["REQUEST_TABLES", "Rows", "row_counts", "stored_rows"]
 
 # What an answer, a task, a delivery or an intake claim writes. Leases and intake
 # cursors move on the daemon's own clocks and hold nothing a request brought.
@@ -34,3 +34,10 @@ def stored_rows(ledger: db.Ledger, tables: tuple[str, ...] = REQUEST_TABLES) -> 
         rows = ledger.execute(f"SELECT * FROM {table}").fetchall()
         found[table] = sorted(tuple(str(value) for value in row) for row in rows)
     return found
+
+
+def row_counts(ledger: db.Ledger) -> dict[str, int]:
+    """Rows per table, and answered questions: cheap enough for a fuzz test's every example."""
+    counts = db.table_counts(ledger)
+    counts["answered"] = len(db.list_questions(ledger, status="answered"))
+    return counts

@@ -24,6 +24,7 @@ from starlette.testclient import TestClient
 from agent_team import db
 from agent_team.dashboard import DashboardContext, create_app
 from tests.integration.dashboard.conftest import NOW, TOKEN, Seeded, make_settings
+from tests.ledger_rows import row_counts
 
 _ODD_TEXT = st.sampled_from(
     ["", "\x00", "\ud800", "\u202e" + "evil", "x" * 5000, "../../etc/passwd", "%00", "🎉", "tA"]
@@ -121,9 +122,7 @@ def _wire(text: str) -> bytes:
 
 def _fingerprint(path: Any) -> dict[str, int]:
     with db.open_ledger(path) as ledger:
-        counts = db.table_counts(ledger)
-        counts["answered"] = len(db.list_questions(ledger, status="answered"))
-    return counts
+        return row_counts(ledger)
 
 
 @settings(

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from agent_team import db
 from agent_team.integrations.langgraph_api.routes import LangGraphApi, routes
 from tests.integration.langgraph_api.conftest import ADA_KEY, Live, wait_for
+from tests.ledger_rows import row_counts
 
 _TEXT = st.one_of(
     st.sampled_from(["", "\x00", "\ud800", "\u202eevil", "x" * 3000, "../x", "approve", "🎉"]),
@@ -67,9 +68,7 @@ def _quiet(live: Live) -> None:
 
 def _fingerprint(live: Live) -> dict[str, int]:
     _quiet(live)
-    counts = db.table_counts(live.conn)
-    counts["answered"] = len(db.list_questions(live.conn, status="answered"))
-    return counts
+    return row_counts(live.conn)
 
 
 @settings(
