@@ -15,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 
-__all__ = ["RefusalLog"]
+__all__ = ["RefusalLog", "outage_reason"]
 
 WINDOW_S = 60.0
 _MAX_SOURCES = 1024  # sources remembered at once; the oldest are forgotten first
@@ -55,3 +55,8 @@ class RefusalLog:
                 self._sources.popitem(last=False)
         more = f" (and {suppressed} more from it since the last line)" if suppressed else ""
         self._log.log(self._level, "%s refused from %s: %s%s", self._what, who, reason[:200], more)
+
+
+def outage_reason(exc: BaseException, sender: str) -> str:
+    """A refusal's reason when the ledger cannot be written: `sender` delivers it again."""
+    return f"the ledger is unavailable ({type(exc).__name__}: {exc}); {sender} delivers it again"

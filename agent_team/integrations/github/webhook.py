@@ -8,7 +8,7 @@ claimed in the ledger, so a redelivery (GitHub keeps the id) is answered
 the task fails the reply is 500 and the claim is released, so GitHub's
 redelivery of that id is acted on. While the ledger cannot be written (a full
 disk, a read-only mount) the reply is 503, as the dashboard API's, logged as
-one line without a traceback: an outage is not a bug.
+one line per source a minute without a traceback: an outage is not a bug.
 """
 
 from __future__ import annotations
@@ -28,14 +28,13 @@ from starlette.routing import Route
 
 from agent_team import db
 from agent_team.bounded_json import BadJson, loads_bounded
-from agent_team.exceptions import LedgerBusyError, LedgerStorageError
 from agent_team.integrations.github.intake import (
     GitHubIntake,
     GitHubIssue,
     PollReport,
     issue_source,
 )
-from agent_team.integrations.refusals import RefusalLog
+from agent_team.integrations.refusals import RefusalLog, outage_reason
 
 __all__ = ["MAX_BODY_BYTES", "WebhookHandler", "WebhookReply", "sign", "verify_signature"]
 
@@ -87,6 +86,8 @@ class WebhookHandler:
         self.secret = secret
         # Anyone can post here: a refusal is one short line per source a minute, no body.
         self.refusals = RefusalLog(log, "github webhook")
+        # A ledger that cannot be written: 503, and as bounded a log as a refusal's.
+        self.outages = RefusalLog(log, "github webhook", level=logging.ERROR)
 
     def handle(
         self, headers: Mapping[str, str], body: bytes, source: str | None = None
@@ -204,10 +205,10 @@ class WebhookHandler:
         """`handle`; what it raises as a reply: 503 if the ledger cannot be written, else 500."""
         try:
             return self.handle(headers, body, source)
-        except (LedgerStorageError, LedgerBusyError) as exc:
-            log.error("github webhook: the ledger is unavailable: %s", exc)
-            return WebhookReply(503, {"error": "the ledger is unavailable; deliver it again"})
-        except Exception:
+        except Exception as exc:
+            if db.is_outage(exc):
+                self.outages.refused(source, outage_reason(exc, "GitHub"))
+                return WebhookReply(503, {"error": "the ledger is unavailable; deliver it again"})
             log.exception("github webhook: handling a delivery failed")
             return WebhookReply(500, {"error": "internal error; see the daemon's log"})
 

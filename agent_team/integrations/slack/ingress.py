@@ -46,7 +46,7 @@ from starlette.routing import Route
 
 from agent_team import db
 from agent_team.exceptions import ConfigError
-from agent_team.integrations.refusals import RefusalLog
+from agent_team.integrations.refusals import RefusalLog, outage_reason
 from agent_team.integrations.slack.answers import AnswerFn, AnswerHandler
 from agent_team.integrations.slack.blocks import ACTION_PREFIX, REVISE_CALLBACK
 from agent_team.integrations.slack.followups import TIMERS_S, FollowUps
@@ -136,7 +136,7 @@ class SlackListener:
     def _on_listener_error(self, error: Exception, request: BoltRequest) -> BoltResponse | None:
         """Bolt's listener failed: 503 for a ledger outage (Slack delivers it again), else 500."""
         if db.is_outage(error):
-            self.outages.refused(request.context.get(SOURCE_KEY), _outage(error))
+            self.outages.refused(request.context.get(SOURCE_KEY), outage_reason(error, "Slack"))
             return BoltResponse(status=503, body="")
         log.error("slack listener failed: %s", error, exc_info=error)
         return None
@@ -276,7 +276,7 @@ class SlackListener:
             await loop.run_in_executor(self._dispatch_pool, work)
         except Exception as exc:
             if db.is_outage(exc):
-                self.outages.refused(source, _outage(exc))
+                self.outages.refused(source, outage_reason(exc, "Slack"))
                 return Response(status_code=503)
             log.exception("slack %s failed; Slack will deliver it again", hot.kind)
             return Response(status_code=500)
@@ -377,10 +377,6 @@ def _build_app(
 
 
 SOURCE_KEY = "agent_team_source"  # the client's address, in a Bolt request's context
-
-
-def _outage(exc: BaseException) -> str:
-    return f"the ledger is unavailable ({type(exc).__name__}: {exc}); Slack delivers it again"
 
 
 def _no_ack(*_args: Any, **_kwargs: Any) -> None:
