@@ -67,6 +67,7 @@ __all__ = ["build_on_branch", "open_branch", "record_files"]
 _ATTEMPTS = 3
 # What fast-import says when another writer got to the branch first (moved it, or holds its
 # lock): look again. Anything else is a failure to report, not a race to retry.
+# Compared in lower case: git says "warning: Not updating refs/heads/…".
 _BRANCH_TAKEN = ("not updating", ".lock", "cannot lock ref")
 _OUT_OF_SPACE = ("Out of diskspace", "No space left on device", "Disk quota exceeded")
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
@@ -205,7 +206,7 @@ def record_files(
                 f"({redact(tail(said.strip(), 300)).splitlines()[0]}); free some space, then "
                 f"`agent-team retry {task.task_id}`"
             )
-        if not any(sign in said for sign in _BRANCH_TAKEN):
+        if not any(sign in said.lower() for sign in _BRANCH_TAKEN):
             raise BuildError(
                 f"`git fast-import` could not record the build in {target.repo} "
                 f"(exit {done.returncode}): {redact(tail(said.strip(), 1000))}"

@@ -247,6 +247,22 @@ def test_a_crash_between_the_commit_and_the_branch_update_still_gives_one_record
     assert again.reused and again.commit == result.commit
 
 
+def test_a_branch_moved_past_the_base_is_a_race_to_retry_not_a_failure(
+    task: BuildTask, state_dir: Path
+) -> None:
+    """git says "warning: Not updating …" (capital N) when another racer moved the branch."""
+    target = open_branch(task, repo_path=None, state_dir=state_dir)
+    repo = _default_repo(state_dir)
+    first = build_on_branch(OfflineBuilder(), task, PLAN, target)
+    work = OfflineBuilder().files(task, "# Plan\n\n1. Say goodbye.\n")
+
+    # Built on main's HEAD, as a racer that read the branch before `first` existed would.
+    late = record_files(task, target, PLAN, work, builder="offline", base=head(repo, "main"))
+
+    assert late is None, "the branch moved under the record: look again, do not fail"
+    assert _records(repo, "agent-team/task-1") == [first.commit]
+
+
 def test_racers_building_one_task_without_its_lock_record_one_build(
     task: BuildTask, state_dir: Path
 ) -> None:
