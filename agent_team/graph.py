@@ -38,11 +38,12 @@ from agent_team.nodes.intake import intake, route_after_intake
 from agent_team.nodes.plan import plan
 from agent_team.nodes.plan_review import plan_review, route_after_review
 from agent_team.nodes.publish import publish
-from agent_team.task_model import Phase, TaskKind, TaskState
+from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState
 
 __all__ = [
     "GATE_NODES",
     "NODE_PHASES",
+    "QUESTION_PHASES",
     "build_graph",
     "route_after_intake",
     "route_after_intake_with_lane",
@@ -63,6 +64,12 @@ NODE_PHASES: dict[str, Phase] = {
     "done": Phase.DONE,
 }
 GATE_NODES = frozenset({"clarify_gate", "plan_review", "conf_gate"})
+# Question kind -> the phase of the gate node that asks it: where a task waits on it.
+QUESTION_PHASES: dict[str, Phase] = {
+    QuestionKind.CLARIFY: Phase.CLARIFY,
+    QuestionKind.PLAN_DECISION: Phase.PLAN_REVIEW,
+    QuestionKind.CONFLUENCE_APPROVAL: Phase.CONF_GATE,
+}
 
 
 def route_after_intake_with_lane(state: TaskState) -> str:

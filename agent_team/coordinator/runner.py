@@ -1,9 +1,10 @@
 """The graph runner: runs one task's checkpointed graph a step further and records what it did.
 
 A run starts a task, resumes it with an answer, or continues it from its
-last checkpoint after a crash. After each run the runner reads the
-checkpoint: stopped on an interrupt -> `waiting` and the question is
-delivered; finished -> a terminal status. Everything that must survive a
+last checkpoint after a crash. After each run the runner looks where the
+graph stopped (in what `invoke` returned; in the checkpoint when that is not
+enough): on an interrupt -> `waiting` and the question is delivered;
+finished -> a terminal status. Everything that must survive a
 crash is in the ledger first (DESIGN.md §3, §4); the runner never claims
 commands itself (that is the worker's job) and is safe to call from the
 worker's threads, one run per task at a time.
@@ -12,7 +13,8 @@ worker's threads, one run per task at a time.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,11 +23,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import is_invalid_resume
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command as GraphCommand
-from langgraph.types import StateSnapshot
+from langgraph.types import Interrupt, StateSnapshot
 
 from agent_team import db, reports
 from agent_team.exceptions import FencedError, ParkingError
-from agent_team.graph import NODE_PHASES
+from agent_team.graph import NODE_PHASES, QUESTION_PHASES
 from agent_team.nodes.common import GraphDeps
 from agent_team.redact import redact, tail
 from agent_team.task_model import (
@@ -50,6 +52,36 @@ TaskObserver = Callable[[db.Task, str, str], None]
 def thread_config(task_id: str) -> RunnableConfig:
     """The LangGraph config of a task's thread (thread id = task id)."""
     return {"configurable": {"thread_id": task_id}}
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """Where a run left the graph: what `_after_run` needs of a `StateSnapshot`."""
+
+    interrupts: Sequence[Interrupt]
+    values: Mapping[str, Any]
+    # The phase of the node that waits (None: the graph names no next node).
+    waiting_in: Phase | None
+    ended: bool
+
+    @classmethod
+    def of_snapshot(cls, snapshot: StateSnapshot) -> _Stop:
+        phase = NODE_PHASES.get(snapshot.next[0], Phase.INTAKE) if snapshot.next else None
+        return cls(snapshot.interrupts, snapshot.values, phase, not snapshot.next)
+
+    @classmethod
+    def of_output(cls, output: Any) -> _Stop | None:
+        """Read from what `invoke` returned (its last values, and its interrupts), which
+        saves reading the checkpoint back; None when that is not enough to know."""
+        if not isinstance(output, dict):
+            return None
+        interrupts = output.get("__interrupt__") or ()
+        if not interrupts:
+            # Ran to the end. Without an outcome the checkpoints need a look (see `_after_run`).
+            return cls((), output, None, True) if output.get("outcome") is not None else None
+        kinds = {i.value.get("kind") for i in interrupts if isinstance(i.value, dict)}
+        phase = QUESTION_PHASES.get(str(kinds.pop())) if len(kinds) == 1 else None
+        return cls(tuple(interrupts), output, phase, False) if phase is not None else None
 
 
 class GraphRunner:
@@ -173,7 +205,7 @@ class GraphRunner:
     def _run(self, task_id: str, payload: TaskState | GraphCommand[Any] | None) -> None:
         # Every node marks the task running as it enters (nodes/common.enter).
         try:
-            self.graph.invoke(payload, thread_config(task_id), durability="sync")
+            output = self.graph.invoke(payload, thread_config(task_id), durability="sync")
         except FencedError:
             raise  # another instance owns the task now: record nothing, stop here
         except ParkingError as exc:
@@ -196,12 +228,13 @@ class GraphRunner:
             log.warning("task %s failed: %s", task_id, message)
             self._finish(task_id, TaskStatus.FAILED, message)
             return
-        self._after_run(task_id)
+        self._after_run(task_id, _Stop.of_output(output))
 
-    def _after_run(self, task_id: str) -> None:
-        snapshot = self.graph.get_state(thread_config(task_id))
-        if snapshot.interrupts:
-            for pending in snapshot.interrupts:
+    def _after_run(self, task_id: str, stop: _Stop | None = None) -> None:
+        if stop is None:
+            stop = _Stop.of_snapshot(self.graph.get_state(thread_config(task_id)))
+        if stop.interrupts:
+            for pending in stop.interrupts:
                 value = pending.value if isinstance(pending.value, dict) else {}
                 asked = db.get_question(self.ledger, str(value.get("question_id")))
                 if asked is not None and asked.status == QuestionStatus.ANSWERED:
@@ -209,18 +242,19 @@ class GraphRunner:
                     # consumed the answer, so give it now (once: the next stop is a new turn).
                     self._run(task_id, GraphCommand(resume={pending.id: asked.answer}))
                     return
-            phase = NODE_PHASES.get(snapshot.next[0], Phase.INTAKE) if snapshot.next else None
-            if phase is not None:
-                db.enter_phase(self.ledger, task_id=task_id, phase=phase, status=TaskStatus.WAITING)
+            if stop.waiting_in is not None:
+                db.enter_phase(
+                    self.ledger, task_id=task_id, phase=stop.waiting_in, status=TaskStatus.WAITING
+                )
             else:
                 db.set_task_status(self.ledger, task_id, TaskStatus.WAITING)
             self.deliver_open(task_id)
             kinds = sorted(
-                {str(p.value.get("kind")) for p in snapshot.interrupts if isinstance(p.value, dict)}
+                {str(p.value.get("kind")) for p in stop.interrupts if isinstance(p.value, dict)}
             )
             self.notify(task_id, "waiting", f"waiting on a person: {', '.join(kinds)}")
-        elif not snapshot.next:
-            outcome = snapshot.values.get("outcome")
+        elif stop.ended:
+            outcome = stop.values.get("outcome")
             if outcome is None:
                 # The graph says it ended but its `done` node never ran: a checkpoint was
                 # lost (seen after kill -9). Never report that as success.
@@ -231,7 +265,7 @@ class GraphRunner:
                 )
                 return
             status = TaskStatus.CANCELLED if outcome == "cancelled" else TaskStatus.DONE
-            note, text = reports.completion_notice(snapshot.values)
+            note, text = reports.completion_notice(stop.values)
             self._finish(task_id, status, note, text=text)
 
     # -- recording outcomes -------------------------------------------------------------
