@@ -3,10 +3,16 @@
 A run that was paused past its lease must not write checkpoints into a
 thread its new owner is running: the late checkpoint would become the
 thread's newest and fork its history. Each saver checks the run's fence
-(`fencing.check_fence`, a read of the lease row) before `put` and
-`put_writes`. The read and the saver's own write are separate statements,
-so a pause of exactly that width can still land one write; every ledger
-write of the run after it is refused in-transaction.
+(`fencing.check_fence`, a read of the lease row) for `put` and
+`put_writes`. The SQLite saver reads it inside the transaction of the
+write, under the write lock, so a fenced run lands nothing. The PostgreSQL
+saver reads it just before: a pause of exactly that width can still land
+one write there; every ledger write of the run after it is refused
+in-transaction.
+
+The SQLite saver also runs a step hook (`step_hook`) inside the commit of a
+checkpoint that makes a node the thread's next step: the coordinator enters
+that node's phase there, one commit per node boundary instead of two.
 
 The PostgreSQL saver lives in `fenced_postgres_saver` so the SQLite default
 never imports psycopg.
@@ -15,7 +21,9 @@ never imports psycopg.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -23,29 +31,32 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent_team.db.fencing import check_fence
-from agent_team.db.ledger import Params, Reader, Row
+from agent_team.db.ledger import Cursor, Params, Row, Transaction
 
-__all__ = ["FencedSqliteSaver"]
+__all__ = ["FencedSqliteSaver", "StepHook"]
+
+# Called inside the commit of a checkpoint of thread `thread_id` whose next step runs
+# `nodes`; returns what to run once that commit has succeeded, or None.
+StepHook = Callable[[Transaction, str, tuple[str, ...]], Callable[[], None] | None]
+_NEXT_NODE = "branch:to:"  # the channel an edge writes to trigger its node (LangGraph 1.x)
 
 
-class _OwnConnection:
-    """The saver's own connection as a `Reader`, under the saver's lock.
+class _InTransaction:
+    """The saver's connection as a `Transaction`, inside a write it already holds the lock for."""
 
-    LangGraph writes checkpoints from short-lived executor threads; reading the
-    lease through the ledger would open a connection per such thread.
-    """
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
 
-    def __init__(self, saver: SqliteSaver) -> None:
-        self._saver = saver
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        return self._conn.execute(sql, params)
 
     def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
-        with self._saver.lock:
-            cur = self._saver.conn.cursor()
-            cur.row_factory = sqlite3.Row
-            try:
-                return list(cur.execute(sql, params).fetchall())
-            finally:
-                cur.close()
+        cur = self._conn.cursor()
+        cur.row_factory = sqlite3.Row
+        try:
+            return list(cur.execute(sql, params).fetchall())
+        finally:
+            cur.close()
 
     def fetch_one(self, sql: str, params: Params = ()) -> Row | None:
         rows = self.fetch_all(sql, params)
@@ -55,10 +66,50 @@ class _OwnConnection:
 class FencedSqliteSaver(SqliteSaver):
     """`SqliteSaver` that refuses a fenced run's writes once its lease moved on."""
 
-    fence_reader: Reader | None = None
+    step_hook: StepHook | None = None
+    _fenced = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._next_step = threading.local()  # put() -> its own commit, on the same thread
 
     def fence_on_own_connection(self) -> None:
-        self.fence_reader = _OwnConnection(self)
+        """Check the run's fence inside each write (LangGraph writes from executor threads;
+        the saver's own connection spares each of them a connection of its own)."""
+        self._fenced = True
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        """`SqliteSaver.cursor`, with the fence check and the step hook inside the write.
+
+        Unlike upstream (which commits in `finally`), a write that raised is
+        rolled back: a fenced run, or a failed hook, leaves no checkpoint.
+        """
+        step: tuple[str, tuple[str, ...]] | None = getattr(self._next_step, "value", None)
+        self._next_step.value = None
+        with self.lock:
+            self.setup()
+            cur = self.conn.cursor()
+            after: Callable[[], None] | None = None
+            try:
+                yield cur
+                if transaction:
+                    tx = _InTransaction(self.conn)
+                    if self._fenced:
+                        check_fence(tx)
+                    if step is not None and self.step_hook is not None:
+                        after = self.step_hook(tx, *step)
+            except BaseException:
+                if transaction and self.conn.in_transaction:
+                    self.conn.rollback()
+                raise
+            else:
+                if transaction:
+                    self.conn.commit()
+            finally:
+                cur.close()
+        if after is not None:
+            after()
 
     def put(
         self,
@@ -67,17 +118,9 @@ class FencedSqliteSaver(SqliteSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        if self.fence_reader is not None:
-            check_fence(self.fence_reader)
+        # A trigger channel holds a value until its node has run: these nodes run next.
+        values = checkpoint.get("channel_values") or {}
+        nodes = tuple(c[len(_NEXT_NODE) :] for c in values if c.startswith(_NEXT_NODE))
+        if nodes and not config["configurable"].get("checkpoint_ns"):
+            self._next_step.value = (str(config["configurable"]["thread_id"]), nodes)
         return super().put(config, checkpoint, metadata, new_versions)
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        if self.fence_reader is not None:
-            check_fence(self.fence_reader)
-        super().put_writes(config, writes, task_id, task_path)
