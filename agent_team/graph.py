@@ -76,15 +76,18 @@ QUESTION_PHASES: dict[str, Phase] = {
 
 
 def enter_next_phase(
-    tx: db.Transaction, thread_id: str, nodes: tuple[str, ...]
+    ledger: db.Ledger, tx: db.Transaction, thread_id: str, nodes: tuple[str, ...]
 ) -> Callable[[], None] | None:
-    """The checkpoint saver's step hook: the task enters its next node's phase in the
-    commit of the checkpoint that makes that node next (the node's own `enter` then
-    writes nothing). One node with a phase, or nothing: the nodes enter themselves."""
+    """The checkpoint saver's step hook (bound to the saver's `ledger`): the task enters
+    its next node's phase in the commit of the checkpoint that makes that node next (the
+    node's own `enter` then writes nothing). One node with a phase, or nothing: the nodes
+    enter themselves."""
     phase = NODE_PHASES.get(nodes[0]) if len(nodes) == 1 else None
     if phase is None:
         return None
-    return db.enter_phase_in(tx, task_id=thread_id, phase=phase, status=TaskStatus.RUNNING)
+    return db.enter_phase_in(
+        tx, ledger=ledger, task_id=thread_id, phase=phase, status=TaskStatus.RUNNING
+    )
 
 
 def route_after_intake_with_lane(state: TaskState) -> str:

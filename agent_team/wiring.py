@@ -129,7 +129,7 @@ def build_coordinator(
         if isinstance(checkpointer, FencedSqliteSaver):
             # A node's phase entry rides on the checkpoint commit that makes it next.
             # (On PostgreSQL each node enters its phase in a transaction of its own.)
-            checkpointer.step_hook = enter_next_phase
+            checkpointer.step_hook = partial(enter_next_phase, ledger)
         graph = build_graph(deps, checkpointer)
         coordinator = Coordinator(
             settings,

@@ -171,18 +171,19 @@ class _EnteredByCheckpoint:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._entries: OrderedDict[str, tuple[str, str, int]] = OrderedDict()
+        # (ledger location, task id) -> (phase, status, transition id)
+        self._entries: OrderedDict[tuple[str, str], tuple[str, str, int]] = OrderedDict()
 
-    def note(self, task_id: str, phase: str, status: str, transition_id: int) -> None:
+    def note(self, key: tuple[str, str], phase: str, status: str, transition_id: int) -> None:
         with self._guard:
-            self._entries[task_id] = (phase, status, transition_id)
-            self._entries.move_to_end(task_id)
+            self._entries[key] = (phase, status, transition_id)
+            self._entries.move_to_end(key)
             while len(self._entries) > self._LIMIT:
                 self._entries.popitem(last=False)
 
-    def take(self, task_id: str, phase: str, status: str) -> int | None:
+    def take(self, key: tuple[str, str], phase: str, status: str) -> int | None:
         with self._guard:
-            entry = self._entries.pop(task_id, None)
+            entry = self._entries.pop(key, None)
         return entry[2] if entry is not None and entry[:2] == (phase, status) else None
 
 
@@ -209,16 +210,20 @@ def enter_phase(
         The id of the task's open transition row.
     """
     _check_entry(phase, status)
-    if note is None and (done := _entered.take(task_id, phase, status)) is not None:
-        return done
+    entered = _entered.take((ledger.location, task_id), phase, status) if note is None else None
+    if entered is not None:
+        return entered
     # History, not a decision: the node's checkpoint (or the claim's completion) that
     # follows every phase entry flushes it to disk with itself.
     return ledger.write(lambda tx: _enter(tx, task_id, phase, status, note), flush=False)
 
 
-def enter_phase_in(tx: Transaction, *, task_id: str, phase: str, status: str) -> Callable[[], None]:
+def enter_phase_in(
+    tx: Transaction, *, ledger: Ledger, task_id: str, phase: str, status: str
+) -> Callable[[], None]:
     """`enter_phase` inside a transaction of someone else's: the checkpoint saver's commit
     that makes the phase's node the thread's next step (one commit per node boundary).
+    `ledger` is the ledger `tx` writes to.
 
     Returns:
         What to run once that transaction has committed, so the node's own
@@ -226,7 +231,7 @@ def enter_phase_in(tx: Transaction, *, task_id: str, phase: str, status: str) ->
     """
     _check_entry(phase, status)
     transition_id = _enter(tx, task_id, phase, status, None)
-    return lambda: _entered.note(task_id, phase, status, transition_id)
+    return lambda: _entered.note((ledger.location, task_id), phase, status, transition_id)
 
 
 def _check_entry(phase: str, status: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ def ledger(tmp_path: Path) -> Iterator[db.Ledger]:
 def saver(ledger: db.Ledger) -> Iterator[FencedSqliteSaver]:
     made = ledger.checkpointer()
     assert isinstance(made, FencedSqliteSaver)
-    made.step_hook = enter_next_phase
+    made.step_hook = partial(enter_next_phase, ledger)
     yield made
     made.step_hook = None
 
@@ -94,7 +95,7 @@ def test_a_failing_hook_leaves_no_checkpoint_and_no_entry(
     ledger: db.Ledger, saver: FencedSqliteSaver
 ) -> None:
     def enter_then_fail(tx: db.Transaction, thread_id: str, nodes: tuple[str, ...]) -> Any:
-        enter_next_phase(tx, thread_id, nodes)
+        enter_next_phase(ledger, tx, thread_id, nodes)
         raise RuntimeError("the hook broke after writing")
 
     saver.step_hook = enter_then_fail
@@ -103,7 +104,7 @@ def test_a_failing_hook_leaves_no_checkpoint_and_no_entry(
 
     assert saver.get_tuple(CONFIG) is None, "the checkpoint was rolled back with the entry"
     assert _journey(ledger) == []
-    saver.step_hook = enter_next_phase
+    saver.step_hook = partial(enter_next_phase, ledger)
     _put_next(saver, "plan")  # the connection is usable again
     assert _journey(ledger) == [("plan", "running")]
 
@@ -143,3 +144,19 @@ def test_what_runs_after_the_commit_runs_only_once_it_committed(
     _put_next(saver, "plan")
 
     assert seen == [False]
+
+
+def test_an_entry_in_one_ledger_never_stands_for_the_same_task_id_in_another(
+    ledger: db.Ledger, saver: FencedSqliteSaver, tmp_path: Path
+) -> None:
+    other_path = tmp_path / "other" / "agent-team.db"
+    db.init_db(other_path)
+    with db.open_ledger(other_path) as other:
+        db.create_task(other, task_id="task-1", kind="code", title="Another task, same id")
+        _put_next(saver, "plan")
+
+        db.enter_phase(other, task_id="task-1", phase="plan", status="running")
+
+        assert [(t.to_phase, t.status) for t in db.list_transitions(other, "task-1")] == [
+            ("plan", "running")
+        ]
