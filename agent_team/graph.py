@@ -18,14 +18,12 @@ model calls and builds live in their own nodes so a resume never repeats them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from agent_team import db
 from agent_team.nodes.build import build
 from agent_team.nodes.clarify import clarify, clarify_gate, route_after_clarify
 from agent_team.nodes.common import GraphDeps
@@ -40,14 +38,13 @@ from agent_team.nodes.intake import intake, route_after_intake
 from agent_team.nodes.plan import plan
 from agent_team.nodes.plan_review import plan_review, route_after_review
 from agent_team.nodes.publish import publish
-from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState, TaskStatus
+from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState
 
 __all__ = [
     "GATE_NODES",
     "NODE_PHASES",
     "QUESTION_PHASES",
     "build_graph",
-    "enter_next_phase",
     "route_after_intake",
     "route_after_intake_with_lane",
 ]
@@ -73,21 +70,6 @@ QUESTION_PHASES: dict[str, Phase] = {
     QuestionKind.PLAN_DECISION: Phase.PLAN_REVIEW,
     QuestionKind.CONFLUENCE_APPROVAL: Phase.CONF_GATE,
 }
-
-
-def enter_next_phase(
-    ledger: db.Ledger, tx: db.Transaction, thread_id: str, nodes: tuple[str, ...]
-) -> Callable[[], None] | None:
-    """The checkpoint saver's step hook (bound to the saver's `ledger`): the task enters
-    its next node's phase in the commit of the checkpoint that makes that node next (the
-    node's own `enter` then writes nothing). One node with a phase, or nothing: the nodes
-    enter themselves."""
-    phase = NODE_PHASES.get(nodes[0]) if len(nodes) == 1 else None
-    if phase is None:
-        return None
-    return db.enter_phase_in(
-        tx, ledger=ledger, task_id=thread_id, phase=phase, status=TaskStatus.RUNNING
-    )
 
 
 def route_after_intake_with_lane(state: TaskState) -> str:

@@ -25,8 +25,7 @@ from agent_team.builders.cleanup import FinishedWorktrees
 from agent_team.builders.registry import make_builder, run_build
 from agent_team.config import Settings, load_hooks
 from agent_team.coordinator import Coordinator, default_deadlines
-from agent_team.db.fenced_savers import FencedSqliteSaver
-from agent_team.graph import build_graph, enter_next_phase
+from agent_team.graph import build_graph
 from agent_team.integrations.base import Integration
 from agent_team.integrations.confluence.lane import lane_from_settings
 from agent_team.integrations.confluence.settings import ConfluenceSettings
@@ -126,10 +125,6 @@ def build_coordinator(
             publish=publish,
         )
         checkpointer = ledger.checkpointer()
-        if isinstance(checkpointer, FencedSqliteSaver):
-            # A node's phase entry rides on the checkpoint commit that makes it next.
-            # (On PostgreSQL each node enters its phase in a transaction of its own.)
-            checkpointer.step_hook = partial(enter_next_phase, ledger)
         graph = build_graph(deps, checkpointer)
         coordinator = Coordinator(
             settings,

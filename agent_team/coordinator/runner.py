@@ -203,8 +203,7 @@ class GraphRunner:
             self._run(task_id, None)
 
     def _run(self, task_id: str, payload: TaskState | GraphCommand[Any] | None) -> None:
-        # Every node marks the task running as it enters (nodes/common.enter; on SQLite the
-        # checkpoint commit that makes it next already has: graph.enter_next_phase).
+        # Every node marks the task running as it enters (nodes/common.enter).
         try:
             output = self.graph.invoke(payload, thread_config(task_id), durability="sync")
         except FencedError:

@@ -163,7 +163,6 @@ from agent_team.db.transfer import (
 from agent_team.db.transitions import (
     close_terminal,
     enter_phase,
-    enter_phase_in,
     finish_task,
     list_transitions,
     record_transition,
@@ -275,7 +274,6 @@ __all__ = [
     "ensure_question",
     "ensure_writable_folder",
     "enter_phase",
-    "enter_phase_in",
     "event_seen",
     "expire_question",
     "fail_command",

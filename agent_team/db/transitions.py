@@ -6,9 +6,6 @@ row (no `exited_at`), which a partial unique index enforces.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable
 from datetime import datetime
 
 from agent_team.db.audit import AuditEntry, append_audit
@@ -24,7 +21,6 @@ from agent_team.task_model import TERMINAL_STATUSES, CommandKind, Phase, TaskSta
 __all__ = [
     "close_terminal",
     "enter_phase",
-    "enter_phase_in",
     "finish_task",
     "list_transitions",
     "record_transition",
@@ -159,37 +155,6 @@ def _transition(
     return int(rows[0][0])
 
 
-class _EnteredByCheckpoint:
-    """Phases entered inside the checkpoint commit that made their node next (`enter_phase_in`).
-
-    The node's own `enter_phase` right after finds its entry here and writes
-    nothing. Process-local and used once: a mismatch, a restart or a lost
-    entry only means the node writes its entry itself (which is idempotent).
-    """
-
-    _LIMIT = 1024  # runs that never reached their node (a crash, a fence) age out
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        # (ledger location, task id) -> (phase, status, transition id)
-        self._entries: OrderedDict[tuple[str, str], tuple[str, str, int]] = OrderedDict()
-
-    def note(self, key: tuple[str, str], phase: str, status: str, transition_id: int) -> None:
-        with self._guard:
-            self._entries[key] = (phase, status, transition_id)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._LIMIT:
-                self._entries.popitem(last=False)
-
-    def take(self, key: tuple[str, str], phase: str, status: str) -> int | None:
-        with self._guard:
-            entry = self._entries.pop(key, None)
-        return entry[2] if entry is not None and entry[:2] == (phase, status) else None
-
-
-_entered = _EnteredByCheckpoint()
-
-
 def enter_phase(
     ledger: Ledger,
     *,
@@ -203,52 +168,28 @@ def enter_phase(
     A node entering its phase and the coordinator marking a task waiting both
     change the two together; one transaction keeps them consistent and
     halves the writes on the hot path. Parking needs a reason, so use
-    `set_task_status` for it. Nothing is written when the checkpoint that
-    made this node next already entered the phase (`enter_phase_in`).
+    `set_task_status` for it.
 
     Returns:
         The id of the task's open transition row.
     """
-    _check_entry(phase, status)
-    entered = _entered.take((ledger.location, task_id), phase, status) if note is None else None
-    if entered is not None:
-        return entered
-    # History, not a decision: the node's checkpoint (or the claim's completion) that
-    # follows every phase entry flushes it to disk with itself.
-    return ledger.write(lambda tx: _enter(tx, task_id, phase, status, note), flush=False)
-
-
-def enter_phase_in(
-    tx: Transaction, *, ledger: Ledger, task_id: str, phase: str, status: str
-) -> Callable[[], None]:
-    """`enter_phase` inside a transaction of someone else's: the checkpoint saver's commit
-    that makes the phase's node the thread's next step (one commit per node boundary).
-    `ledger` is the ledger `tx` writes to.
-
-    Returns:
-        What to run once that transaction has committed, so the node's own
-        `enter_phase` writes nothing.
-    """
-    _check_entry(phase, status)
-    transition_id = _enter(tx, task_id, phase, status, None)
-    return lambda: _entered.note((ledger.location, task_id), phase, status, transition_id)
-
-
-def _check_entry(phase: str, status: str) -> None:
     require_member(phase, Phase, "phase")
     require_member(status, TaskStatus, "task status")
     if status == TaskStatus.PARKED:
         raise LedgerInputError("enter_phase cannot park a task; use set_task_status with a reason")
 
+    def work(tx: Transaction) -> int:
+        transition_id = _transition(tx, task_id, phase, status, note)
+        tx.execute(
+            "UPDATE tasks SET status = ?, phase = ?, parked_reason = NULL, updated_at = ? "
+            "WHERE id = ? AND (status != ? OR phase != ? OR parked_reason IS NOT NULL)",
+            (status, phase, to_iso(utc_now()), task_id, status, phase),
+        )
+        return transition_id
 
-def _enter(tx: Transaction, task_id: str, phase: str, status: str, note: str | None) -> int:
-    transition_id = _transition(tx, task_id, phase, status, note)
-    tx.execute(
-        "UPDATE tasks SET status = ?, phase = ?, parked_reason = NULL, updated_at = ? "
-        "WHERE id = ? AND (status != ? OR phase != ? OR parked_reason IS NOT NULL)",
-        (status, phase, to_iso(utc_now()), task_id, status, phase),
-    )
-    return transition_id
+    # History, not a decision: the node's checkpoint (or the claim's completion) that
+    # follows every phase entry flushes it to disk with itself.
+    return ledger.write(work, flush=False)
 
 
 def close_terminal(ledger: Ledger, *, thread_id: str, status: str, note: str | None = None) -> bool:

@@ -58,8 +58,7 @@ def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:
 
 
 def enter(deps: GraphDeps, state: TaskState, phase: Phase) -> None:
-    """Record that the task entered `phase`: a no-op when a resumed node re-enters it, or
-    when the checkpoint commit that made this node next entered it (`enter_next_phase`)."""
+    """Record that the task entered `phase` (a no-op when a resumed node re-enters it)."""
     db.enter_phase(deps.ledger, task_id=state["task_id"], phase=phase, status=TaskStatus.RUNNING)
     crash_point(deps, phase, "before")
 

@@ -2,7 +2,7 @@
 
 Every flushed commit is an fsync on SQLite (about 0.3 ms on the CI disk,
 more than the rest of a write); bench/pipeline.py measures what they cost.
-History-only commits (a task waiting, a delivery kept) do not wait for the disk.
+History-only commits (a task entering a phase) do not wait for the disk.
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from tests.integration.pipeline.conftest import (
 # submit, claim, 2 model calls, the claim done with the lease; then the answer, the
 # resume's claim, the claim done with the lease.
 FLUSHED_PER_TASK = 8
-# The question, waiting, its delivery (the local transport posts nothing); plan_review
-# again on resume, the task's end (each made durable by the flushed commit that follows
-# it). Entering intake, clarify, plan, plan_review, build and done costs no commit of its
-# own: it rides on the checkpoint commit that makes the node next (`enter_next_phase`).
-HISTORY_PER_TASK = 5
+# intake, clarify, plan, plan_review, the question, waiting, its delivery (the local
+# transport posts nothing); plan_review again on resume, build, done, the task's end (each
+# made durable by the flushed commit that follows it).
+HISTORY_PER_TASK = 11
 
 
 @pytest.mark.parametrize("posts", [False, True])
