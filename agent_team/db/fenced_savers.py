@@ -24,6 +24,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Params, Row
+from agent_team.db.sqlite_ledger import fetch_rows
 
 __all__ = ["FencedSqliteSaver"]
 
@@ -35,12 +36,7 @@ class _InTransaction:
         self._conn = conn
 
     def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
-        cur = self._conn.cursor()
-        cur.row_factory = sqlite3.Row
-        try:
-            return list(cur.execute(sql, params).fetchall())
-        finally:
-            cur.close()
+        return fetch_rows(self._conn, sql, params)
 
     def fetch_one(self, sql: str, params: Params = ()) -> Row | None:
         rows = self.fetch_all(sql, params)

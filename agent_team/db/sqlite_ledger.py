@@ -43,7 +43,14 @@ from agent_team.exceptions import (
 if TYPE_CHECKING:  # LangGraph loads only where a graph runs, not for every CLI read
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-__all__ = ["BUSY_TIMEOUT_S", "SQLITE", "WRITE_ATTEMPTS", "SqliteLedger", "open_ledger"]
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "SQLITE",
+    "WRITE_ATTEMPTS",
+    "SqliteLedger",
+    "fetch_rows",
+    "open_ledger",
+]
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +95,7 @@ def storage_error(exc: sqlite3.Error, where: Path) -> LedgerStorageError:
     )
 
 
-def _fetch_all(conn: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
+def fetch_rows(conn: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
     """Rows by column name, whatever row factory the connection has."""
     cur = conn.cursor()
     cur.row_factory = sqlite3.Row
@@ -160,10 +167,10 @@ class _Tx:
             raise storage_error(exc, self._where) from exc
 
     def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
-        return _fetch_all(self._conn, sql, params)
+        return fetch_rows(self._conn, sql, params)
 
     def fetch_one(self, sql: str, params: Params = ()) -> Row | None:
-        rows = _fetch_all(self._conn, sql, params)
+        rows = fetch_rows(self._conn, sql, params)
         return rows[0] if rows else None
 
 
@@ -178,7 +185,7 @@ class _Snapshot:
 
     def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
         try:
-            return _fetch_all(self._conn, sql, params)
+            return fetch_rows(self._conn, sql, params)
         except sqlite3.Error as exc:
             raise storage_error(exc, self._where) from exc
 
@@ -321,7 +328,7 @@ class SqliteLedger:
 
     def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
         try:
-            return _fetch_all(self._reader(), sql, params)
+            return fetch_rows(self._reader(), sql, params)
         except sqlite3.Error as exc:
             raise storage_error(exc, self._path) from exc
 
