@@ -41,6 +41,7 @@ from agent_team.nodes.publish import publish
 from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState
 
 __all__ = [
+    "DURABLE_CHANNELS",
     "GATE_NODES",
     "NODE_PHASES",
     "QUESTION_PHASES",
@@ -64,6 +65,10 @@ NODE_PHASES: dict[str, Phase] = {
     "done": Phase.DONE,
 }
 GATE_NODES = frozenset({"clarify_gate", "plan_review", "conf_gate"})
+# The node writes that are the protocol's durable points (DESIGN.md §3): a gate's question
+# (LangGraph keeps an interrupt under `__interrupt__`) and the build's result, minutes of
+# work. Every other checkpoint commits without a flush of its own (`db.fenced_savers`).
+DURABLE_CHANNELS = frozenset({"__interrupt__", "build"})
 # Question kind -> the phase of the gate node that asks it: where a task waits on it.
 QUESTION_PHASES: dict[str, Phase] = {
     QuestionKind.CLARIFY: Phase.CLARIFY,

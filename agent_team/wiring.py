@@ -25,7 +25,7 @@ from agent_team.builders.cleanup import FinishedWorktrees
 from agent_team.builders.registry import make_builder, run_build
 from agent_team.config import Settings, load_hooks
 from agent_team.coordinator import Coordinator, default_deadlines
-from agent_team.graph import build_graph
+from agent_team.graph import DURABLE_CHANNELS, build_graph
 from agent_team.integrations.base import Integration
 from agent_team.integrations.confluence.lane import lane_from_settings
 from agent_team.integrations.confluence.settings import ConfluenceSettings
@@ -124,7 +124,7 @@ def build_coordinator(
             confluence=lane,
             publish=publish,
         )
-        checkpointer = ledger.checkpointer()
+        checkpointer = ledger.checkpointer(flush_only=DURABLE_CHANNELS)
         graph = build_graph(deps, checkpointer)
         coordinator = Coordinator(
             settings,

@@ -38,6 +38,7 @@ import math
 import os
 import pstats
 import resource
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -676,16 +677,40 @@ def _run_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
         str(args.profile_dir),
         *(["--breakdown"] if args.breakdown else []),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    sys.stderr.write(done.stderr)  # the profile, and any warning the variant logged
-    if done.returncode != 0:
-        raise SystemExit(f"variant {variant} failed (exit {done.returncode}); see above")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory(prefix="bench-pipeline-strace-") as traces:
+        counts = Path(traces) / "fsyncs.txt"
+        if args.fsyncs:
+            strace = shutil.which("strace")
+            if strace is None:
+                raise SystemExit("--fsyncs needs strace (apt-get install strace)")
+            traced = ["-f", "-qq", "-c", "-e", "trace=fsync,fdatasync", "-o", str(counts)]
+            command = [strace, *traced, *command]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        sys.stderr.write(done.stderr)  # the profile, and any warning the variant logged
+        if done.returncode != 0:
+            raise SystemExit(f"variant {variant} failed (exit {done.returncode}); see above")
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        if args.fsyncs:
+            result["fsyncs"] = _syscalls(counts.read_text(encoding="utf-8"))
     return result
+
+
+def _syscalls(summary: str) -> int:
+    """Calls of fsync and fdatasync in `strace -c` output (its rows end with the call name)."""
+    total = 0
+    for line in summary.splitlines():
+        fields = line.split()
+        if fields and fields[-1] in ("fsync", "fdatasync") and fields[3].isdigit():
+            total += int(fields[3])
+    return total
 
 
 def _ms(value: float) -> str:
     return f"{value * 1e3:9.2f} ms"
+
+
+def _count(value: float) -> str:
+    return f"{value:10.1f}"
 
 
 def _ratio(b: float, a: float) -> str:
@@ -729,6 +754,9 @@ def report(a: dict[str, Any], c: dict[str, Any], b: dict[str, Any]) -> None:
     rows.append(("SQLite bytes per task", per_task[0], per_task[1], per_task[2], kib))
     git = [v.get("git_bytes", 0) / v["finished"] for v in (a, c, b)]
     rows.append(("git bytes per task (apparent)", git[0], git[1], git[2], kib))
+    if "fsyncs" in b:  # setup's and the warm-up task's are in: a little over the true figure
+        syncs = [v["fsyncs"] / v["finished"] for v in (a, c, b)]
+        rows.append(("fsyncs per task (strace)", syncs[0], syncs[1], syncs[2], _count))
     for label, va, vc, vb, fmt in rows:
         ratios = f"{_ratio(vb, vc):>9}{_ratio(vb, va):>9}"
         print(f"{label:34}{fmt(va):>12}{fmt(vc):>12}{fmt(vb):>12}{ratios}")
@@ -805,6 +833,12 @@ def main() -> None:
         action="store_true",
         help="time what (b) and (c) spend per task on the ledger, checkpoints, git, the model",
     )
+    parser.add_argument(
+        "--fsyncs",
+        action="store_true",
+        help="count each variant's fsync and fdatasync calls per task under strace "
+        "(the timings of such a run are strace's, not the variants')",
+    )
     parser.add_argument("--variant", choices=("a", "b", "c"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.n < 1 or args.workers < 1:
@@ -817,6 +851,8 @@ def main() -> None:
         return
     if args.profile:
         args.profile_dir.mkdir(parents=True, exist_ok=True)
+    if args.fsyncs:
+        print("--fsyncs: every variant runs under strace; read the fsync counts, not the times\n")
     baseline = _run_child("a", args)
     same_nodes = _run_child("c", args)
     agent_team = _run_child("b", args)

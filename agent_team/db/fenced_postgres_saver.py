@@ -1,24 +1,37 @@
-"""`PostgresSaver` fenced like the ledger's writes (see `fenced_savers` for why)."""
+"""`PostgresSaver` fenced like the ledger's writes and flushed only at the protocol's durable
+points (see `fenced_savers` for why)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres import PostgresSaver
+from psycopg import Cursor
+from psycopg.rows import DictRow
 
+from agent_team.db.fenced_savers import FlushPolicy
 from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Reader
 
 __all__ = ["FencedPostgresSaver"]
 
+# A SELECT, so it can be prepared like every statement of the saver's connections.
+_SYNCHRONOUS_COMMIT = "SELECT set_config('synchronous_commit', %s, false)"
+
 
 class FencedPostgresSaver(PostgresSaver):
-    """`PostgresSaver` that refuses a fenced run's writes once its lease moved on."""
+    """`PostgresSaver` that refuses a fenced run's writes once its lease moved on, and waits
+    for the server's flush only on the writes its `flush` policy names."""
 
     fence_reader: Reader | None = None
+
+    def __init__(self, conn: Any, **kwargs: Any) -> None:
+        super().__init__(conn, **kwargs)
+        self.flush = FlushPolicy()
 
     def put(
         self,
@@ -29,7 +42,8 @@ class FencedPostgresSaver(PostgresSaver):
     ) -> RunnableConfig:
         if self.fence_reader is not None:
             check_fence(self.fence_reader)
-        return super().put(config, checkpoint, metadata, new_versions)
+        with self.flush.deciding(None):
+            return super().put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
         self,
@@ -40,4 +54,20 @@ class FencedPostgresSaver(PostgresSaver):
     ) -> None:
         if self.fence_reader is not None:
             check_fence(self.fence_reader)
-        super().put_writes(config, writes, task_id, task_path)
+        with self.flush.deciding(writes):
+            super().put_writes(config, writes, task_id, task_path)
+
+    @contextmanager
+    def _cursor(self, *, pipeline: bool = False) -> Iterator[Cursor[DictRow]]:
+        """Upstream's cursor; the saver writes in a pipeline, whose first statement now sets
+        whether its commits wait for the flush (queued with them: no round trip of its own).
+        The connection goes back to the pool waiting again, as every other user expects."""
+        with super()._cursor(pipeline=pipeline) as cur:
+            if not pipeline:
+                yield cur
+                return
+            lazy = not self.flush.flush_now
+            cur.execute(_SYNCHRONOUS_COMMIT, ("off" if lazy else "on",))
+            yield cur
+            if lazy:
+                cur.execute(_SYNCHRONOUS_COMMIT, ("on",))

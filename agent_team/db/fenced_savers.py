@@ -1,4 +1,5 @@
-"""LangGraph savers whose writes are fenced like the ledger's (DESIGN.md §6).
+"""LangGraph savers whose writes are fenced like the ledger's (DESIGN.md §6), and flushed
+to disk only at the protocol's durable points (DESIGN.md §3, durability budget).
 
 A run that was paused past its lease must not write checkpoints into a
 thread its new owner is running: the late checkpoint would become the
@@ -10,6 +11,18 @@ saver reads it just before: a pause of exactly that width can still land
 one write there; every ledger write of the run after it is refused
 in-transaction.
 
+Flushing: with `flush_only(channels)`, a checkpoint or node write commits
+without waiting for the disk (SQLite `synchronous = NORMAL`, PostgreSQL
+`synchronous_commit = off`) unless it writes one of `channels` (the gate's
+interrupt, the build result). Such a commit survives `kill -9` (it is in the
+OS, or in the server); only a power cut can lose it, and then only together
+with everything after it, because both databases flush their log in order:
+the next flushed commit of anyone (a budget row, a question's delivery, an
+effect, the run's completion) makes every commit before it durable too. So
+a power cut costs at most the steps of the run since the last flush, which
+the run's claim (stored with a flush) runs again; nothing leaves the process
+before a flush.
+
 The PostgreSQL saver lives in `fenced_postgres_saver` so the SQLite default
 never imports psycopg.
 """
@@ -17,16 +30,54 @@ never imports psycopg.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Params, Row
 from agent_team.db.sqlite_ledger import fetch_rows
 
-__all__ = ["FencedSqliteSaver"]
+__all__ = ["FencedSqliteSaver", "FlushPolicy"]
+
+
+class FlushPolicy:
+    """Which saver writes wait for the disk: all of them, or only those to some channels.
+
+    The decision is per thread (LangGraph writes from executor threads), taken
+    by `put`/`put_writes` and read by the commit they lead to.
+    """
+
+    def __init__(self) -> None:
+        self._channels: frozenset[str] | None = None  # None: every write is flushed
+        self._local = threading.local()
+
+    def flush_only(self, channels: Collection[str]) -> None:
+        self._channels = frozenset(channels)
+
+    @contextmanager
+    def deciding(self, writes: Sequence[tuple[str, Any]] | None) -> Iterator[None]:
+        """While the caller writes `writes` (None: a checkpoint), on this thread."""
+        channels = self._channels
+        durable = channels is None or (
+            writes is not None and any(channel in channels for channel, _ in writes)
+        )
+        self._local.lazy = not durable
+        try:
+            yield
+        finally:
+            self._local.lazy = False
+
+    @property
+    def flush_now(self) -> bool:
+        """Whether the commit this thread is about to make must wait for the disk (anything
+        not decided by `deciding`, such as deleting a thread, is flushed)."""
+        return not getattr(self._local, "lazy", False)
 
 
 class _InTransaction:
@@ -44,14 +95,40 @@ class _InTransaction:
 
 
 class FencedSqliteSaver(SqliteSaver):
-    """`SqliteSaver` that refuses a fenced run's writes once its lease moved on."""
+    """`SqliteSaver` that refuses a fenced run's writes once its lease moved on, and flushes
+    only the writes its `flush` policy names."""
 
     _fenced = False
+    _synchronous_full = True  # the connection's level now (it is opened with FULL)
+
+    def __init__(self, conn: sqlite3.Connection, **kwargs: Any) -> None:
+        super().__init__(conn, **kwargs)
+        self.flush = FlushPolicy()
 
     def fence_on_own_connection(self) -> None:
         """Check the run's fence inside each write (LangGraph writes from executor threads;
         the saver's own connection spares each of them a connection of its own)."""
         self._fenced = True
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        with self.flush.deciding(None):
+            return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        with self.flush.deciding(writes):
+            super().put_writes(config, writes, task_id, task_path)
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
@@ -62,6 +139,8 @@ class FencedSqliteSaver(SqliteSaver):
         """
         with self.lock:
             self.setup()
+            if transaction:
+                self._synchronous(full=self.flush.flush_now)
             cur = self.conn.cursor()
             try:
                 yield cur
@@ -76,3 +155,10 @@ class FencedSqliteSaver(SqliteSaver):
                     self.conn.commit()
             finally:
                 cur.close()
+
+    def _synchronous(self, *, full: bool) -> None:
+        """Set the level the next commit uses (SQLite refuses to change it inside a
+        transaction, so this runs before the write opens one)."""
+        if full != self._synchronous_full:
+            self.conn.execute(f"PRAGMA synchronous = {'FULL' if full else 'NORMAL'}")
+            self._synchronous_full = full

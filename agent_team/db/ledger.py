@@ -11,7 +11,7 @@ for each (tests/integration/ledger/conftest.py).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,8 +147,18 @@ class Ledger(Reader, Protocol):
         """Several reads that see one state of the ledger (a page and its cost map)."""
         ...
 
-    def checkpointer(self) -> BaseCheckpointSaver[Any]:
-        """The LangGraph saver for this ledger, set up once and closed with it."""
+    def checkpointer(
+        self, *, flush_only: Collection[str] | None = None
+    ) -> BaseCheckpointSaver[Any]:
+        """The LangGraph saver for this ledger, set up once and closed with it.
+
+        `flush_only`: the channels whose writes are the protocol's durable points
+        (the composition root names them: the gate's interrupt, the build result).
+        Every other checkpoint and node write then commits without waiting for the
+        disk; the next flushed commit covers it (`fenced_savers`). None (the
+        default): every write is flushed. Taken from the first call, which makes
+        the saver.
+        """
         ...
 
     def listen_for_commands(

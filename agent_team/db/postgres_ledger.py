@@ -21,7 +21,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -399,7 +399,7 @@ class PostgresLedger:
                 if not conn.closed and conn.info.transaction_status != 0:
                     conn.execute("ROLLBACK")  # nothing was written; this only ends the snapshot
 
-    def checkpointer(self) -> PostgresSaver:
+    def checkpointer(self, *, flush_only: Collection[str] | None = None) -> PostgresSaver:
         """LangGraph's `PostgresSaver` on a pool of its own, set up once under our advisory lock.
 
         The saver needs autocommit connections returning dicts, with statements
@@ -439,6 +439,8 @@ class PostgresLedger:
                     pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
                     saver = FencedPostgresSaver(pool)
                     saver.fence_reader = self
+                    if flush_only is not None:
+                        saver.flush.flush_only(flush_only)
                     if not self.checkpoints_current(len(saver.MIGRATIONS) - 1):
                         with self._session_lock():
                             saver.setup()

@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -424,8 +424,11 @@ class SqliteLedger:
             finally:
                 conn.close()
 
-    def checkpointer(self) -> SqliteSaver:
+    def checkpointer(self, *, flush_only: Collection[str] | None = None) -> SqliteSaver:
         """LangGraph's `SqliteSaver` on a connection of its own, in transaction mode.
+
+        `flush_only`: see `Ledger.checkpointer` (taken from the first call, which makes
+        the saver).
 
         Not autocommit: `SqliteSaver` writes a node's outputs with one
         `executemany` and commits when its cursor closes. In autocommit mode
@@ -448,6 +451,8 @@ class SqliteLedger:
                     conn.isolation_level = "IMMEDIATE"
                     saver = FencedSqliteSaver(conn)
                     saver.fence_on_own_connection()
+                    if flush_only is not None:
+                        saver.flush.flush_only(flush_only)
                     saver.setup()
                 except sqlite3.Error as exc:
                     raise storage_error(exc, self._path) from exc

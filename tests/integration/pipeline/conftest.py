@@ -32,7 +32,7 @@ from agent_team import db
 from agent_team.builders.base import BuildResult, BuildTask, plan_hash
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
-from agent_team.graph import build_graph
+from agent_team.graph import DURABLE_CHANNELS, build_graph
 from agent_team.models.caller import ModelCaller
 from agent_team.models.offline import OfflineChatModel
 from agent_team.models.schemas import ClarifyDecision, Plan
@@ -216,7 +216,8 @@ def make_harness(tmp_path: Path) -> Iterator[MakeHarness]:
         db.init_db(path)
         conn = db.open_ledger(path)
         opened.append(conn)
-        saver = conn.checkpointer()  # on a connection of its own (DESIGN.md §3)
+        # On a connection of its own (DESIGN.md §3), flushed where the daemon flushes.
+        saver = conn.checkpointer(flush_only=DURABLE_CHANNELS)
         clock = Clock()
         caller = ModelCaller(
             conn,

@@ -10,11 +10,14 @@ from __future__ import annotations
 import pytest
 
 from agent_team import db
+from agent_team.db.fenced_savers import FencedSqliteSaver
 from tests.integration.ledger.helpers import counted_writes
+from tests.integration.ledger.saver_commits import SaverCommits, writes_channel
 from tests.integration.pipeline.conftest import (
     LONG_BODY,
     MakeCoordinator,
     RecordingTransport,
+    open_question,
     task_of,
 )
 
@@ -60,3 +63,30 @@ def test_one_task_from_submit_to_done_costs_a_known_number_of_commits(
         )
     )
     assert (flushes.count(True), flushes.count(False)) == expected
+
+
+def test_the_saver_flushes_only_the_question_and_the_build_of_a_task(
+    make_coordinator: MakeCoordinator,
+) -> None:
+    """The graph's checkpoints wait for the disk only at the protocol's durable points (the
+    gate's interrupt, the build's result); the ledger's flushed commits cover the rest."""
+    coordinator = make_coordinator()
+    saver = coordinator.ledger.checkpointer()
+    assert isinstance(saver, FencedSqliteSaver)
+    commits = SaverCommits().watch(saver.conn)
+
+    task_id = coordinator.start_task(title="Remember the email", body=LONG_BODY)
+    while coordinator.run_pending():
+        pass
+    asked = list(commits.done)
+    coordinator.answer(open_question(coordinator, task_id).question_id, "approve")
+    while coordinator.run_pending():
+        pass
+
+    assert task_of(coordinator, task_id).status == "done"
+    (gate,) = [wrote for level, wrote in asked if level == "FULL"]
+    assert writes_channel(gate, "__interrupt__")
+    flushed = commits.flushed()
+    assert len(flushed) == 2 and writes_channel(flushed[1], "build")
+    # The start, each node's writes and each step's checkpoint: none waited for the disk.
+    assert len(commits.unflushed()) >= 12

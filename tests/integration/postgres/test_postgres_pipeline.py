@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -71,3 +72,57 @@ def test_checkpoint_setup_runs_once_for_ledgers_opening_together(pg_url: str) ->
     with psycopg.connect(pg_url) as conn:
         versions = conn.execute("SELECT v FROM checkpoint_migrations ORDER BY v").fetchall()
     assert [v for (v,) in versions] == list(range(len(versions)))
+
+
+def test_the_saver_waits_for_the_flush_only_on_the_question_and_the_build(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each saver write sets `synchronous_commit` first, in its own pipeline: `on` for the
+    gate's interrupt and the build's result, `off` for every other checkpoint and write."""
+    import threading
+
+    events: list[tuple[int, str, Any]] = []  # (cursor, "level" | "writes" | "checkpoint", ...)
+    guard = threading.Lock()
+    execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
+
+    def traced_execute(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        text = str(query)
+        with guard:
+            if "set_config('synchronous_commit'" in text:
+                events.append((id(self), "level", params[0]))
+            elif "INSERT INTO checkpoints" in text:
+                events.append((id(self), "checkpoint", None))
+        return execute(self, query, params, **kwargs)
+
+    def traced_executemany(self: Any, query: Any, params_seq: Any, **kwargs: Any) -> Any:
+        rows = list(params_seq)
+        if "INSERT INTO checkpoint_writes" in str(query):
+            with guard:
+                events.append((id(self), "writes", {row[6] for row in rows}))
+        return executemany(self, query, rows, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", traced_execute)
+    monkeypatch.setattr(psycopg.Cursor, "executemany", traced_executemany)
+    settings = load_settings(
+        database_url=pg_url, db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state"
+    )
+    coordinator = build_coordinator(settings, transport=RecordingTransport(), clock=Clock())
+    try:
+        task_id = submit(coordinator)
+        coordinator.tick(until_idle=True, timeout_s=60)
+        coordinator.answer(open_question(coordinator, task_id).question_id, "approve")
+        coordinator.tick(until_idle=True, timeout_s=60)
+        assert task_of(coordinator, task_id).status == "done"
+    finally:
+        coordinator.close()
+
+    level: dict[int, str] = {}
+    written: list[tuple[str, set[str] | None]] = []
+    for cursor, kind, value in events:
+        if kind == "level":
+            level[cursor] = value
+        else:
+            written.append((level[cursor], value))
+    flushed = [channels for was, channels in written if was == "on"]
+    assert flushed == [{"__interrupt__"}, {"build", "branch:to:done"}]
+    assert sum(1 for was, channels in written if was == "off" and channels is None) >= 6
