@@ -66,9 +66,10 @@ NODE_PHASES: dict[str, Phase] = {
 }
 GATE_NODES = frozenset({"clarify_gate", "plan_review", "conf_gate"})
 # The node writes that are the protocol's durable points (DESIGN.md §3): a gate's question
-# (LangGraph keeps an interrupt under `__interrupt__`) and the build's result, minutes of
-# work. Every other checkpoint commits without a flush of its own (`db.fenced_savers`).
-DURABLE_CHANNELS = frozenset({"__interrupt__", "build"})
+# and the answer it consumed (LangGraph keeps them under `__interrupt__` and `__resume__`),
+# and the build's result, minutes of work. Every other checkpoint commits without a flush
+# of its own (`db.fenced_savers`).
+DURABLE_CHANNELS = frozenset({"__interrupt__", "__resume__", "build"})
 # Question kind -> the phase of the gate node that asks it: where a task waits on it.
 QUESTION_PHASES: dict[str, Phase] = {
     QuestionKind.CLARIFY: Phase.CLARIFY,

@@ -14,7 +14,7 @@ in-transaction.
 Flushing: with `flush_only(channels)`, a checkpoint or node write commits
 without waiting for the disk (SQLite `synchronous = NORMAL`, PostgreSQL
 `synchronous_commit = off`) unless it writes one of `channels` (the gate's
-interrupt, the build result). Such a commit survives `kill -9` (it is in the
+interrupt, the answer it consumed, the build result). Such a commit survives `kill -9` (it is in the
 OS, or in the server); only a power cut can lose it, and then only together
 with everything after it, because both databases flush their log in order:
 the next flushed commit of anyone (a budget row, a question's delivery, an

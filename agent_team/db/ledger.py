@@ -153,7 +153,8 @@ class Ledger(Reader, Protocol):
         """The LangGraph saver for this ledger, set up once and closed with it.
 
         `flush_only`: the channels whose writes are the protocol's durable points
-        (the composition root names them: the gate's interrupt, the build result).
+        (the composition root names them: the gate's interrupt, the answer it
+        consumed, the build result).
         Every other checkpoint and node write then commits without waiting for the
         disk; the next flushed commit covers it (`fenced_savers`). None (the
         default): every write is flushed. Taken from the first call, which makes

@@ -52,15 +52,17 @@ def test_only_writes_to_the_durable_channels_wait_for_the_disk(ledger: db.Ledger
     _put(saver)
     saver.put_writes(CONFIG, [("plan", {"steps": ["a"]}), ("branch:to:build", None)], "t1")
     saver.put_writes(CONFIG, [("__interrupt__", {"question_id": "q1"})], "t2")
-    saver.put_writes(CONFIG, [("build", {"commit": "abc"})], "t3")
+    saver.put_writes(CONFIG, [("__resume__", "approve"), ("decision", "approve")], "t3")
+    saver.put_writes(CONFIG, [("build", {"commit": "abc"})], "t4")
     _put(saver)
 
     levels = [level for level, _ in commits.done]
-    assert levels == ["NORMAL", "NORMAL", "FULL", "FULL", "NORMAL"]
+    assert levels == ["NORMAL", "NORMAL", "FULL", "FULL", "FULL", "NORMAL"]
     assert writes_channel(commits.done[2][1], "__interrupt__")
-    assert writes_channel(commits.done[3][1], "build")
+    assert writes_channel(commits.done[3][1], "__resume__")
+    assert writes_channel(commits.done[4][1], "build")
     # What was stored is all there, flushed or not.
-    assert saver.conn.execute("SELECT COUNT(*) FROM writes").fetchone()[0] == 4
+    assert saver.conn.execute("SELECT COUNT(*) FROM writes").fetchone()[0] == 6
 
 
 def test_without_a_policy_every_write_is_flushed(ledger: db.Ledger) -> None:

@@ -65,11 +65,12 @@ def test_one_task_from_submit_to_done_costs_a_known_number_of_commits(
     assert (flushes.count(True), flushes.count(False)) == expected
 
 
-def test_the_saver_flushes_only_the_question_and_the_build_of_a_task(
+def test_the_saver_flushes_only_the_question_its_answer_and_the_build_of_a_task(
     make_coordinator: MakeCoordinator,
 ) -> None:
     """The graph's checkpoints wait for the disk only at the protocol's durable points (the
-    gate's interrupt, the build's result); the ledger's flushed commits cover the rest."""
+    gate's interrupt, the answer it consumed, the build's result); the ledger's flushed
+    commits cover the rest."""
     coordinator = make_coordinator()
     saver = coordinator.ledger.checkpointer()
     assert isinstance(saver, FencedSqliteSaver)
@@ -87,6 +88,7 @@ def test_the_saver_flushes_only_the_question_and_the_build_of_a_task(
     (gate,) = [wrote for level, wrote in asked if level == "FULL"]
     assert writes_channel(gate, "__interrupt__")
     flushed = commits.flushed()
-    assert len(flushed) == 2 and writes_channel(flushed[1], "build")
+    assert len(flushed) == 3
+    assert writes_channel(flushed[1], "__resume__") and writes_channel(flushed[2], "build")
     # The start, each node's writes and each step's checkpoint: none waited for the disk.
     assert len(commits.unflushed()) >= 12

@@ -74,11 +74,12 @@ def test_checkpoint_setup_runs_once_for_ledgers_opening_together(pg_url: str) ->
     assert [v for (v,) in versions] == list(range(len(versions)))
 
 
-def test_the_saver_waits_for_the_flush_only_on_the_question_and_the_build(
+def test_the_saver_waits_for_the_flush_only_on_the_question_its_answer_and_the_build(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each saver write sets `synchronous_commit` first, in its own pipeline: `on` for the
-    gate's interrupt and the build's result, `off` for every other checkpoint and write."""
+    gate's interrupt, the answer it consumed and the build's result, `off` for every other
+    checkpoint and write."""
     import threading
 
     events: list[tuple[int, str, Any]] = []  # (cursor, "level" | "writes" | "checkpoint", ...)
@@ -124,5 +125,9 @@ def test_the_saver_waits_for_the_flush_only_on_the_question_and_the_build(
         else:
             written.append((level[cursor], value))
     flushed = [channels for was, channels in written if was == "on"]
-    assert flushed == [{"__interrupt__"}, {"build", "branch:to:done"}]
+    assert flushed == [
+        {"__interrupt__"},
+        {"__resume__", "decision", "turn", "branch:to:build"},
+        {"build", "branch:to:done"},
+    ]
     assert sum(1 for was, channels in written if was == "off" and channels is None) >= 6
