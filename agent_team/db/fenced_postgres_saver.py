@@ -3,17 +3,15 @@ points (see `fenced_savers` for why)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg import Cursor
 from psycopg.rows import DictRow
 
-from agent_team.db.fenced_savers import FlushPolicy
+from agent_team.db.fenced_savers import FlushesAtDurablePoints, FlushPolicy
 from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Reader
 
@@ -23,7 +21,7 @@ __all__ = ["FencedPostgresSaver"]
 _SYNCHRONOUS_COMMIT = "SELECT set_config('synchronous_commit', %s, false)"
 
 
-class FencedPostgresSaver(PostgresSaver):
+class FencedPostgresSaver(FlushesAtDurablePoints, PostgresSaver):
     """`PostgresSaver` that refuses a fenced run's writes once its lease moved on, and waits
     for the server's flush only on the writes its `flush` policy names."""
 
@@ -33,29 +31,9 @@ class FencedPostgresSaver(PostgresSaver):
         super().__init__(conn, **kwargs)
         self.flush = FlushPolicy()
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
+    def _before_write(self) -> None:
         if self.fence_reader is not None:
             check_fence(self.fence_reader)
-        with self.flush.deciding(None):
-            return super().put(config, checkpoint, metadata, new_versions)
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        if self.fence_reader is not None:
-            check_fence(self.fence_reader)
-        with self.flush.deciding(writes):
-            super().put_writes(config, writes, task_id, task_path)
 
     @contextmanager
     def _cursor(self, *, pipeline: bool = False) -> Iterator[Cursor[DictRow]]:

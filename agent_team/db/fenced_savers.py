@@ -43,7 +43,7 @@ from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Params, Row
 from agent_team.db.sqlite_ledger import fetch_rows
 
-__all__ = ["FencedSqliteSaver", "FlushPolicy"]
+__all__ = ["FencedSqliteSaver", "FlushPolicy", "FlushesAtDurablePoints"]
 
 
 class FlushPolicy:
@@ -94,7 +94,42 @@ class _InTransaction:
         return rows[0] if rows else None
 
 
-class FencedSqliteSaver(SqliteSaver):
+class FlushesAtDurablePoints:
+    """Mixin for a LangGraph saver: `put` and `put_writes` decide whether the commit they
+    lead to waits for the disk (`flush`), after `_before_write`'s checks."""
+
+    flush: FlushPolicy
+
+    def _before_write(self) -> None:
+        """Checks a write must pass first (the PostgreSQL saver's fence)."""
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        self._before_write()
+        with self.flush.deciding(None):
+            result: RunnableConfig = super().put(  # type: ignore[misc]
+                config, checkpoint, metadata, new_versions
+            )
+            return result
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._before_write()
+        with self.flush.deciding(writes):
+            super().put_writes(config, writes, task_id, task_path)  # type: ignore[misc]
+
+
+class FencedSqliteSaver(FlushesAtDurablePoints, SqliteSaver):
     """`SqliteSaver` that refuses a fenced run's writes once its lease moved on, and flushes
     only the writes its `flush` policy names."""
 
@@ -109,26 +144,6 @@ class FencedSqliteSaver(SqliteSaver):
         """Check the run's fence inside each write (LangGraph writes from executor threads;
         the saver's own connection spares each of them a connection of its own)."""
         self._fenced = True
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        with self.flush.deciding(None):
-            return super().put(config, checkpoint, metadata, new_versions)
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        with self.flush.deciding(writes):
-            super().put_writes(config, writes, task_id, task_path)
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:

@@ -1,4 +1,9 @@
-"""The SQLite saver checks a run's fence inside the checkpoint's own write, before its commit."""
+"""The SQLite saver checks a run's fence inside the checkpoint's own write, before its commit,
+and flushes only the protocol's durable points when told which channels they are.
+
+Everything else (checkpoints, ordinary node writes) commits under `synchronous =
+NORMAL`: it survives `kill -9`, and the next flushed commit makes it durable.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +20,11 @@ from langgraph.checkpoint.base import empty_checkpoint
 from agent_team import db
 from agent_team.db.fenced_savers import FencedSqliteSaver
 from agent_team.exceptions import FencedError
+from agent_team.graph import DURABLE_CHANNELS
+from tests.integration.ledger.saver_commits import SaverCommits, writes_channel
 
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "task-1", "checkpoint_ns": ""}}
+WRITES_AT: RunnableConfig = {"configurable": {**CONFIG["configurable"], "checkpoint_id": "c1"}}
 LATER = timedelta(seconds=120)
 
 
@@ -31,6 +39,12 @@ def ledger(tmp_path: Path) -> Iterator[db.Ledger]:
 @pytest.fixture
 def saver(ledger: db.Ledger) -> FencedSqliteSaver:
     made = ledger.checkpointer()
+    assert isinstance(made, FencedSqliteSaver)
+    return made
+
+
+def _flushing(ledger: db.Ledger, *, every_write: bool = False) -> FencedSqliteSaver:
+    made = ledger.checkpointer(flush_only=None if every_write else DURABLE_CHANNELS)
     assert isinstance(made, FencedSqliteSaver)
     return made
 
@@ -60,11 +74,7 @@ def test_a_fenced_runs_checkpoint_and_writes_land_nothing(
         with pytest.raises(FencedError, match="held by b"):
             _put(saver)
         with pytest.raises(FencedError, match="held by b"):
-            saver.put_writes(
-                {"configurable": {**CONFIG["configurable"], "checkpoint_id": "c1"}},
-                [("title", "late")],
-                "task-a",
-            )
+            saver.put_writes(WRITES_AT, [("title", "late")], "task-a")
 
     assert _stored(saver) == (0, 0)
     _put(saver)  # unfenced: the connection is usable again
@@ -108,3 +118,72 @@ def test_a_lease_taken_over_while_a_checkpoint_is_on_its_way_lands_nothing(
     assert taken is not None and not late.is_alive()
     assert len(refused) == 1 and "held by b" in str(refused[0])
     assert _stored(saver) == (0, 0)
+
+
+def test_only_writes_to_the_durable_channels_wait_for_the_disk(ledger: db.Ledger) -> None:
+    saver = _flushing(ledger)
+    commits = SaverCommits().watch(saver.conn)
+
+    _put(saver)
+    saver.put_writes(WRITES_AT, [("plan", {"steps": ["a"]}), ("branch:to:build", None)], "t1")
+    saver.put_writes(WRITES_AT, [("__interrupt__", {"question_id": "q1"})], "t2")
+    saver.put_writes(WRITES_AT, [("__resume__", "approve"), ("decision", "approve")], "t3")
+    saver.put_writes(WRITES_AT, [("build", {"commit": "abc"})], "t4")
+    _put(saver)
+
+    levels = [level for level, _ in commits.done]
+    assert levels == ["NORMAL", "NORMAL", "FULL", "FULL", "FULL", "NORMAL"]
+    assert writes_channel(commits.done[2][1], "__interrupt__")
+    assert writes_channel(commits.done[3][1], "__resume__")
+    assert writes_channel(commits.done[4][1], "build")
+    # What was stored is all there, flushed or not.
+    assert saver.conn.execute("SELECT COUNT(*) FROM writes").fetchone()[0] == 6
+
+
+def test_without_a_policy_every_write_is_flushed(ledger: db.Ledger) -> None:
+    saver = _flushing(ledger, every_write=True)
+    commits = SaverCommits().watch(saver.conn)
+
+    _put(saver)
+    saver.put_writes(WRITES_AT, [("plan", {"steps": ["a"]})], "t1")
+
+    assert [level for level, _ in commits.done] == ["FULL", "FULL"]
+
+
+def test_each_thread_flushes_by_what_it_writes_itself(ledger: db.Ledger) -> None:
+    """LangGraph writes a step's tasks from several threads at once: one thread's durable
+    write must not lend its flush to, or take it from, another's."""
+    saver = _flushing(ledger)
+    commits = SaverCommits().watch(saver.conn)
+    start = threading.Barrier(2)
+
+    def write(channel: str) -> None:
+        start.wait()
+        for number in range(60):
+            saver.put_writes(WRITES_AT, [(channel, {"n": number})], f"{channel}-{number}")
+
+    threads = [threading.Thread(target=write, args=(name,)) for name in ("__interrupt__", "plan")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(commits.done) == 120
+    for level, wrote in commits.done:
+        assert level == ("FULL" if writes_channel(wrote, "__interrupt__") else "NORMAL"), wrote
+
+
+def test_a_refused_write_leaves_the_level_for_the_next_one_to_set(ledger: db.Ledger) -> None:
+    saver = _flushing(ledger)
+    commits = SaverCommits().watch(saver.conn)
+    old = db.acquire_lease(ledger, name="task:task-1", owner="a", lease_s=60)
+    assert old is not None
+    assert db.release_lease(ledger, old)
+    assert db.acquire_lease(ledger, name="task:task-1", owner="b", lease_s=60)
+
+    with db.fenced(old), pytest.raises(FencedError):
+        saver.put_writes(WRITES_AT, [("__interrupt__", {"question_id": "q1"})], "t1")
+    saver.put_writes(WRITES_AT, [("plan", {"steps": ["a"]})], "t2")
+
+    assert [level for level, _ in commits.done] == ["NORMAL"]
+    assert saver.conn.execute("SELECT COUNT(*) FROM writes").fetchone()[0] == 1
