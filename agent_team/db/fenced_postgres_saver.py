@@ -18,7 +18,7 @@ from agent_team.db.ledger import Reader
 __all__ = ["FencedPostgresSaver"]
 
 # A SELECT, so it can be prepared like every statement of the saver's connections.
-_SYNCHRONOUS_COMMIT = "SELECT set_config('synchronous_commit', %s, false)"
+_SYNCHRONOUS_COMMIT = "SELECT set_config('synchronous_commit', %s, true)"
 
 
 class FencedPostgresSaver(FlushesAtDurablePoints, PostgresSaver):
@@ -37,15 +37,12 @@ class FencedPostgresSaver(FlushesAtDurablePoints, PostgresSaver):
 
     @contextmanager
     def _cursor(self, *, pipeline: bool = False) -> Iterator[Cursor[DictRow]]:
-        """Upstream's cursor; the saver writes in a pipeline, whose first statement now sets
-        whether its commits wait for the flush (queued with them: no round trip of its own).
-        The connection goes back to the pool waiting again, as every other user expects."""
+        """Upstream's cursor; the saver writes in a pipeline (one implicit transaction up to
+        its sync), whose first statement now sets, for that transaction only, whether its
+        commit waits for the flush: queued with the rest, it costs no round trip, and the
+        connection goes back to the pool as it came."""
         with super()._cursor(pipeline=pipeline) as cur:
-            if not pipeline:
-                yield cur
-                return
-            lazy = not self.flush.flush_now
-            cur.execute(_SYNCHRONOUS_COMMIT, ("off" if lazy else "on",))
+            if pipeline:
+                lazy = not self.flush.flush_now
+                cur.execute(_SYNCHRONOUS_COMMIT, ("off" if lazy else "on",))
             yield cur
-            if lazy:
-                cur.execute(_SYNCHRONOUS_COMMIT, ("on",))

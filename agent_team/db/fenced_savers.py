@@ -60,6 +60,10 @@ class FlushPolicy:
     def flush_only(self, channels: Collection[str]) -> None:
         self._channels = frozenset(channels)
 
+    def agrees_with(self, channels: Collection[str] | None) -> bool:
+        """Whether a caller asking for `channels` (None: no preference) gets this policy."""
+        return channels is None or frozenset(channels) == self._channels
+
     @contextmanager
     def deciding(self, writes: Sequence[tuple[str, Any]] | None) -> Iterator[None]:
         """While the caller writes `writes` (None: a checkpoint), on this thread."""
@@ -149,25 +153,27 @@ class FencedSqliteSaver(FlushesAtDurablePoints, SqliteSaver):
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
         """`SqliteSaver.cursor`, with the fence checked inside the write, before its commit.
 
-        Unlike upstream (which commits in `finally`), a write that raised is
-        rolled back: a fenced run, or a write cut short, leaves nothing.
+        Unlike upstream (which commits in `finally`), a write that raised, or whose
+        commit failed, is rolled back: a fenced run, or a write cut short, leaves
+        nothing, and no later write commits it under its own level.
         """
         with self.lock:
             self.setup()
             if transaction:
+                if self.conn.in_transaction:  # only a failed write leaves one: it stored nothing
+                    self.conn.rollback()
                 self._synchronous(full=self.flush.flush_now)
             cur = self.conn.cursor()
             try:
                 yield cur
-                if transaction and self._fenced:
-                    check_fence(_InTransaction(self.conn))
+                if transaction:
+                    if self._fenced:
+                        check_fence(_InTransaction(self.conn))
+                    self.conn.commit()
             except BaseException:
                 if transaction and self.conn.in_transaction:
                     self.conn.rollback()
                 raise
-            else:
-                if transaction:
-                    self.conn.commit()
             finally:
                 cur.close()
 

@@ -124,8 +124,8 @@ class Ledger(Reader, Protocol):
 
         `flush=False` is for history only (a task entering a phase): the commit does
         not wait for the disk. It is as atomic and as ordered as any other, and the
-        next flushed commit on the database (the node's checkpoint, a claim, an
-        answer) makes it durable with itself: both backends write one log in commit
+        next flushed commit on the database (a claim, an answer, a budget row, the
+        gate's question) makes it durable with itself: both backends write one log in commit
         order and a flush covers everything before it. A process killed outright
         loses nothing; only a power cut can lose such commits after the last flush.
         Never use it for an answer, a claim, a question or a side effect.

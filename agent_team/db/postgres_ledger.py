@@ -43,8 +43,9 @@ from agent_team.exceptions import (
 
 if TYPE_CHECKING:
     import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg_pool import ConnectionPool
+
+    from agent_team.db.fenced_postgres_saver import FencedPostgresSaver
 
 __all__ = [
     "CONNECTIONS_PER_DAEMON",
@@ -262,7 +263,7 @@ class PostgresLedger:
         )
         self.write_health = WriteHealth()
         self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-        self._saver: PostgresSaver | None = None
+        self._saver: FencedPostgresSaver | None = None
         self._saver_pool: ConnectionPool[Any] | None = None
         self._saver_guard = threading.Lock()
         self._closed = False
@@ -399,7 +400,7 @@ class PostgresLedger:
                 if not conn.closed and conn.info.transaction_status != 0:
                     conn.execute("ROLLBACK")  # nothing was written; this only ends the snapshot
 
-    def checkpointer(self, *, flush_only: Collection[str] | None = None) -> PostgresSaver:
+    def checkpointer(self, *, flush_only: Collection[str] | None = None) -> FencedPostgresSaver:
         """LangGraph's `PostgresSaver` on a pool of its own, set up once under our advisory lock.
 
         The saver needs autocommit connections returning dicts, with statements
@@ -451,6 +452,11 @@ class PostgresLedger:
                     pool.close()
                     raise
                 self._saver_pool, self._saver = pool, saver
+            if not self._saver.flush.agrees_with(flush_only):
+                raise LedgerError(
+                    "this ledger's checkpointer was made with other durable channels; "
+                    "name them once, where the graph is built"
+                )
             return self._saver
 
     def checkpoints_current(self, latest: int) -> bool:

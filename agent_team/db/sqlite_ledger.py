@@ -41,7 +41,7 @@ from agent_team.exceptions import (
 )
 
 if TYPE_CHECKING:  # LangGraph loads only where a graph runs, not for every CLI read
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    from agent_team.db.fenced_savers import FencedSqliteSaver
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -283,7 +283,7 @@ class SqliteLedger:
         # every short-lived thread's connection (LangGraph runs steps on fresh threads).
         self._readers: weakref.WeakSet[_Connection] = weakref.WeakSet([self._conn])
         self._readers_guard = threading.Lock()
-        self._saver: SqliteSaver | None = None
+        self._saver: FencedSqliteSaver | None = None
         self._saver_conn: sqlite3.Connection | None = None
         self._saver_guard = threading.Lock()
         self._together = GroupCommit(self.write)
@@ -424,7 +424,7 @@ class SqliteLedger:
             finally:
                 conn.close()
 
-    def checkpointer(self, *, flush_only: Collection[str] | None = None) -> SqliteSaver:
+    def checkpointer(self, *, flush_only: Collection[str] | None = None) -> FencedSqliteSaver:
         """LangGraph's `SqliteSaver` on a connection of its own, in transaction mode.
 
         `flush_only`: see `Ledger.checkpointer` (taken from the first call, which makes
@@ -457,6 +457,11 @@ class SqliteLedger:
                 except sqlite3.Error as exc:
                     raise storage_error(exc, self._path) from exc
                 self._saver_conn, self._saver = conn, saver
+            if not self._saver.flush.agrees_with(flush_only):
+                raise LedgerError(
+                    "this ledger's checkpointer was made with other durable channels; "
+                    "name them once, where the graph is built"
+                )
             return self._saver
 
     def listen_for_commands(

@@ -187,8 +187,8 @@ def enter_phase(
         )
         return transition_id
 
-    # History, not a decision: the node's checkpoint (or the claim's completion) that
-    # follows every phase entry flushes it to disk with itself.
+    # History, not a decision: the run's next flushed commit (a budget row, the gate's
+    # question, the build, the claim's completion) makes it durable with itself.
     return ledger.write(work, flush=False)
 
 
@@ -246,7 +246,8 @@ def finish_task(
 
     # No answer, claim or side effect: the run's last commit (its command done, with a
     # flush) follows at once and makes this durable with it. Told to observers before
-    # that, an end lost to a power cut is found again from the checkpoint and told again.
+    # that, an end lost to a power cut is reached again by the run its claim repeats
+    # (from the last durable checkpoint) and told again.
     ledger.write(work, flush=False)
 
 

@@ -12,7 +12,7 @@ class SaverCommits:
     """A trace callback on the saver's connection (its writes run under the saver's lock, so
     each commit's statements arrive together)."""
 
-    level: str = "FULL"  # the saver's connection is opened with synchronous = FULL
+    level: str = "FULL"  # read from the connection by `watch`
     pending: list[str] = field(default_factory=list)
     done: list[tuple[str, str]] = field(default_factory=list)  # (level, what it wrote)
     guard: threading.Lock = field(default_factory=threading.Lock)
@@ -30,6 +30,8 @@ class SaverCommits:
                 self.pending.clear()
 
     def watch(self, conn: sqlite3.Connection) -> SaverCommits:
+        (level,) = conn.execute("PRAGMA synchronous").fetchone()
+        self.level = {1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(int(level), str(level))
         conn.set_trace_callback(self)
         return self
 

@@ -7,6 +7,7 @@ NORMAL`: it survives `kill -9`, and the next flushed commit makes it durable.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -19,7 +20,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from agent_team import db
 from agent_team.db.fenced_savers import FencedSqliteSaver
-from agent_team.exceptions import FencedError
+from agent_team.exceptions import FencedError, LedgerError
 from agent_team.graph import DURABLE_CHANNELS
 from tests.integration.ledger.saver_commits import SaverCommits, writes_channel
 
@@ -150,16 +151,36 @@ def test_without_a_policy_every_write_is_flushed(ledger: db.Ledger) -> None:
     assert [level for level, _ in commits.done] == ["FULL", "FULL"]
 
 
-def test_each_thread_flushes_by_what_it_writes_itself(ledger: db.Ledger) -> None:
+class _BothDecideFirst:
+    """The saver's lock, entered only once both writers have decided how to commit: each
+    write's decision is then made while the other's is pending."""
+
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+        self._both = threading.Barrier(2)
+
+    def __enter__(self) -> None:
+        try:
+            self._both.wait(timeout=5)
+        except threading.BrokenBarrierError:
+            pass  # the other writer has finished
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_each_thread_flushes_by_what_it_writes_itself(
+    ledger: db.Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """LangGraph writes a step's tasks from several threads at once: one thread's durable
     write must not lend its flush to, or take it from, another's."""
     saver = _flushing(ledger)
     commits = SaverCommits().watch(saver.conn)
-    start = threading.Barrier(2)
+    monkeypatch.setattr(saver, "lock", _BothDecideFirst(saver.lock))
 
     def write(channel: str) -> None:
-        start.wait()
-        for number in range(60):
+        for number in range(30):
             saver.put_writes(WRITES_AT, [(channel, {"n": number})], f"{channel}-{number}")
 
     threads = [threading.Thread(target=write, args=(name,)) for name in ("__interrupt__", "plan")]
@@ -168,9 +189,52 @@ def test_each_thread_flushes_by_what_it_writes_itself(ledger: db.Ledger) -> None
     for thread in threads:
         thread.join()
 
-    assert len(commits.done) == 120
+    assert len(commits.done) == 60
     for level, wrote in commits.done:
         assert level == ("FULL" if writes_channel(wrote, "__interrupt__") else "NORMAL"), wrote
+
+
+class _CommitFailsOnce:
+    """The saver's connection, whose next commit fails as a full disk would make it."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self.failures = 1
+
+    def commit(self) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+        self._conn.commit()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def test_a_write_whose_commit_failed_leaves_nothing_for_the_next_to_commit(
+    ledger: db.Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saver = _flushing(ledger)
+    real = saver.conn
+    commits = SaverCommits().watch(real)
+    monkeypatch.setattr(saver, "conn", _CommitFailsOnce(real))
+
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        saver.put_writes(WRITES_AT, [("plan", {"steps": ["lost"]})], "t1")
+    saver.put_writes(WRITES_AT, [("__interrupt__", {"question_id": "q1"})], "t2")
+
+    assert not real.in_transaction
+    assert [level for level, _ in commits.done] == ["FULL"]
+    channels = [row[0] for row in real.execute("SELECT channel FROM writes")]
+    assert channels == ["__interrupt__"]
+
+
+def test_a_ledger_keeps_one_flush_policy_for_its_checkpointer(ledger: db.Ledger) -> None:
+    saver = _flushing(ledger)
+    assert ledger.checkpointer() is saver  # no preference: the saver as it was made
+    assert ledger.checkpointer(flush_only=set(DURABLE_CHANNELS)) is saver
+    with pytest.raises(LedgerError, match="other durable channels"):
+        ledger.checkpointer(flush_only={"plan"})
 
 
 def test_a_refused_write_leaves_the_level_for_the_next_one_to_set(ledger: db.Ledger) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -75,40 +74,19 @@ def test_checkpoint_setup_runs_once_for_ledgers_opening_together(pg_url: str) ->
 
 
 def test_the_saver_waits_for_the_flush_only_on_the_question_its_answer_and_the_build(
-    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, tmp_path: Path
 ) -> None:
-    """Each saver write sets `synchronous_commit` first, in its own pipeline: `on` for the
-    gate's interrupt, the answer it consumed and the build's result, `off` for every other
-    checkpoint and write."""
-    import threading
-
-    events: list[tuple[int, str, Any]] = []  # (cursor, "level" | "writes" | "checkpoint", ...)
-    guard = threading.Lock()
-    execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
-
-    def traced_execute(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        text = str(query)
-        with guard:
-            if "set_config('synchronous_commit'" in text:
-                events.append((id(self), "level", params[0]))
-            elif "INSERT INTO checkpoints" in text:
-                events.append((id(self), "checkpoint", None))
-        return execute(self, query, params, **kwargs)
-
-    def traced_executemany(self: Any, query: Any, params_seq: Any, **kwargs: Any) -> Any:
-        rows = list(params_seq)
-        if "INSERT INTO checkpoint_writes" in str(query):
-            with guard:
-                events.append((id(self), "writes", {row[6] for row in rows}))
-        return executemany(self, query, rows, **kwargs)
-
-    monkeypatch.setattr(psycopg.Cursor, "execute", traced_execute)
-    monkeypatch.setattr(psycopg.Cursor, "executemany", traced_executemany)
+    """Each saver write commits with `synchronous_commit` `on` for the gate's interrupt, the
+    answer it consumed and the build's result, and `off` for every other checkpoint and
+    write; the level is read at commit time, inside the committing transaction."""
     settings = load_settings(
         database_url=pg_url, db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state"
     )
     coordinator = build_coordinator(settings, transport=RecordingTransport(), clock=Clock())
     try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            # The test server runs with synchronous_commit = off: the writes must say each.
+            conn.execute(COMMIT_LEVELS)
         task_id = submit(coordinator)
         coordinator.tick(until_idle=True, timeout_s=60)
         coordinator.answer(open_question(coordinator, task_id).question_id, "approve")
@@ -117,17 +95,36 @@ def test_the_saver_waits_for_the_flush_only_on_the_question_its_answer_and_the_b
     finally:
         coordinator.close()
 
-    level: dict[int, str] = {}
-    written: list[tuple[str, set[str] | None]] = []
-    for cursor, kind, value in events:
-        if kind == "level":
-            level[cursor] = value
-        else:
-            written.append((level[cursor], value))
-    flushed = [channels for was, channels in written if was == "on"]
+    with psycopg.connect(pg_url) as conn:
+        seen = conn.execute("SELECT tx, what, level FROM commit_levels ORDER BY seq").fetchall()
+    by_commit: dict[int, tuple[str, set[str]]] = {}
+    for tx, what, level in seen:
+        by_commit.setdefault(int(tx), (str(level), set()))[1].add(str(what))
+    flushed = [wrote for level, wrote in by_commit.values() if level == "on"]
     assert flushed == [
         {"__interrupt__"},
         {"__resume__", "decision", "turn", "branch:to:build"},
         {"build", "branch:to:done"},
     ]
-    assert sum(1 for was, channels in written if was == "off" and channels is None) >= 6
+    assert all(level in ("on", "off") for level, _ in by_commit.values())
+    assert sum(1 for level, wrote in by_commit.values() if level == "off") >= 10
+
+
+# A deferred trigger runs at commit: it sees the level the committing transaction uses.
+COMMIT_LEVELS = """
+CREATE TABLE commit_levels (
+    seq bigserial PRIMARY KEY, tx bigint NOT NULL, what text NOT NULL, level text NOT NULL
+);
+CREATE FUNCTION note_commit_level() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO commit_levels (tx, what, level) VALUES (
+        txid_current(),
+        coalesce(to_jsonb(NEW) ->> 'channel', 'checkpoint'),
+        current_setting('synchronous_commit'));
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER writes_level AFTER INSERT ON checkpoint_writes
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION note_commit_level();
+CREATE CONSTRAINT TRIGGER checkpoints_level AFTER INSERT ON checkpoints
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION note_commit_level();
+"""
