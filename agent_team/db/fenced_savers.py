@@ -14,9 +14,10 @@ in-transaction.
 Flushing: with `flush_only(channels)`, a checkpoint or node write commits
 without waiting for the disk (SQLite `synchronous = NORMAL`, PostgreSQL
 `synchronous_commit = off`) unless it writes one of `channels` (the gate's
-interrupt, the answer it consumed, the build result). Such a commit survives `kill -9` (it is in the
-OS, or in the server); only a power cut can lose it, and then only together
-with everything after it, because both databases flush their log in order:
+interrupt, the answer it consumed, the build result). Such a commit survives
+`kill -9` (it is in the OS, or in the server); only a power cut can lose it,
+and then only together with everything after it, because both databases
+flush their log in order:
 the next flushed commit of anyone (a budget row, a question's delivery, an
 effect, the run's completion) makes every commit before it durable too. So
 a power cut costs at most the steps of the run since the last flush, which
@@ -42,6 +43,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Params, Row
 from agent_team.db.sqlite_ledger import fetch_rows
+from agent_team.exceptions import LedgerError
 
 __all__ = ["FencedSqliteSaver", "FlushPolicy", "FlushesAtDurablePoints"]
 
@@ -60,9 +62,18 @@ class FlushPolicy:
     def flush_only(self, channels: Collection[str]) -> None:
         self._channels = frozenset(channels)
 
-    def agrees_with(self, channels: Collection[str] | None) -> bool:
-        """Whether a caller asking for `channels` (None: no preference) gets this policy."""
-        return channels is None or frozenset(channels) == self._channels
+    def require(self, channels: Collection[str] | None) -> None:
+        """Refuse a caller asking for other `channels` than this policy's (None: no
+        preference): one saver per ledger, so its policy is named once.
+
+        Raises:
+            LedgerError: the saver flushes other channels than the caller's.
+        """
+        if channels is not None and frozenset(channels) != self._channels:
+            raise LedgerError(
+                "this ledger's checkpointer was made with other durable channels; "
+                "name them once, where the graph is built"
+            )
 
     @contextmanager
     def deciding(self, writes: Sequence[tuple[str, Any]] | None) -> Iterator[None]:

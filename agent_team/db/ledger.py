@@ -125,8 +125,8 @@ class Ledger(Reader, Protocol):
         `flush=False` is for history only (a task entering a phase): the commit does
         not wait for the disk. It is as atomic and as ordered as any other, and the
         next flushed commit on the database (a claim, an answer, a budget row, the
-        gate's question) makes it durable with itself: both backends write one log in commit
-        order and a flush covers everything before it. A process killed outright
+        gate's question) makes it durable with itself: both backends write one log
+        in commit order and a flush covers everything before it. A process killed outright
         loses nothing; only a power cut can lose such commits after the last flush.
         Never use it for an answer, a claim, a question or a side effect.
 
@@ -154,11 +154,13 @@ class Ledger(Reader, Protocol):
 
         `flush_only`: the channels whose writes are the protocol's durable points
         (the composition root names them: the gate's interrupt, the answer it
-        consumed, the build result).
-        Every other checkpoint and node write then commits without waiting for the
-        disk; the next flushed commit covers it (`fenced_savers`). None (the
-        default): every write is flushed. Taken from the first call, which makes
-        the saver.
+        consumed, the build result). Every other checkpoint and node write then
+        commits without waiting for the disk; the next flushed commit covers it
+        (`fenced_savers`). None: every write is flushed when this call makes the
+        saver, and no preference when it exists already.
+
+        Raises:
+            LedgerError: the saver was made with other channels.
         """
         ...
 

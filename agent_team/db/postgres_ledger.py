@@ -452,11 +452,7 @@ class PostgresLedger:
                     pool.close()
                     raise
                 self._saver_pool, self._saver = pool, saver
-            if not self._saver.flush.agrees_with(flush_only):
-                raise LedgerError(
-                    "this ledger's checkpointer was made with other durable channels; "
-                    "name them once, where the graph is built"
-                )
+            self._saver.flush.require(flush_only)
             return self._saver
 
     def checkpoints_current(self, latest: int) -> bool:

@@ -427,8 +427,7 @@ class SqliteLedger:
     def checkpointer(self, *, flush_only: Collection[str] | None = None) -> FencedSqliteSaver:
         """LangGraph's `SqliteSaver` on a connection of its own, in transaction mode.
 
-        `flush_only`: see `Ledger.checkpointer` (taken from the first call, which makes
-        the saver).
+        `flush_only`: see `Ledger.checkpointer`.
 
         Not autocommit: `SqliteSaver` writes a node's outputs with one
         `executemany` and commits when its cursor closes. In autocommit mode
@@ -457,11 +456,7 @@ class SqliteLedger:
                 except sqlite3.Error as exc:
                     raise storage_error(exc, self._path) from exc
                 self._saver_conn, self._saver = conn, saver
-            if not self._saver.flush.agrees_with(flush_only):
-                raise LedgerError(
-                    "this ledger's checkpointer was made with other durable channels; "
-                    "name them once, where the graph is built"
-                )
+            self._saver.flush.require(flush_only)
             return self._saver
 
     def listen_for_commands(
