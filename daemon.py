@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from agent_team.cli import main
+from agent_team.cli.main import main
 
 if __name__ == "__main__":
     main([*sys.argv[1:], "daemon"])

@@ -25,11 +25,11 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from agent_team.access import parse_named_tokens
+from agent_team.common.testhooks import Hooks
+from agent_team.common.timefmt import parse_daily_time, parse_duration
 from agent_team.db.url import is_postgres_url, parse_target
 from agent_team.exceptions import ConfigError
-from agent_team.testhooks import Hooks
-from agent_team.timefmt import parse_daily_time, parse_duration
+from agent_team.requests.access import parse_named_tokens
 
 __all__ = [
     "ENV_PREFIX",
@@ -474,7 +474,7 @@ class SystemdEnv(BaseSettings):
 
 
 class _HookEnv(BaseSettings):
-    """The test hooks' variables (see `agent_team.testhooks`); only the tests set them."""
+    """The test hooks' variables (see `agent_team.common.testhooks`); only the tests set them."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True)
 

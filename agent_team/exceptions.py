@@ -177,7 +177,7 @@ class TaskRefusedError(TaskError):
 
 
 class TaskTooLargeError(TaskRefusedError):
-    """A title or body over the task limits (`agent_team.limits`); nothing was stored."""
+    """A title or body over the task limits (`agent_team.requests.limits`); nothing was stored."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)

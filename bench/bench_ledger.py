@@ -22,7 +22,8 @@ import threading
 import time
 from pathlib import Path
 
-from agent_team import db, inbox
+from agent_team import db
+from agent_team.requests import inbox
 
 
 def _prepare(path: Path, n: int) -> db.Ledger:

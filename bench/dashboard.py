@@ -72,7 +72,7 @@ from typing import Any
 import httpx
 
 from agent_team import db
-from agent_team.answers import PLAN_DECISION_HELP
+from agent_team.requests.answers import PLAN_DECISION_HELP
 
 TARGET_STARTUP_S = 2.0
 TARGET_TASK_P99_S = 0.050
@@ -610,7 +610,7 @@ def profile_in_process(seeded: Seeded, folder: Path, targets: list[Endpoint], ro
     from agent_team.config import load_settings
     from agent_team.dashboard.api import routes
     from agent_team.dashboard.app import DashboardContext
-    from agent_team.wiring import build_coordinator
+    from agent_team.service.wiring import build_coordinator
 
     settings = load_settings(db_path=seeded.path, state_dir=folder / "state-profile")
     startup = cProfile.Profile()
@@ -814,7 +814,9 @@ def main() -> None:
         db.init_db(empty)
         # Warm the page cache for the interpreter and imports, so neither daemon pays it.
         subprocess.run(
-            [str(VENV_BIN / "python"), "-c", "import agent_team.daemon"], check=True, cwd=folder
+            [str(VENV_BIN / "python"), "-c", "import agent_team.service.daemon"],
+            check=True,
+            cwd=folder,
         )
 
         started: list[RunningDaemon] = []  # killed on the way out, whatever happens

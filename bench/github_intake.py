@@ -27,10 +27,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent_team import db, inbox
+from agent_team import db
 from agent_team.config import load_settings
 from agent_team.integrations.github.intake import GitHubIntake, make_client
 from agent_team.integrations.github.settings import GitHubSettings
+from agent_team.requests import inbox
 from tests.fakes.github_api import FakeGitHub
 
 REPO = "acme/app"

@@ -29,7 +29,7 @@ from langgraph_sdk import get_sync_client
 
 from agent_team import db
 from agent_team.config import load_settings
-from agent_team.daemon import Daemon
+from agent_team.service.daemon import Daemon
 
 KEY = "bench-key-0123456789abcdef"
 BODY = (

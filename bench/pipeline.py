@@ -228,7 +228,6 @@ def run_same_nodes(n: int, tmp: Path) -> dict[str, Any]:
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Command, interrupt
 
-    from agent_team.answers import ANSWER_MODELS, PLAN_DECISION_HELP, parse_answer
     from agent_team.builders.base import BuildTask
     from agent_team.builders.offline import OfflineBuilder
     from agent_team.builders.registry import run_build
@@ -237,6 +236,7 @@ def run_same_nodes(n: int, tmp: Path) -> dict[str, Any]:
     from agent_team.models.schemas import ClarifyDecision, Plan
     from agent_team.nodes.clarify import route_after_clarify
     from agent_team.nodes.plan_review import route_after_review
+    from agent_team.requests.answers import ANSWER_MODELS, PLAN_DECISION_HELP, parse_answer
     from agent_team.task_model import QuestionKind, TaskState, question_id_for
 
     chat = make_chat_model("offline")
@@ -423,7 +423,7 @@ def run_agent_team(
 ) -> dict[str, Any]:
     from agent_team import db
     from agent_team.config import load_settings
-    from agent_team.wiring import build_coordinator
+    from agent_team.service.wiring import build_coordinator
 
     db_file = tmp / "agent-team.db"
     state_dir = tmp / "state"

@@ -164,7 +164,7 @@ def run(backend: str, n: int, tmp: Path, url: str | None) -> dict[str, Any]:
     first prune freed, so its growth is what each finished task really keeps.
     """
     from agent_team.config import load_settings
-    from agent_team.wiring import build_coordinator
+    from agent_team.service.wiring import build_coordinator
 
     db_file = tmp / "agent-team.db"
     overrides: dict[str, Any] = {"database_url": url} if url else {}

@@ -291,7 +291,7 @@ def run_size(size: int, template: int, timed: int, real: bool, tmp: Path) -> dic
     from agent_team import db
     from agent_team.config import load_settings
     from agent_team.coordinator.sweeper import CHECKPOINT_BATCH
-    from agent_team.wiring import build_coordinator
+    from agent_team.service.wiring import build_coordinator
 
     if real:
         template, timed = 1, size - 1

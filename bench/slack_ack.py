@@ -71,7 +71,7 @@ sys.path.insert(0, str(ROOT))
 from agent_team import db  # noqa: E402
 from agent_team.config import load_settings  # noqa: E402
 from agent_team.coordinator import GraphRunner  # noqa: E402
-from agent_team.daemon import Daemon  # noqa: E402
+from agent_team.service.daemon import Daemon  # noqa: E402
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack  # noqa: E402
 
 SECRET = "bench-signing-secret-0123456789ab"

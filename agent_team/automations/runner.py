@@ -25,18 +25,18 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from agent_team import db
-from agent_team.actors import Actor
 from agent_team.automations.schedule import Schedule
+from agent_team.common.redact import redact
+from agent_team.common.testhooks import crash_if
 from agent_team.exceptions import LedgerError, LedgerInputError, TaskRefusedError
 from agent_team.models.budget_view import BudgetToday, settings_budget
-from agent_team.redact import redact
+from agent_team.requests.actors import Actor
 from agent_team.task_model import (
     AutomationRunStatus,
     AutomationStatus,
     OverlapPolicy,
     ScheduleKind,
 )
-from agent_team.testhooks import crash_if
 
 if TYPE_CHECKING:
     from agent_team.config import Settings
@@ -270,7 +270,7 @@ def runner_for(
 ) -> AutomationRunner:
     """A runner with the configured budget gate; tasks go straight to the ledger's inbox
     unless `submit` says otherwise (the coordinator's, which also wakes its worker)."""
-    from agent_team import inbox
+    from agent_team.requests import inbox
 
     def to_inbox(**request: Any) -> str:
         return inbox.submit_task(ledger, confluence_enabled=settings.confluence_enabled, **request)

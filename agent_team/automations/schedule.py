@@ -17,9 +17,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
+from agent_team.common.timefmt import parse_duration
 from agent_team.exceptions import InvalidAutomationError
 from agent_team.task_model import ScheduleKind
-from agent_team.timefmt import parse_duration
 
 __all__ = [
     "MAX_INTERVAL",

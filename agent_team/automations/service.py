@@ -16,7 +16,6 @@ from typing import Any
 from croniter import CroniterError
 
 from agent_team import db
-from agent_team.actors import Actor
 from agent_team.automations.runner import AutomationRunner, schedule_of
 from agent_team.automations.schedule import (
     Schedule,
@@ -31,7 +30,8 @@ from agent_team.exceptions import (
     TaskTooLargeError,
     UnknownAutomationError,
 )
-from agent_team.limits import check_task_size
+from agent_team.requests.actors import Actor
+from agent_team.requests.limits import check_task_size
 from agent_team.task_model import AutomationStatus, OverlapPolicy, ScheduleKind, TaskKind
 
 __all__ = [

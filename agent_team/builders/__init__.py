@@ -9,7 +9,6 @@ task's worktree (the branch stays).
 
 from __future__ import annotations
 
-from agent_team.builders._proc import kill_running_children
 from agent_team.builders.base import (
     Builder,
     BuildFiles,
@@ -24,6 +23,7 @@ from agent_team.builders.claude_code import ClaudeCodeBuilder, parse_claude_outp
 from agent_team.builders.cleanup import remove_worktree
 from agent_team.builders.command import CommandBuilder
 from agent_team.builders.offline import OfflineBuilder
+from agent_team.builders.proc import kill_running_children
 from agent_team.builders.registry import BUILDER_NAMES, make_builder, run_build
 from agent_team.builders.worktree import (
     Worktree,

@@ -16,7 +16,7 @@ from typing import Protocol, TypeGuard, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_team.builders._proc import OutputSink
+from agent_team.builders.proc import OutputSink
 
 __all__ = [
     "BuildFiles",

@@ -26,12 +26,12 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from agent_team.builders._proc import ProcessTimeout, inherited_env, run_process
 from agent_team.builders.base import BuildResult, BuildTask, BuildUsage, Worktree
 from agent_team.builders.command import write_plan_file
+from agent_team.builders.proc import ProcessTimeout, inherited_env, run_process
 from agent_team.builders.worktree import SCRATCH_DIR, record_build
+from agent_team.common.redact import redact, tail
 from agent_team.exceptions import BuildError, BuilderUnavailableError
-from agent_team.redact import redact, tail
 
 __all__ = ["ClaudeCodeBuilder", "ClaudeRun", "build_prompt", "parse_claude_output"]
 

@@ -6,7 +6,7 @@ the build is a commit on the task branch, and publishing pushes that commit
 from the repository's object store (`agent_team.integrations.github.pr`),
 never from the worktree. So when a task ends (done, failed, cancelled) the
 coordinator removes it, through `FinishedWorktrees`, a task observer wired in
-`agent_team.wiring`. A task built again later (a retry) gets a fresh worktree
+`agent_team.service.wiring`. A task built again later (a retry) gets a fresh worktree
 from its branch (`prepare_worktree`).
 
 How, with no git process and safe at every step of a crash:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from agent_team.builders._proc import ProcessTimeout, inherited_env, run_process
 from agent_team.builders.base import BuildResult, BuildTask, Worktree
+from agent_team.builders.proc import ProcessTimeout, inherited_env, run_process
 from agent_team.builders.worktree import SCRATCH_DIR, record_build
+from agent_team.common.redact import redact, tail
 from agent_team.exceptions import BuildError
-from agent_team.redact import redact, tail
 
 __all__ = ["PLAN_FILE_ENV", "TASK_ID_ENV", "TASK_TITLE_ENV", "CommandBuilder", "write_plan_file"]
 

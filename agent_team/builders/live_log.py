@@ -11,7 +11,7 @@ same task appends to it.
 
 Bounds: the last `MAX_CHARS` characters and `MAX_LINES` lines; a line longer
 than `MAX_LINE_CHARS` is broken (at a space if it has one). Every line is
-redacted (`agent_team.redact`) when it is complete and before it is kept, so
+redacted (`agent_team.common.redact`) when it is complete and before it is kept, so
 no secret is ever written. An unfinished line is held back until its end
 arrives, since half a token may not look like one yet.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_team.builders.worktree import task_key
-from agent_team.redact import redact
+from agent_team.common.redact import redact
 
 if TYPE_CHECKING:
     from agent_team.config import Settings

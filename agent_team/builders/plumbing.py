@@ -58,8 +58,8 @@ from agent_team.builders.worktree import (
     record_parts,
     task_key,
 )
+from agent_team.common.redact import redact, tail
 from agent_team.exceptions import BuildError, BuilderUnavailableError
-from agent_team.redact import redact, tail
 
 __all__ = ["build_on_branch", "open_branch", "record_files"]
 

@@ -55,7 +55,6 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from agent_team.builders._proc import Completed, ProcessTimeout, inherited_env, run_process
 from agent_team.builders.base import (
     BuildResult,
     BuildTask,
@@ -64,8 +63,9 @@ from agent_team.builders.base import (
     Worktree,
     plan_hash,
 )
+from agent_team.builders.proc import Completed, ProcessTimeout, inherited_env, run_process
+from agent_team.common.redact import redact, tail
 from agent_team.exceptions import BuildError, BuilderUnavailableError
-from agent_team.redact import redact, tail
 
 __all__ = [
     "AUTHOR_EMAIL",

@@ -9,12 +9,12 @@ from typing import Annotated, Any
 import typer
 
 from agent_team import db
-from agent_team.actors import cli_actor
 from agent_team.automations import service
 from agent_team.automations.runner import AutomationRunner, runner_for, schedule_of
-from agent_team.cli_support import context_of, id_table, open_ready, open_writable, out, print_json
+from agent_team.cli.support import context_of, id_table, open_ready, open_writable, out, print_json
+from agent_team.common.timefmt import relative
 from agent_team.exceptions import InvalidAutomationError
-from agent_team.timefmt import relative
+from agent_team.requests.actors import cli_actor
 
 __all__ = ["automation_app"]
 

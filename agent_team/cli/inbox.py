@@ -6,9 +6,10 @@ from typing import Annotated
 
 import typer
 
-from agent_team import db, triage
-from agent_team.cli_support import age, context_of, id_table, open_ready, out, print_json
-from agent_team.timefmt import deadline_text, parse_duration
+from agent_team import db
+from agent_team.cli.support import age, context_of, id_table, open_ready, out, print_json
+from agent_team.common.timefmt import deadline_text, parse_duration
+from agent_team.reports import triage
 
 __all__ = ["audit_app", "inbox"]
 

@@ -20,12 +20,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from agent_team import __version__, db, inbox, reports
-from agent_team.actors import cli_actor
-from agent_team.cli_automation import automation_app
-from agent_team.cli_inbox import audit_app
-from agent_team.cli_inbox import inbox as inbox_command
-from agent_team.cli_support import (
+from agent_team import __version__, db
+from agent_team.cli.automation import automation_app
+from agent_team.cli.inbox import audit_app
+from agent_team.cli.inbox import inbox as inbox_command
+from agent_team.cli.support import (
     CliContext,
     age,
     context_of,
@@ -36,14 +35,17 @@ from agent_team.cli_support import (
     out,
     print_json,
 )
+from agent_team.common.invocation import command, localize
+from agent_team.common.redact import redact
+from agent_team.common.timefmt import deadline_text, parse_duration, span
 from agent_team.config import Settings
 from agent_team.exceptions import AgentTeamError, ConfigError, InvalidAutomationError
-from agent_team.invocation import command, localize
-from agent_team.journey import who_answered
-from agent_team.plandiff import DiffLine, changes_text
-from agent_team.redact import redact
+from agent_team.reports import task as reports
+from agent_team.reports.journey import who_answered
+from agent_team.reports.plandiff import DiffLine, changes_text
+from agent_team.requests import inbox
+from agent_team.requests.actors import cli_actor
 from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
-from agent_team.timefmt import deadline_text, parse_duration, span
 
 __all__ = ["app", "main"]
 
@@ -467,7 +469,7 @@ def tick(
 ) -> None:
     """One pass of the daemon's work (GitHub intake, sweep, commands, deadlines), then exit."""
     from agent_team.integrations.github.integration import GitHubIntegration
-    from agent_team.wiring import build_runtime  # the graph stack loads only when needed
+    from agent_team.service.wiring import build_runtime  # the graph stack loads only when needed
 
     settings = context_of(ctx).settings()
     with build_runtime(settings, only={GitHubIntegration.name}) as runtime:
@@ -612,8 +614,8 @@ def show(
 
 def _follow(ctx: typer.Context, task_id: str) -> None:
     """`show --follow`: the build output's tail, then what is added; Ctrl-C ends it quietly."""
-    from agent_team.build_watch import BuildOutput, build_output, follow_build
     from agent_team.builders.live_log import read_build_log, state_dir_of
+    from agent_team.reports.build_watch import BuildOutput, build_output, follow_build
 
     settings = context_of(ctx).settings()
     state_dir = state_dir_of(settings)
@@ -715,8 +717,8 @@ def daemon(
     ] = False,
 ) -> None:
     """Run agent-team as a service: worker, timers, dashboard and API, until SIGTERM."""
-    from agent_team.access import DashboardTokens, demo_token_path, ensure_demo_token
-    from agent_team.daemon import Daemon
+    from agent_team.requests.access import DashboardTokens, demo_token_path, ensure_demo_token
+    from agent_team.service.daemon import Daemon
 
     settings = context_of(ctx).settings()
     db.ensure_writable_folder(settings.db_path)  # before anything is written beside it
@@ -825,7 +827,7 @@ def intake_status(
 @app.command()
 def doctor(ctx: typer.Context) -> None:
     """Check the configuration and environment; each failed check says how to fix it."""
-    from agent_team.doctor import run_checks
+    from agent_team.service.doctor import run_checks
 
     results = run_checks(context_of(ctx).settings())
     table = Table("", "check", "detail", "fix")

@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.table import Table
 
 from agent_team import db
+from agent_team.common.log_format import formatter_for
 from agent_team.config import Settings, load_hooks, load_settings
-from agent_team.log_format import formatter_for
 
 __all__ = [
     "CliContext",

@@ -17,7 +17,7 @@ import logging
 import re
 from datetime import UTC, datetime
 
-from agent_team.redact import redact
+from agent_team.common.redact import redact
 
 __all__ = ["JsonFormatter", "SafeFormatter", "escape_controls", "formatter_for"]
 

@@ -2,7 +2,7 @@
 
 `Coordinator` is the facade requests go to; `GraphRunner` runs graphs,
 `Worker` claims commands and runs them on a pool, `Sweeper` recovers after
-a crash and runs the timers. `agent_team.wiring` builds them from the settings.
+a crash and runs the timers. `agent_team.service.wiring` builds them from the settings.
 """
 
 from __future__ import annotations

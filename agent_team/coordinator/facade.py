@@ -3,7 +3,7 @@
 Requests (CLI, dashboard, transports, intake) go through the ledger first,
 as `inbox` writes them, then wake the worker: a task row and a `start`
 command on submit, an answer and its `resume` command in one transaction,
-a `cancel` command. The parts are built by `agent_team.wiring` from the
+a `cancel` command. The parts are built by `agent_team.service.wiring` from the
 settings; the coordinator only holds them together and closes what it was
 handed to close (DESIGN.md §3, §4).
 """
@@ -22,8 +22,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from agent_team import db, inbox
-from agent_team.actors import INTERNAL, Actor
+from agent_team import db
 from agent_team.automations.runner import PassReport, runner_for
 from agent_team.config import Settings
 from agent_team.coordinator.loop_lease import LoopLease
@@ -33,6 +32,8 @@ from agent_team.coordinator.worker import Worker
 from agent_team.exceptions import UnknownTaskError
 from agent_team.models.budget_view import BudgetToday, settings_budget
 from agent_team.nodes.common import GraphDeps
+from agent_team.requests import inbox
+from agent_team.requests.actors import INTERNAL, Actor
 from agent_team.task_model import QuestionKind
 from agent_team.transports.base import Transport
 

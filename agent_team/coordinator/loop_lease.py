@@ -17,8 +17,8 @@ import logging
 import threading
 
 from agent_team import db
+from agent_team.common.redact import redact
 from agent_team.exceptions import LedgerError
-from agent_team.redact import redact
 
 __all__ = ["LoopLease"]
 

@@ -25,11 +25,12 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command as GraphCommand
 from langgraph.types import Interrupt, StateSnapshot
 
-from agent_team import db, reports
+from agent_team import db
+from agent_team.common.redact import redact, tail
 from agent_team.exceptions import FencedError, ParkingError
 from agent_team.graph import NODE_PHASES, QUESTION_PHASES
 from agent_team.nodes.common import GraphDeps
-from agent_team.redact import redact, tail
+from agent_team.reports import task as reports
 from agent_team.task_model import (
     TERMINAL_STATUSES,
     Phase,

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from agent_team import db, reports
+from agent_team import db
 from agent_team.coordinator.runner import GraphRunner
+from agent_team.reports import task as reports
 from agent_team.task_model import CommandKind, TaskStatus
 
 __all__ = ["CHECKPOINT_BATCH", "EVENT_RETENTION", "SweepReport", "Sweeper"]

@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from agent_team import db
+from agent_team.common.redact import redact
 from agent_team.coordinator.runner import GraphRunner
 from agent_team.exceptions import FencedError
-from agent_team.redact import redact
 from agent_team.task_model import CommandKind
 
 __all__ = ["Worker", "instance_id"]

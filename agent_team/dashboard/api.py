@@ -26,10 +26,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from agent_team import db, inbox, reports
-from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP
-from agent_team.build_watch import build_output
+from agent_team import db
 from agent_team.builders.live_log import read_build_log, state_dir_of
+from agent_team.common.redact import redact
 from agent_team.dashboard.api_common import (
     MAX_BODY_BYTES,
     ApiError,
@@ -57,10 +56,13 @@ from agent_team.exceptions import (
     LedgerError,
     UnknownTaskError,
 )
-from agent_team.health import LoopStatus
-from agent_team.limits import MAX_TITLE_CHARS
-from agent_team.readiness import readiness
-from agent_team.redact import redact
+from agent_team.health.readiness import readiness
+from agent_team.health.status import LoopStatus
+from agent_team.reports import task as reports
+from agent_team.reports.build_watch import build_output
+from agent_team.requests import inbox
+from agent_team.requests.answers import PLAN_DECISION_HELP, PUBLISH_HELP
+from agent_team.requests.limits import MAX_TITLE_CHARS
 from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind
 
 __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "ApiError", "routes"]
@@ -303,7 +305,7 @@ class _Api:
         return self.json(body)
 
     def readyz(self, request: Request) -> Response:
-        """Readiness (see `agent_team.readiness`): 503 with the reasons when not ready."""
+        """Readiness (see `agent_team.health.readiness`): 503 with the reasons when not ready."""
         state = self._ledger_state()
         coordinator = self.ctx.coordinator
         verdict = readiness(

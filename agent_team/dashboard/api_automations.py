@@ -19,10 +19,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from agent_team import db, triage
-from agent_team.actors import Actor
+from agent_team import db
 from agent_team.automations import service
 from agent_team.automations.runner import AutomationRunner, runner_for, schedule_of
+from agent_team.common.timefmt import parse_duration
 from agent_team.dashboard.api_common import (
     ApiError,
     bad_parameter,
@@ -35,7 +35,8 @@ from agent_team.dashboard.api_common import (
 from agent_team.dashboard.app import DashboardContext
 from agent_team.dashboard.auth import AuthRefused
 from agent_team.dashboard.task_filters import integer
-from agent_team.timefmt import parse_duration
+from agent_team.reports import triage
+from agent_team.requests.actors import Actor
 
 __all__ = ["routes"]
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from agent_team.bounded_json import BadJson, loads_bounded
+from agent_team.common.bounded_json import BadJson, loads_bounded
+from agent_team.common.redact import redact_deep
 from agent_team.dashboard.task_filters import BadParameter
 from agent_team.exceptions import (
     InvalidAnswerError,
@@ -31,7 +32,6 @@ from agent_team.exceptions import (
     UnknownAutomationError,
     UnknownTaskError,
 )
-from agent_team.redact import redact_deep
 
 if TYPE_CHECKING:
     from agent_team.dashboard.app import DashboardContext

@@ -25,7 +25,7 @@ from agent_team.config import Settings
 from agent_team.dashboard.read_gate import ReadGate
 from agent_team.dashboard.security_headers import SecurityHeaders
 from agent_team.dashboard.trusted_hosts import allowed_hosts
-from agent_team.health import Health
+from agent_team.health.status import Health
 
 if TYPE_CHECKING:
     from agent_team.coordinator import Coordinator

@@ -31,8 +31,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from agent_team.access import DashboardToken, DashboardTokens, create_secret_file
-from agent_team.actors import Actor
+from agent_team.requests.access import DashboardToken, DashboardTokens, create_secret_file
+from agent_team.requests.actors import Actor
 
 if TYPE_CHECKING:
     from agent_team.config import Settings

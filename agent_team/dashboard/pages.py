@@ -32,8 +32,9 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agent_team import db
-from agent_team.build_watch import BuildOutput, build_output
 from agent_team.builders.live_log import read_build_log, state_dir_of
+from agent_team.common.redact import redact
+from agent_team.common.timefmt import relative, span
 from agent_team.dashboard.app import STATIC_DIR, DashboardContext
 from agent_team.dashboard.auth import login_path
 from agent_team.dashboard.plan_view import PlanChoiceError, plan_context
@@ -46,13 +47,12 @@ from agent_team.dashboard.task_filters import (
     parse_task_filter,
 )
 from agent_team.exceptions import LedgerError, UnknownTaskError
-from agent_team.journey import who_answered
-from agent_team.limits import PAGE_BODY_CHARS
 from agent_team.models.budget_view import settings_budget
-from agent_team.redact import redact
-from agent_team.reports import task_report
+from agent_team.reports.build_watch import BuildOutput, build_output
+from agent_team.reports.journey import who_answered
+from agent_team.reports.task import task_report
+from agent_team.requests.limits import PAGE_BODY_CHARS
 from agent_team.task_model import QuestionKind, QuestionStatus, TaskKind, TaskStatus
-from agent_team.timefmt import relative, span
 
 __all__ = ["TEMPLATES_DIR", "Stamp", "failure_page", "render_page", "routes", "stamp"]
 

@@ -17,12 +17,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from agent_team import db, triage
+from agent_team import db
 from agent_team.automations import service
 from agent_team.automations.runner import schedule_of
+from agent_team.common.redact import redact
 from agent_team.dashboard.app import DashboardContext
 from agent_team.dashboard.pages import Stamp, failure_page, render_page, stamp
-from agent_team.redact import redact
+from agent_team.reports import triage
 
 __all__ = ["RUNS_SHOWN", "routes"]
 

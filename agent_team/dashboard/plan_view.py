@@ -20,8 +20,8 @@ from typing import Any
 from markupsafe import Markup
 
 from agent_team.dashboard.safe_markdown import render_markdown
-from agent_team.journey import who_answered
-from agent_team.plandiff import ADDED, REMOVED
+from agent_team.reports.journey import who_answered
+from agent_team.reports.plandiff import ADDED, REMOVED
 
 __all__ = ["DiffRow", "PlanChoiceError", "PlanLink", "plan_context"]
 

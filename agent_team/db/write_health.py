@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from agent_team.redact import redact, tail
+from agent_team.common.redact import redact, tail
 
 __all__ = ["WriteFailure", "WriteHealth"]
 

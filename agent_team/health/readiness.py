@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from agent_team import db
-from agent_team.health import Health
+from agent_team.health.status import Health
 
 __all__ = ["Readiness", "readiness"]
 

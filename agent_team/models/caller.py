@@ -33,11 +33,11 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
 from agent_team import db
+from agent_team.common.redact import redact
 from agent_team.exceptions import BudgetExhaustedError, ConfigError, ModelError
 from agent_team.models.budget_view import capped_in_usd
 from agent_team.models.pricing import Price, cost_usd, price_for
 from agent_team.models.tokens import estimate_tokens, message_text, reply_text
-from agent_team.redact import redact
 from agent_team.task_model import BillingMode
 
 __all__ = ["ModelCaller", "Usage"]

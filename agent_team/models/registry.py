@@ -17,9 +17,9 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from agent_team.common.redact import redact
 from agent_team.exceptions import ConfigError, ModelUnavailableError
 from agent_team.models.offline import OFFLINE_SPEC, OfflineChatModel
-from agent_team.redact import redact
 
 __all__ = ["PROVIDERS", "ModelSpec", "Provider", "make_chat_model", "parse_model_spec"]
 

@@ -18,12 +18,12 @@ from langgraph.types import interrupt
 from pydantic import BaseModel
 
 from agent_team import db
-from agent_team.answers import ANSWER_MODELS
 from agent_team.builders.base import BuildResult, BuildTask
+from agent_team.common.testhooks import CRASH_EXIT_CODE, crash_if
 from agent_team.integrations.confluence.lane import ConfluenceLane
 from agent_team.models.caller import ModelCaller
+from agent_team.requests.answers import ANSWER_MODELS
 from agent_team.task_model import Phase, QuestionKind, TaskState, TaskStatus, question_id_for
-from agent_team.testhooks import CRASH_EXIT_CODE, crash_if
 
 __all__ = ["CRASH_EXIT_CODE", "GraphDeps", "ask_human", "crash_point", "enter"]
 

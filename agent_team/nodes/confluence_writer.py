@@ -46,7 +46,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_team import db
-from agent_team.answers import PUBLISH_HELP
+from agent_team.common.redact import MASK
 from agent_team.exceptions import ConfluenceRefusedError
 from agent_team.integrations.confluence import adf, mermaid
 from agent_team.integrations.confluence.client import ConfluenceClient, StaleVersionError
@@ -63,7 +63,7 @@ from agent_team.integrations.confluence.pages import (
 from agent_team.models.prompts import PageContext, confluence_messages
 from agent_team.models.schemas import ConfluenceDraft, Plan
 from agent_team.nodes.common import GraphDeps, ask_human, crash_point, enter
-from agent_team.redact import MASK
+from agent_team.requests.answers import PUBLISH_HELP
 from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState, question_id_for
 
 __all__ = [

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_team.answers import PLAN_DECISION_HELP
 from agent_team.models.schemas import Plan
 from agent_team.nodes.common import GraphDeps, ask_human, crash_point, enter
+from agent_team.requests.answers import PLAN_DECISION_HELP
 from agent_team.task_model import Phase, QuestionKind, TaskState
 
 __all__ = ["plan_review", "route_after_review"]

@@ -20,9 +20,9 @@ from typing import Any
 
 from agent_team import db
 from agent_team.builders.live_log import LogTail
-from agent_team.redact import redact
+from agent_team.common.redact import redact
+from agent_team.common.timefmt import span
 from agent_team.task_model import TaskStatus
-from agent_team.timefmt import span
 
 __all__ = ["FOLLOW_POLL_S", "BuildOutput", "build_output", "follow_build", "state_line"]
 

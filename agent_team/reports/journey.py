@@ -30,8 +30,8 @@ from datetime import datetime
 from typing import Any
 
 from agent_team import db
+from agent_team.common.timefmt import span
 from agent_team.task_model import Phase, QuestionKind, QuestionStatus, TaskStatus
-from agent_team.timefmt import span
 
 __all__ = ["GATE_PHASES", "Step", "journey_steps", "who_answered"]
 

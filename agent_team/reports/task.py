@@ -15,8 +15,8 @@ from typing import Any
 
 from agent_team import db
 from agent_team.exceptions import UnknownTaskError
-from agent_team.journey import journey_steps
-from agent_team.plandiff import plan_versions
+from agent_team.reports.journey import journey_steps
+from agent_team.reports.plandiff import plan_versions
 from agent_team.task_model import TERMINAL_STATUSES, TaskStatus
 
 __all__ = [

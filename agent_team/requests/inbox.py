@@ -15,10 +15,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agent_team import db
-from agent_team.actors import INTERNAL, Actor
-from agent_team.answers import parse_answer
 from agent_team.exceptions import QuestionClosedError, TaskRefusedError, UnknownTaskError
-from agent_team.limits import check_task_size
+from agent_team.requests.actors import INTERNAL, Actor
+from agent_team.requests.answers import parse_answer
+from agent_team.requests.limits import check_task_size
 from agent_team.task_model import (
     TERMINAL_STATUSES,
     CommandKind,
@@ -57,7 +57,7 @@ def submit_task(
     `start` command are one transaction.
 
     Raises:
-        TaskTooLargeError: a title or body over the limits in `agent_team.limits`.
+        TaskTooLargeError: a title or body over the limits in `agent_team.requests.limits`.
         TaskRefusedError: a `confluence` task while the docs lane is off.
     """
     check_task_size(title, body)

@@ -34,18 +34,18 @@ from starlette.routing import BaseRoute
 
 from agent_team import db
 from agent_team.builders import kill_running_children
+from agent_team.common.redact import redact
 from agent_team.config import Settings, load_systemd_env
 from agent_team.coordinator import Coordinator
 from agent_team.dashboard.app import DashboardContext, create_app
 from agent_team.exceptions import AgentTeamError
-from agent_team.health import Health
+from agent_team.health.loops import Loop
+from agent_team.health.status import Health
 from agent_team.integrations.base import Integration
 from agent_team.integrations.github.integration import GitHubIntegration
-from agent_team.loops import Loop
-from agent_team.redact import redact
-from agent_team.systemd import Notifier
+from agent_team.service.systemd import Notifier
+from agent_team.service.wiring import build_runtime
 from agent_team.transports.base import Transport
-from agent_team.wiring import build_runtime
 
 __all__ = ["Daemon", "DaemonError"]
 

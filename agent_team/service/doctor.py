@@ -14,9 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent_team import db
-from agent_team.access import DashboardTokens
+from agent_team.common.invocation import command
 from agent_team.config import Settings
-from agent_team.daemon_probe import RunningDaemon, probe_daemon
 from agent_team.db.url import redact_url
 from agent_team.exceptions import (
     AgentTeamError,
@@ -24,8 +23,9 @@ from agent_team.exceptions import (
     LedgerNotReadyError,
     SchemaTooNewError,
 )
-from agent_team.invocation import command
 from agent_team.models.registry import PROVIDERS, parse_model_spec
+from agent_team.requests.access import DashboardTokens
+from agent_team.service.probe import RunningDaemon, probe_daemon
 
 __all__ = ["CHECKS", "CheckFn", "CheckResult", "check", "run_checks"]
 

@@ -23,6 +23,7 @@ import httpx
 from agent_team import db
 from agent_team.builders.cleanup import FinishedWorktrees
 from agent_team.builders.registry import make_builder, run_build
+from agent_team.common.testhooks import Hooks
 from agent_team.config import Settings, load_hooks
 from agent_team.coordinator import Coordinator, default_deadlines
 from agent_team.graph import DURABLE_CHANNELS, build_graph
@@ -35,7 +36,6 @@ from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
 from agent_team.nodes.publish import Publish, PublishHook
-from agent_team.testhooks import Hooks
 from agent_team.transports.base import Transport
 from agent_team.transports.local import LocalTransport
 
@@ -183,7 +183,7 @@ def build_runtime(
             whatever was built before it is closed first.
     """
     from agent_team.integrations.registry import build_integrations
-    from agent_team.transports.registry import make_transport
+    from agent_team.service.transport_choice import make_transport
 
     stack = ExitStack()
     try:

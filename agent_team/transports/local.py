@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from agent_team.common.invocation import command
 from agent_team.db import Question, Task
-from agent_team.invocation import command
 
 __all__ = ["LocalTransport"]
 

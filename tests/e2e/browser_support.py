@@ -26,7 +26,7 @@ from agent_team import db
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
 from agent_team.dashboard import DashboardContext, create_app
-from agent_team.wiring import build_coordinator
+from agent_team.service.wiring import build_coordinator
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -151,8 +151,8 @@ def test_typing_survives_a_refresh_and_a_lost_sign_in_is_reported_inline(
 def test_the_inbox_and_the_automations_pages_in_the_browser(
     browser: Browser, live: Live, tmp_path: Path
 ) -> None:
-    from agent_team.actors import Actor
     from agent_team.automations import service
+    from agent_team.requests.actors import Actor
 
     task_id, question_id = task_waiting_on_plan(live.coordinator)
     ledger = live.coordinator.ledger

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from agent_team import db, inbox
+from agent_team import db
+from agent_team.requests import inbox
 from tests.e2e.browser_support import (
     LAPTOP,
     PHONE,

@@ -15,9 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_team import db, inbox
+from agent_team import db
 from agent_team.config import load_settings
-from agent_team.daemon import Daemon, Loop
+from agent_team.requests import inbox
+from agent_team.service.daemon import Daemon, Loop
 from tests.e2e.conftest import LONG_BODY
 
 AGENT_TEAM = Path(sys.executable).with_name("agent-team")

@@ -17,10 +17,10 @@ import pytest
 
 from agent_team import db
 from agent_team.config import load_settings
-from agent_team.daemon import Daemon
 from agent_team.db.sqlite_ledger import storage_error
-from agent_team.doctor import check_dashboard_port
 from agent_team.exceptions import LedgerError
+from agent_team.service.daemon import Daemon
+from agent_team.service.doctor import check_dashboard_port
 from tests.e2e.test_daemon import wait_for
 
 

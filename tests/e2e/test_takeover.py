@@ -21,7 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_team import db, inbox
+from agent_team import db
+from agent_team.requests import inbox
 from tests.e2e.conftest import AGENT_TEAM, LONG_BODY
 from tests.e2e.test_daemon import base_env, free_port, wait_for
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_team import db, inbox
+from agent_team import db
+from agent_team.requests import inbox
 from tests.e2e.cluster import (
     Answerer,
     BuildRun,

@@ -25,8 +25,8 @@ import pytest
 
 from agent_team import db
 from agent_team.config import load_settings
-from agent_team.daemon import Daemon
 from agent_team.integrations.github.intake import task_id_for
+from agent_team.service.daemon import Daemon
 from tests.fakes import confluence_api as fc
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack, SlackCall

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from agent_team import db
-from agent_team.actors import Actor
 from agent_team.automations import service
 from agent_team.automations.runner import run_id_for
+from agent_team.requests.actors import Actor
 from tests.integration.test_cli import run_cli
 
 RACER = Path(__file__).resolve().parents[1] / "fixtures" / "automation_racer.py"

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_team import db
-from agent_team.cli import app
+from agent_team.cli.main import app
 from agent_team.config import load_settings
-from agent_team.doctor import run_checks
+from agent_team.service.doctor import run_checks
 
 
 def test_backup_is_consistent_while_writing_and_keeps_n(ledger_file: Path, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_team import __version__, db
-from agent_team.cli import app
+from agent_team.cli.main import app
 from agent_team.config import ENV_PREFIX
 from agent_team.exceptions import LedgerNotReadyError, SchemaTooNewError
 

@@ -142,7 +142,8 @@ def test_a_damaged_ledger_is_confirmed_by_quick_check_and_only_then_backup_is_ad
     ledger: Path, tmp_path: Path
 ) -> None:
     script = (
-        "import sys; from agent_team import db, inbox; conn = db.open_ledger(sys.argv[1]); "
+        "import sys; from agent_team import db; from agent_team.requests import inbox; "
+        "conn = db.open_ledger(sys.argv[1]); "
         "[inbox.submit_task(conn, title=f'task {n}', body='x' * 600) for n in range(60)]"
     )
     subprocess.run([sys.executable, "-c", script, str(ledger)], check=True, timeout=60)

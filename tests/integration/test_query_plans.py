@@ -39,7 +39,7 @@ from agent_team import db
 from agent_team.config import load_settings
 from agent_team.dashboard import DashboardContext, create_app
 from agent_team.db import sqlite_ledger
-from agent_team.wiring import build_coordinator
+from agent_team.service.wiring import build_coordinator
 from tests.integration.pipeline.conftest import LONG_BODY, Clock, open_question
 
 # Tables whose rows accumulate with every task (ours and LangGraph's); any other table

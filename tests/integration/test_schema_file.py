@@ -44,7 +44,7 @@ def agent_team_command() -> list[str]:
     on_path = shutil.which("agent-team")
     if on_path:
         return [on_path]
-    return [sys.executable, "-c", "from agent_team.cli import main; main()"]
+    return [sys.executable, "-c", "from agent_team.cli.main import main; main()"]
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from agent_team import db, inbox
+from agent_team import db
 from agent_team.dashboard import DashboardContext, create_app
 from agent_team.exceptions import TaskTooLargeError
 from agent_team.integrations.github.intake import GitHubIssue
-from agent_team.limits import MAX_BODY_CHARS, MAX_TITLE_CHARS, PAGE_BODY_CHARS
+from agent_team.requests import inbox
+from agent_team.requests.limits import MAX_BODY_CHARS, MAX_TITLE_CHARS, PAGE_BODY_CHARS
 from tests.integration.dashboard.conftest import TOKEN, make_settings
 from tests.integration.test_cli import assert_one_line_error, run_cli
 

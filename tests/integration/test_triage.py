@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from agent_team import db, triage
+from agent_team import db
 from agent_team.dashboard import DashboardContext, create_app
 from agent_team.models.budget_view import BudgetToday
+from agent_team.reports import triage
 from tests.integration.dashboard.conftest import make_settings
 from tests.integration.test_cli import run_cli
 

@@ -14,7 +14,7 @@ import pytest
 from agent_team import db
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
-from agent_team.wiring import build_coordinator
+from agent_team.service.wiring import build_coordinator
 
 BODY = (
     "Remember the email address on the login page between visits.\n"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_team.answers import ANSWER_MODELS, PlanDecisionAnswer, parse_answer
 from agent_team.exceptions import InvalidAnswerError
+from agent_team.requests.answers import ANSWER_MODELS, PlanDecisionAnswer, parse_answer
 
 
 @pytest.mark.parametrize(

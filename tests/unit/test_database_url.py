@@ -97,7 +97,8 @@ def test_a_bad_url_in_settings_is_one_config_error(monkeypatch: pytest.MonkeyPat
 
 def test_sqlite_runs_and_help_never_import_psycopg(tmp_path: Path) -> None:
     code = (
-        "import sys; from agent_team import cli, db, wiring; "
+        "import sys; from agent_team import db; from agent_team.cli import main; "
+        "from agent_team.service import wiring; "
         f"db.init_db({str(tmp_path / 'x.db')!r}); "
         "assert not [m for m in sys.modules "
         "if m.startswith(('psycopg', 'langgraph.checkpoint.postgres'))]"

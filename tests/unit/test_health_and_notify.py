@@ -7,8 +7,8 @@ import uuid
 from pathlib import Path
 
 from agent_team.config import SystemdEnv
-from agent_team.health import Health
-from agent_team.systemd import Notifier
+from agent_team.health.status import Health
+from agent_team.service.systemd import Notifier
 
 
 def test_health_tracks_start_death_restart_and_facts() -> None:

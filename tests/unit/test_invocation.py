@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_team.invocation import command, localize
+from agent_team.common.invocation import command, localize
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from agent_team import db
-from agent_team.journey import journey_steps, who_answered
+from agent_team.reports.journey import journey_steps, who_answered
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 

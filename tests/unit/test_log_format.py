@@ -8,11 +8,19 @@ import logging
 
 import pytest
 
+from agent_team.common.log_format import (
+    JsonFormatter,
+    SafeFormatter,
+    escape_controls,
+    formatter_for,
+)
+from agent_team.common.redact import redact
 from agent_team.config import load_settings
-from agent_team.log_format import JsonFormatter, SafeFormatter, escape_controls, formatter_for
-from agent_team.redact import redact
 
-FORGED = "title\n2026-12-04 10:00:00,000 ERROR agent_team.daemon: the ledger is gone\x1b[2J\u202e"
+FORGED = (
+    "title\n2026-12-04 10:00:00,000 ERROR agent_team.service.daemon: the ledger is gone"
+    "\x1b[2J\u202e"
+)
 
 
 def _logged(formatter: logging.Formatter, *, exc: bool = False) -> str:

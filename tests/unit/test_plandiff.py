@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from agent_team import db
-from agent_team.plandiff import DiffLine, changed, changes_text, diff_plans, plan_versions
+from agent_team.reports.plandiff import DiffLine, changed, changes_text, diff_plans, plan_versions
 
 V1 = "# Plan\n\nRemember email\n\n## Steps\n\n1. Store the email in a cookie\n2. Prefill it\n"
 V2 = (

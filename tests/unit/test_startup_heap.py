@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_team.daemon import freeze_startup_heap
+from agent_team.service.daemon import freeze_startup_heap
 
 
 class _Node:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from agent_team.timefmt import deadline_text, relative, span
+from agent_team.common.timefmt import deadline_text, relative, span
 
 NOW = datetime(2026, 12, 3, 14, 0, tzinfo=UTC)  # a Thursday
 

@@ -42,10 +42,10 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from agent_team.common.redact import redact, redact_deep
 from agent_team.exceptions import ConfigError, ConfluenceError, ConfluenceRefusedError
 from agent_team.integrations.confluence import adf
 from agent_team.integrations.confluence.settings import ConfluenceSettings
-from agent_team.redact import redact, redact_deep
 
 __all__ = [
     "BasicAuth",

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_team.common.redact import redact_deep
 from agent_team.exceptions import ConfigError, ConfluenceRefusedError
 from agent_team.integrations.confluence.client import ConfluenceClient
 from agent_team.integrations.confluence.settings import ConfluenceSettings
-from agent_team.redact import redact_deep
 
 __all__ = ["ConfluenceLane", "lane_from_settings"]
 

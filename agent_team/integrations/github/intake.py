@@ -35,13 +35,13 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_team import __version__, db
-from agent_team.actors import Actor
+from agent_team.common.redact import redact, redact_deep
+from agent_team.common.testhooks import wall_clock
 from agent_team.exceptions import AgentTeamError
 from agent_team.integrations.github.settings import GitHubSettings
-from agent_team.limits import MAX_BODY_CHARS, MAX_TITLE_CHARS
-from agent_team.redact import redact, redact_deep
+from agent_team.requests.actors import Actor
+from agent_team.requests.limits import MAX_BODY_CHARS, MAX_TITLE_CHARS
 from agent_team.task_model import TaskKind
-from agent_team.testhooks import wall_clock
 
 __all__ = [
     "BODY_LIMIT",

@@ -20,6 +20,7 @@ import httpx
 
 from agent_team import db
 from agent_team.config import Settings
+from agent_team.health.loops import Loop
 from agent_team.integrations.github.intake import (
     GitHubClient,
     GitHubIntake,
@@ -30,7 +31,6 @@ from agent_team.integrations.github.pr import PullRequestPublisher
 from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.integrations.github.status import StatusCommenter
 from agent_team.integrations.github.webhook import WebhookHandler
-from agent_team.loops import Loop
 from agent_team.nodes.publish import PublishHook
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
     from agent_team.coordinator import Coordinator, TaskObserver
     from agent_team.coordinator.loop_lease import LoopLease
-    from agent_team.doctor import CheckFn
-    from agent_team.health import Health
+    from agent_team.health.status import Health
+    from agent_team.service.doctor import CheckFn
 
 __all__ = ["GitHubIntegration", "GitHubSettings", "make_publisher", "publishes"]
 

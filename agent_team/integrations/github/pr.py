@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 
 from agent_team import db
-from agent_team.builders._proc import Completed, ProcessTimeout, inherited_env, run_process
+from agent_team.builders.proc import Completed, ProcessTimeout, inherited_env, run_process
 from agent_team.exceptions import PublishFailedError
 from agent_team.integrations.github.intake import SOURCE, GitHubClient, GitHubError, parse_issue_url
 from agent_team.task_model import TaskState

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_team import db
-from agent_team.bounded_json import BadJson, loads_bounded
+from agent_team.common.bounded_json import BadJson, loads_bounded
 from agent_team.integrations.github.intake import (
     GitHubIntake,
     GitHubIssue,

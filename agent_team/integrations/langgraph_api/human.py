@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent_team.answers import parse_answer
 from agent_team.exceptions import InvalidAnswerError
 from agent_team.models.schemas import Plan
+from agent_team.requests.answers import parse_answer
 from agent_team.task_model import QuestionKind
 
 __all__ = [

@@ -13,17 +13,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount
 
-from agent_team.access import DashboardTokens
 from agent_team.config import Settings
 from agent_team.integrations.langgraph_api.cors import Cors
 from agent_team.integrations.langgraph_api.follow import TaskChanges
 from agent_team.integrations.langgraph_api.routes import LangGraphApi, routes
+from agent_team.requests.access import DashboardTokens
 
 if TYPE_CHECKING:
     from agent_team.coordinator import Coordinator, TaskObserver
-    from agent_team.doctor import CheckFn
-    from agent_team.health import Health
-    from agent_team.loops import Loop
+    from agent_team.health.loops import Loop
+    from agent_team.health.status import Health
+    from agent_team.service.doctor import CheckFn
 
 __all__ = ["PREFIX", "LangGraphApiIntegration", "LangGraphApiSettings"]
 

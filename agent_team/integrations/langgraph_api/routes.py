@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from agent_team import db, inbox
-from agent_team.actors import Actor
+from agent_team import db
+from agent_team.common.redact import redact_deep
 from agent_team.coordinator.runner import thread_config
 from agent_team.dashboard.api_common import ApiError, RedactedJSON, json_body, translate
 from agent_team.exceptions import InvalidAnswerError, TaskRefusedError
@@ -38,12 +38,13 @@ from agent_team.integrations.langgraph_api.shapes import (
     thread_state,
     thread_view,
 )
-from agent_team.redact import redact_deep
+from agent_team.requests import inbox
+from agent_team.requests.actors import Actor
 from agent_team.task_model import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
-    from agent_team.access import DashboardTokens
     from agent_team.coordinator import Coordinator
+    from agent_team.requests.access import DashboardTokens
 
 __all__ = ["VIA", "LangGraphApi"]
 

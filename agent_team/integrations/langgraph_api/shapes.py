@@ -15,10 +15,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from agent_team import db, reports
+from agent_team import db
 from agent_team.integrations.langgraph_api.human import GATE_NODES, human_interrupt
 from agent_team.models.schemas import Plan
-from agent_team.plandiff import plan_versions
+from agent_team.reports import task as reports
+from agent_team.reports.plandiff import plan_versions
 from agent_team.task_model import QuestionStatus, TaskStatus
 
 __all__ = [

@@ -25,8 +25,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
-from agent_team import db, inbox
-from agent_team.answers import parse_answer
+from agent_team import db
 from agent_team.exceptions import InvalidAnswerError, QuestionClosedError, UnknownTaskError
 from agent_team.integrations.slack.blocks import (
     BUTTON_ANSWERS,
@@ -38,6 +37,8 @@ from agent_team.integrations.slack.blocks import (
 from agent_team.integrations.slack.followups import FollowUps
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport, split_ref
+from agent_team.requests import inbox
+from agent_team.requests.answers import parse_answer
 from agent_team.task_model import QuestionStatus
 
 __all__ = ["AnswerFn", "AnswerHandler"]

@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from agent_team.db import Question, Task, from_iso
-from agent_team.journey import who_answered
-from agent_team.plandiff import DiffLine, PlanVersion, changes_text
+from agent_team.reports.journey import who_answered
+from agent_team.reports.plandiff import DiffLine, PlanVersion, changes_text
 from agent_team.task_model import QuestionKind
 
 __all__ = [

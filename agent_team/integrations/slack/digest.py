@@ -23,9 +23,9 @@ from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from agent_team import db
+from agent_team.common.redact import redact
 from agent_team.integrations.slack.blocks import escape
-from agent_team.redact import redact
-from agent_team.triage import TriageItem
+from agent_team.reports.triage import TriageItem
 
 __all__ = ["MAX_ITEMS", "STALE_AFTER", "DailyTime", "Digest", "digest_text"]
 

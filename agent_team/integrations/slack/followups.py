@@ -23,9 +23,9 @@ from datetime import datetime
 from typing import Any
 
 from agent_team import db
-from agent_team.answers import PLAN_DECISION_HELP, PUBLISH_HELP
 from agent_team.integrations.slack.blocks import escape, revise_modal
 from agent_team.integrations.slack.transport import SlackTransport, split_ref
+from agent_team.requests.answers import PLAN_DECISION_HELP, PUBLISH_HELP
 from agent_team.task_model import QuestionKind
 
 __all__ = ["LULL_S", "MAX_DEFER_S", "TIMERS_S", "FollowUps", "Lull"]

@@ -8,18 +8,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
 from agent_team.config import Settings
+from agent_team.health.loops import Loop
 from agent_team.integrations.slack.settings import SlackSettings
-from agent_team.loops import Loop
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from agent_team.coordinator import Coordinator, TaskObserver
-    from agent_team.doctor import CheckFn
-    from agent_team.health import Health
+    from agent_team.health.status import Health
     from agent_team.integrations.slack.digest import Digest
     from agent_team.integrations.slack.ingress import SlackListener
     from agent_team.integrations.slack.transport import SlackTransport
+    from agent_team.service.doctor import CheckFn
 
 __all__ = ["DIGEST_EVERY_S", "SlackIntegration", "SlackSettings"]
 
@@ -71,8 +71,8 @@ class SlackIntegration:
     def _make_digest(
         settings: Settings, coordinator: Coordinator, transport: SlackTransport
     ) -> Digest:
-        from agent_team import triage
         from agent_team.integrations.slack.digest import DailyTime, Digest
+        from agent_team.reports import triage
 
         ledger, channel = coordinator.ledger, settings.slack_channel or ""
 

@@ -31,6 +31,8 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from agent_team import db
+from agent_team.common.redact import redact, redact_deep, tail
+from agent_team.common.testhooks import wall_clock
 from agent_team.exceptions import ConfigError
 from agent_team.integrations.slack.blocks import (
     closed_blocks,
@@ -41,10 +43,8 @@ from agent_team.integrations.slack.blocks import (
     question_fallback,
 )
 from agent_team.integrations.slack.settings import SlackSettings
-from agent_team.plandiff import PlanVersion, plan_versions
-from agent_team.redact import redact, redact_deep, tail
+from agent_team.reports.plandiff import PlanVersion, plan_versions
 from agent_team.task_model import EffectState, QuestionKind, QuestionStatus
-from agent_team.testhooks import wall_clock
 
 __all__ = [
     "POST_KIND",

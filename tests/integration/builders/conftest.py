@@ -10,7 +10,7 @@ import pytest
 
 from agent_team.builders import BuildTask
 from agent_team.builders import worktree as worktree_module
-from agent_team.builders._proc import Completed
+from agent_team.builders.proc import Completed
 from tests.integration.builders.helpers import git_words
 
 

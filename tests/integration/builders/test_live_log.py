@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from agent_team.builders import BuildTask, CommandBuilder, run_build
-from agent_team.builders._proc import run_process
 from agent_team.builders.live_log import (
     MAX_CHARS,
     MAX_LINES,
     open_build_log,
     read_build_log,
 )
+from agent_team.builders.proc import run_process
 from agent_team.exceptions import BuildError
 
 PLAN = "# Plan\n\nPrint slowly.\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_team.builders._proc import ProcessTimeout, inherited_env, run_process
+from agent_team.builders.proc import ProcessTimeout, inherited_env, run_process
 
 
 def test_a_child_that_closed_its_pipes_is_still_waited_for(tmp_path: Path) -> None:

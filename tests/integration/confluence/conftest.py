@@ -10,7 +10,7 @@ import pytest
 
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
-from agent_team.wiring import build_coordinator
+from agent_team.service.wiring import build_coordinator
 from tests.fakes import confluence_api as fc
 from tests.integration.pipeline.conftest import Clock, RecordingTransport
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_team import db, inbox
+from agent_team import db
+from agent_team.requests import inbox
 from tests.e2e.conftest import LONG_BODY, Cli
 from tests.fakes import confluence_api as fc
 

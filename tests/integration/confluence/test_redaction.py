@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from agent_team.common.redact import MASK
 from agent_team.coordinator import thread_config
 from agent_team.integrations.confluence import adf
 from agent_team.integrations.confluence.client import BasicAuth, ConfluenceClient
-from agent_team.redact import MASK
 from tests.fakes import confluence_api as fc
 from tests.integration.confluence.conftest import MakeLaneCoordinator, fixture_text
 from tests.integration.confluence.test_lane import (

@@ -21,10 +21,11 @@ import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from agent_team import db, reports
-from agent_team.answers import PLAN_DECISION_HELP
+from agent_team import db
 from agent_team.dashboard import DashboardContext, create_app
 from agent_team.db.sqlite_ledger import storage_error
+from agent_team.reports import task as reports
+from agent_team.requests.answers import PLAN_DECISION_HELP
 from tests.integration.dashboard.conftest import (
     BUDGET_USD,
     BUILD_BRANCH,

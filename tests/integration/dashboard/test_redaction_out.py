@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 from starlette.testclient import TestClient
 
+from agent_team.common.log_format import JsonFormatter, SafeFormatter
 from agent_team.integrations.github.intake import GitHubClient
-from agent_team.log_format import JsonFormatter, SafeFormatter
 from tests.integration.dashboard.conftest import TOKEN, auth
 
 PAT = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from agent_team import db, inbox
+from agent_team import db
 from agent_team.config import Settings, load_settings
 from agent_team.integrations.github.intake import GitHubIntake, make_client
 from agent_team.integrations.github.settings import GitHubSettings
+from agent_team.requests import inbox
 from tests.fakes.github_api import FakeGitHub
 
 TOKEN = "ghp_" + "T0kenForTests" * 3  # token-shaped, so the pattern redaction applies too

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from agent_team.health import Health
+from agent_team.health.status import Health
 from agent_team.integrations.github.integration import GitHubIntegration
-from agent_team.wiring import Runtime, build_runtime
+from agent_team.service.wiring import Runtime, build_runtime
 from tests.integration.github.conftest import World, make_settings
 
 

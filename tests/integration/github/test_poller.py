@@ -7,13 +7,14 @@ from datetime import timedelta
 
 import pytest
 
-from agent_team import db, inbox
+from agent_team import db
 from agent_team.integrations.github.intake import (
     BODY_LIMIT,
     GitHubIntake,
     issue_source,
     task_id_for,
 )
+from agent_team.requests import inbox
 from tests.integration.github.conftest import (
     APP,
     LIB,

@@ -17,7 +17,7 @@ from agent_team.integrations.github.intake import task_id_for
 from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
 from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.integrations.github.status import marker
-from agent_team.wiring import build_runtime
+from agent_team.service.wiring import build_runtime
 from tests.fakes.github_api import FakeGitHub
 from tests.integration.github.conftest import (
     APP,

@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from agent_team import db
-from agent_team.daemon import Daemon
 from agent_team.db.sqlite_ledger import storage_error
 from agent_team.integrations.github.intake import issue_source, task_id_for
 from agent_team.integrations.github.webhook import WebhookHandler, sign
+from agent_team.service.daemon import Daemon
 from tests.fakes.github_api import FakeGitHub
 from tests.integration.github.conftest import (
     APP,

@@ -14,7 +14,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 
 from agent_team import db
 from agent_team.config import Settings, load_settings
-from agent_team.daemon import Daemon
+from agent_team.service.daemon import Daemon
 from tests.integration.pipeline.conftest import LONG_BODY
 from tests.waiting import wait_for
 

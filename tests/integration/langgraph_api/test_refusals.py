@@ -14,8 +14,8 @@ import pytest
 
 from agent_team import db
 from agent_team.config import load_settings
-from agent_team.daemon import Daemon
-from agent_team.doctor import run_checks
+from agent_team.service.daemon import Daemon
+from agent_team.service.doctor import run_checks
 from tests.integration.langgraph_api.conftest import (
     ADA_KEY,
     INBOX_ORIGIN,

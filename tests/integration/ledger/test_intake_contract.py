@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from agent_team import db, inbox
+from agent_team import db
+from agent_team.requests import inbox
 
 
 def test_claims_are_listed_by_source_prefix_and_age(ledger: db.Ledger) -> None:

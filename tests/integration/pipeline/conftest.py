@@ -37,8 +37,8 @@ from agent_team.models.caller import ModelCaller
 from agent_team.models.offline import OfflineChatModel
 from agent_team.models.schemas import ClarifyDecision, Plan
 from agent_team.nodes.common import GraphDeps
+from agent_team.service.wiring import build_coordinator
 from agent_team.task_model import TaskState
-from agent_team.wiring import build_coordinator
 from tests.fakes.chat import ToolBindingFake
 
 # 12+ words with bullets: clear for the offline model, which then plans the bullets.

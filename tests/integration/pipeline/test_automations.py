@@ -6,12 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agent_team import db, triage
-from agent_team.actors import Actor
+from agent_team import db
 from agent_team.automations import service
 from agent_team.automations.runner import SWEEP_AFTER, run_id_for, task_id_for
 from agent_team.coordinator import Coordinator
 from agent_team.exceptions import LedgerBusyError
+from agent_team.reports import triage
+from agent_team.requests.actors import Actor
 from tests.integration.pipeline.conftest import LONG_BODY, Clock, MakeCoordinator, task_of
 
 T0 = datetime(2026, 12, 7, 8, 0, tzinfo=UTC)

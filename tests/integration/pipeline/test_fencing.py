@@ -22,7 +22,7 @@ from agent_team.builders.base import BuildResult, BuildTask
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
 from agent_team.exceptions import LedgerStorageError
-from agent_team.wiring import build_coordinator
+from agent_team.service.wiring import build_coordinator
 from tests.integration.pipeline.conftest import (
     Clock,
     MakeCoordinator,

@@ -23,12 +23,12 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from agent_team import db
-from agent_team.cli import app
+from agent_team.cli.main import app
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator, thread_config
 from agent_team.dashboard import DashboardContext, create_app
 from agent_team.db.storage import INCREMENTAL
-from agent_team.wiring import build_coordinator
+from agent_team.service.wiring import build_coordinator
 from tests.integration.pipeline.conftest import LONG_BODY, Clock, open_question, task_of
 
 # The tables LangGraph keeps a thread in, per backend.

@@ -77,9 +77,10 @@ def test_the_dashboard_outside_the_daemon_reads_and_writes_the_postgres_ledger(
 ) -> None:
     from starlette.testclient import TestClient
 
-    from agent_team import db, inbox
+    from agent_team import db
     from agent_team.config import load_settings
     from agent_team.dashboard.app import DashboardContext, create_app
+    from agent_team.requests import inbox
 
     db.init_db(pg_url)
     with db.open_ledger(pg_url) as ledger:

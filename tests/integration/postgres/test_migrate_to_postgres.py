@@ -36,7 +36,7 @@ from agent_team.db import transfer
 from agent_team.db.schema import REQUIRED_COLUMNS, migrate
 from agent_team.db.transfer import RUNTIME_ONLY, copied_tables
 from agent_team.exceptions import BuildError, LedgerStorageError
-from agent_team.wiring import build_coordinator
+from agent_team.service.wiring import build_coordinator
 from tests.integration.pipeline.conftest import (
     LONG_BODY,
     Clock,

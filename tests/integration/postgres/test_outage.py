@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 from agent_team import db
 from agent_team.config import load_settings
 from agent_team.dashboard.app import DashboardContext, create_app
-from agent_team.wiring import build_coordinator
+from agent_team.service.wiring import build_coordinator
 from tests.integration.pipeline.conftest import Clock
 from tests.integration.pipeline.test_failures import waiting_on_plan
 from tests.tcp_proxy import TcpProxy

@@ -9,7 +9,7 @@ import pytest
 
 from agent_team import db
 from agent_team.config import load_settings
-from agent_team.wiring import build_coordinator
+from agent_team.service.wiring import build_coordinator
 from tests.integration.pipeline.conftest import Clock, RecordingTransport, open_question, task_of
 from tests.integration.pipeline.test_coordinator import APPROVED_JOURNEY, journey, submit
 

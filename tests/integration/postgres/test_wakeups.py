@@ -16,11 +16,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_team import db, inbox
+from agent_team import db
 from agent_team.config import load_settings
 from agent_team.db.wakeups import COMMANDS_CHANNEL, announce_commands
 from agent_team.exceptions import LedgerError
-from agent_team.wiring import build_coordinator
+from agent_team.requests import inbox
+from agent_team.service.wiring import build_coordinator
 from tests.integration.pipeline.conftest import LONG_BODY, Clock, RecordingTransport
 
 
@@ -222,7 +223,7 @@ def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0
 
 @pytest.mark.parametrize("notify", [True, False])
 def test_the_daemon_listens_unless_told_not_to(pg_url: str, tmp_path: Path, notify: bool) -> None:
-    from agent_team.daemon import Daemon
+    from agent_team.service.daemon import Daemon
 
     settings = load_settings(
         database_url=pg_url,

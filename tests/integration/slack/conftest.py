@@ -34,7 +34,7 @@ from agent_team.coordinator import Coordinator
 from agent_team.integrations.slack.ingress import EVENTS_PATH, SlackListener
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport
-from agent_team.wiring import build_coordinator
+from agent_team.service.wiring import build_coordinator
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.integration.pipeline.conftest import LONG_BODY, Clock
 

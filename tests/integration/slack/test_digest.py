@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agent_team import db
-from agent_team.health import Health
+from agent_team.health.status import Health
 from agent_team.integrations.slack.digest import STALE_AFTER
 from agent_team.integrations.slack.integration import SlackIntegration
 from tests.integration.slack.conftest import CHANNEL, SlackWorld

@@ -12,8 +12,9 @@ from datetime import timedelta
 import pytest
 from slack_sdk.errors import SlackApiError
 
-from agent_team import db, inbox
+from agent_team import db
 from agent_team.coordinator.loop_lease import LoopLease
+from agent_team.requests import inbox
 from tests.integration.slack.conftest import (
     ALICE,
     BOB,

@@ -13,8 +13,8 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from agent_team import db
+from agent_team.common.redact import MASK
 from agent_team.integrations.slack.integration import SlackIntegration
-from agent_team.redact import MASK
 from tests.integration.pipeline.conftest import LONG_BODY
 from tests.integration.slack.conftest import (
     ALICE,

@@ -14,10 +14,11 @@ import threading
 import time
 from pathlib import Path
 
-from agent_team import db, inbox
-from agent_team.daemon import Daemon
+from agent_team import db
+from agent_team.common.testhooks import wall_clock
 from agent_team.integrations.slack.followups import TIMERS_S
-from agent_team.testhooks import wall_clock
+from agent_team.requests import inbox
+from agent_team.service.daemon import Daemon
 from tests.fakes.slack_api import FakeSlack
 from tests.integration.pipeline.conftest import LONG_BODY
 from tests.integration.slack.conftest import ALICE, slack_settings

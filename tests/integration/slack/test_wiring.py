@@ -14,13 +14,13 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from starlette.applications import Starlette
 
 from agent_team import db
-from agent_team.daemon import Daemon
-from agent_team.doctor import run_checks
 from agent_team.exceptions import ConfigError
 from agent_team.integrations.slack.ingress import SlackListener
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport
-from agent_team.transports.registry import make_transport
+from agent_team.service.daemon import Daemon
+from agent_team.service.doctor import run_checks
+from agent_team.service.transport_choice import make_transport
 from tests.fakes.slack_api import FakeSlack
 from tests.integration.pipeline.conftest import LONG_BODY
 from tests.integration.slack.conftest import (

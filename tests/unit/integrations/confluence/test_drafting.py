@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from agent_team.answers import parse_answer
 from agent_team.config import DEFAULT_MERMAID_MACROS
 from agent_team.exceptions import ConfluenceRefusedError, InvalidAnswerError
 from agent_team.integrations.confluence import adf, mermaid
@@ -14,6 +13,7 @@ from agent_team.integrations.confluence.pages import page_id_from, version_messa
 from agent_team.models.offline import OfflineChatModel
 from agent_team.models.prompts import PageContext, confluence_messages
 from agent_team.models.schemas import ConfluenceDraft
+from agent_team.requests.answers import parse_answer
 
 
 def test_confluence_approval_grammar() -> None:

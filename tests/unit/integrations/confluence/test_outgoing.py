@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agent_team.common.redact import MASK, redact
 from agent_team.integrations.confluence import adf
 from agent_team.integrations.confluence.client import outgoing
-from agent_team.redact import MASK, redact
 
 PAT = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 

@@ -15,7 +15,7 @@ from agent_team.integrations.slack.blocks import (
     question_fallback,
     revise_modal,
 )
-from agent_team.plandiff import plan_versions
+from agent_team.reports.plandiff import plan_versions
 
 
 def task(**changes: str) -> Task:

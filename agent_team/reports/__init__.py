@@ -1,0 +1,7 @@
+"""The read side: what a task, its journey and the team's open work look like to a person.
+
+`task` builds the drill-down that `agent-team show`, `/api/task` and the task page
+share; `journey` folds transitions into steps; `plandiff` compares the plans a
+task was asked to approve; `triage` lists what needs a person now; `build_watch`
+follows a running build's output. Nothing here writes.
+"""
