@@ -29,7 +29,6 @@ from agent_team.common.testhooks import Hooks
 from agent_team.common.timefmt import parse_daily_time, parse_duration
 from agent_team.db.url import is_postgres_url, parse_target
 from agent_team.exceptions import ConfigError
-from agent_team.requests.access import parse_named_tokens
 
 __all__ = [
     "ENV_PREFIX",
@@ -38,6 +37,7 @@ __all__ = [
     "load_hooks",
     "load_settings",
     "load_systemd_env",
+    "parse_named_tokens",
 ]
 
 ENV_PREFIX = "AGENT_TEAM_"
@@ -57,6 +57,63 @@ def _split_commas(value: Any) -> Any:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+MAX_TOKEN_NAME_CHARS = 100
+# Token names end up in `answered_via` (`dashboard:<name>`) and on every page: one line.
+_TOKEN_NAME = re.compile(r"^\w[\w.@' -]*$")
+
+
+def parse_named_tokens(text: str, *, unit: str) -> list[tuple[str, str]]:
+    """`name:token` entries (commas in a setting, lines in a file) as (name, token) pairs.
+
+    Args:
+        text: the setting's value, or the file's text.
+        unit: "entry" (comma-separated) or "line" (one a line, `#` comments and blank
+            lines skipped); errors count in this unit.
+
+    Raises:
+        ValueError: an entry is malformed; the message names it by number, never by content.
+    """
+    if unit == "line":
+        raw = [
+            (number, line.strip())
+            for number, line in enumerate(text.splitlines(), start=1)
+            if line.strip() and not line.strip().startswith("#")
+        ]
+    else:
+        raw = [(number, part.strip()) for number, part in enumerate(text.split(","), start=1)]
+    plural = "lines" if unit == "line" else "entries"
+    pairs: list[tuple[str, str]] = []
+    names: dict[str, int] = {}
+    tokens: dict[str, int] = {}
+    for number, entry in raw:
+        where = f"{unit} {number}"
+        if not entry:
+            raise ValueError(f"{where} is empty; use name:token,name:token")
+        name, sep, token = entry.partition(":")
+        name, token = name.strip(), token.strip()
+        if not sep:
+            raise ValueError(f"{where} has no ':' between the name and the token; use name:token")
+        if not name:
+            raise ValueError(f"{where} has no name before ':'; use name:token")
+        if not token:
+            raise ValueError(f"{where} has an empty token; use name:token")
+        if len(name) > MAX_TOKEN_NAME_CHARS or not _TOKEN_NAME.match(name):
+            raise ValueError(
+                f"{where}: the name must be letters, digits, spaces or . _ @ ' - "
+                f"(at most {MAX_TOKEN_NAME_CHARS})"
+            )
+        if any(ch.isspace() for ch in token) or not token.isprintable():
+            raise ValueError(f"{where}: the token must be one word of printable characters")
+        if name in names:
+            raise ValueError(f"{plural} {names[name]} and {number} have the same name")
+        if token in tokens:
+            raise ValueError(f"{plural} {tokens[token]} and {number} have the same token")
+        names[name] = number
+        tokens[token] = number
+        pairs.append((name, token))
+    return pairs
 
 
 class Settings(BaseSettings):

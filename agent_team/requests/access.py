@@ -24,13 +24,13 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent_team.config import parse_named_tokens
 from agent_team.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -43,15 +43,11 @@ __all__ = [
     "create_secret_file",
     "demo_token_path",
     "ensure_demo_token",
-    "parse_named_tokens",
 ]
 
 log = logging.getLogger(__name__)
 
 DEMO_TOKEN_FILE = "dashboard-token"
-MAX_NAME_CHARS = 100
-# Names end up in `answered_via` (`dashboard:<name>`) and on every page: one printable line.
-_NAME = re.compile(r"^\w[\w.@' -]*$")
 _TOKENS_SETTING = "AGENT_TEAM_DASHBOARD_TOKENS"
 _TOKENS_FILE_SETTING = "AGENT_TEAM_DASHBOARD_TOKENS_FILE"
 _TOKEN_SETTING = "AGENT_TEAM_DASHBOARD_TOKEN"
@@ -67,58 +63,6 @@ class DashboardToken:
     def tag(self, key: bytes) -> str:
         """A keyed digest of the secret, for binding a sign-in to this exact token."""
         return hmac.new(key, b"token:" + self.secret.encode("utf-8"), "sha256").hexdigest()[:32]
-
-
-def parse_named_tokens(text: str, *, unit: str) -> list[tuple[str, str]]:
-    """`name:token` entries (commas in a setting, lines in a file) as (name, token) pairs.
-
-    Args:
-        text: the setting's value, or the file's text.
-        unit: "entry" (comma-separated) or "line" (one a line, `#` comments and blank
-            lines skipped); errors count in this unit.
-
-    Raises:
-        ValueError: an entry is malformed; the message names it by number, never by content.
-    """
-    if unit == "line":
-        raw = [
-            (number, line.strip())
-            for number, line in enumerate(text.splitlines(), start=1)
-            if line.strip() and not line.strip().startswith("#")
-        ]
-    else:
-        raw = [(number, part.strip()) for number, part in enumerate(text.split(","), start=1)]
-    plural = "lines" if unit == "line" else "entries"
-    pairs: list[tuple[str, str]] = []
-    names: dict[str, int] = {}
-    tokens: dict[str, int] = {}
-    for number, entry in raw:
-        where = f"{unit} {number}"
-        if not entry:
-            raise ValueError(f"{where} is empty; use name:token,name:token")
-        name, sep, token = entry.partition(":")
-        name, token = name.strip(), token.strip()
-        if not sep:
-            raise ValueError(f"{where} has no ':' between the name and the token; use name:token")
-        if not name:
-            raise ValueError(f"{where} has no name before ':'; use name:token")
-        if not token:
-            raise ValueError(f"{where} has an empty token; use name:token")
-        if len(name) > MAX_NAME_CHARS or not _NAME.match(name):
-            raise ValueError(
-                f"{where}: the name must be letters, digits, spaces or . _ @ ' - "
-                f"(at most {MAX_NAME_CHARS})"
-            )
-        if any(ch.isspace() for ch in token) or not token.isprintable():
-            raise ValueError(f"{where}: the token must be one word of printable characters")
-        if name in names:
-            raise ValueError(f"{plural} {names[name]} and {number} have the same name")
-        if token in tokens:
-            raise ValueError(f"{plural} {tokens[token]} and {number} have the same token")
-        names[name] = number
-        tokens[token] = number
-        pairs.append((name, token))
-    return pairs
 
 
 def demo_token_path(settings: Settings) -> Path:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_team.config import Settings, load_settings
+from agent_team.config import Settings, load_settings, parse_named_tokens
 from agent_team.exceptions import ConfigError
-from agent_team.requests.access import DashboardTokens, ensure_demo_token, parse_named_tokens
+from agent_team.requests.access import DashboardTokens, ensure_demo_token
 
 SECRET = "zq9-very-secret-value"
 
