@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
     from agent_team.config import Settings
     from agent_team.coordinator import TaskObserver
+    from agent_team.health.checks import CheckFn
     from agent_team.health.loops import Loop
     from agent_team.health.status import Health
-    from agent_team.service.doctor import CheckFn
 
 __all__ = ["Integration"]
 

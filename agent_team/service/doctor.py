@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import socket
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from agent_team import db
 from agent_team.common.invocation import command
@@ -23,6 +21,8 @@ from agent_team.exceptions import (
     LedgerNotReadyError,
     SchemaTooNewError,
 )
+from agent_team.health.checks import CheckFn, CheckResult
+from agent_team.integrations.registry import integration_types
 from agent_team.models.registry import PROVIDERS, parse_model_spec
 from agent_team.requests.access import DashboardTokens
 from agent_team.service.probe import RunningDaemon, probe_daemon
@@ -30,15 +30,6 @@ from agent_team.service.probe import RunningDaemon, probe_daemon
 __all__ = ["CHECKS", "CheckFn", "CheckResult", "check", "run_checks"]
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-
-
-CheckFn = Callable[[Settings], CheckResult]
 CHECKS: list[CheckFn] = []
 
 
@@ -49,9 +40,6 @@ def check(fn: CheckFn) -> CheckFn:
 
 
 def _integration_checks() -> list[CheckFn]:
-    # Imported here: the integrations' doctor modules import this one.
-    from agent_team.integrations.registry import integration_types
-
     return [fn for kind in integration_types() for fn in kind.doctor_checks()]
 
 

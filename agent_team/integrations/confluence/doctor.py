@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from agent_team.config import Settings
 from agent_team.exceptions import AgentTeamError
+from agent_team.health.checks import CheckResult
 from agent_team.integrations.confluence.client import ConfluenceClient
 from agent_team.integrations.confluence.settings import ConfluenceSettings
-from agent_team.service.doctor import CheckResult
 
 __all__ = ["check_confluence"]
 

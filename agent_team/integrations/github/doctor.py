@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from agent_team import db
 from agent_team.config import Settings
+from agent_team.health.checks import CheckResult
 from agent_team.integrations.github.intake import GitHubError, issue_source, make_client
 from agent_team.integrations.github.settings import GitHubSettings
-from agent_team.service.doctor import CheckResult
 
 __all__ = ["check_github_intake", "check_github_last_poll"]
 

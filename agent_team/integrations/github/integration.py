@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
     from agent_team.coordinator import Coordinator, TaskObserver
     from agent_team.coordinator.loop_lease import LoopLease
+    from agent_team.health.checks import CheckFn
     from agent_team.health.status import Health
-    from agent_team.service.doctor import CheckFn
 
 __all__ = ["GitHubIntegration", "GitHubSettings", "make_publisher", "publishes"]
 

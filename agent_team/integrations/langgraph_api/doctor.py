@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from agent_team.config import Settings
 from agent_team.exceptions import ConfigError
+from agent_team.health.checks import CheckResult
 from agent_team.requests.access import DashboardTokens
-from agent_team.service.doctor import CheckResult
 
 __all__ = ["check_langgraph_api"]
 

@@ -21,9 +21,9 @@ from agent_team.requests.access import DashboardTokens
 
 if TYPE_CHECKING:
     from agent_team.coordinator import Coordinator, TaskObserver
+    from agent_team.health.checks import CheckFn
     from agent_team.health.loops import Loop
     from agent_team.health.status import Health
-    from agent_team.service.doctor import CheckFn
 
 __all__ = ["PREFIX", "LangGraphApiIntegration", "LangGraphApiSettings"]
 

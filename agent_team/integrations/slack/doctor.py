@@ -7,9 +7,9 @@ from slack_sdk.errors import SlackApiError
 from agent_team.common.redact import redact
 from agent_team.config import Settings
 from agent_team.exceptions import ConfigError
+from agent_team.health.checks import CheckResult
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import make_web_client, require_slack_settings
-from agent_team.service.doctor import CheckResult
 
 __all__ = ["check_slack", "check_slack_allowed_users"]
 

@@ -15,11 +15,11 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from agent_team.coordinator import Coordinator, TaskObserver
+    from agent_team.health.checks import CheckFn
     from agent_team.health.status import Health
     from agent_team.integrations.slack.digest import Digest
     from agent_team.integrations.slack.ingress import SlackListener
     from agent_team.integrations.slack.transport import SlackTransport
-    from agent_team.service.doctor import CheckFn
 
 __all__ = ["DIGEST_EVERY_S", "SlackIntegration", "SlackSettings"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from agent_team.config import load_settings
-from agent_team.service.doctor import CheckResult, run_checks
+from agent_team.health.checks import CheckResult
+from agent_team.service.doctor import run_checks
 from tests.fakes import confluence_api as fc
 from tests.integration.confluence.conftest import lane_settings
 

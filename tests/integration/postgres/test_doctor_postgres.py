@@ -10,7 +10,8 @@ import pytest
 
 from agent_team import db
 from agent_team.config import load_settings
-from agent_team.service.doctor import CheckResult, check_config, check_ledger
+from agent_team.health.checks import CheckResult
+from agent_team.service.doctor import check_config, check_ledger
 from tests.integration.test_cli import run_cli
 
 
