@@ -42,7 +42,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent_team.db.fencing import check_fence
 from agent_team.db.ledger import Params, Row
-from agent_team.db.sqlite_ledger import fetch_rows
+from agent_team.db.sqlite_rows import fetch_rows
 from agent_team.exceptions import LedgerError
 
 __all__ = ["FencedSqliteSaver", "FlushPolicy", "FlushesAtDurablePoints"]

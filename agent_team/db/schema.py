@@ -1,9 +1,8 @@
-"""The ledger's schema, version by version, and the migration that walks it.
+"""The migration that walks the ledger's schema, version by version, on either backend.
 
-A fresh ledger is made by the same steps that upgrade an old one (v0 -> v1 ->
-... -> v11), so there is one path to the current schema and `schema.sql` is a
-dump of what that path produces. The statements of a released version are
-history: never edit them, add a new version instead (CONTRIBUTING.md).
+The statements live in `schema_steps` (shared with `schema_postgres`); this module
+applies them to SQLite, checks a ledger is ready, dumps `schema.sql`, and hands a
+PostgreSQL URL to `schema_postgres`.
 
 Each step runs in its own `BEGIN IMMEDIATE` transaction and re-reads the
 version inside it, so two processes starting at once cannot both apply a step,
@@ -18,9 +17,23 @@ from typing import Protocol
 
 from agent_team.db.ledger import Cursor, Params, Reader, Row
 from agent_team.db.open_errors import explain
+from agent_team.db.schema_postgres import (
+    assert_ready_url,
+    init_postgres,
+    postgres_version,
+)
+from agent_team.db.schema_postgres import dump_fresh_postgres_schema as _dump_postgres
+from agent_team.db.schema_steps import (
+    _FOREIGN_KEYS_OFF,
+    _STEPS,
+    LEDGER_TABLES,
+    REQUIRED_COLUMNS,
+    SCHEMA_VERSION,
+    _refuse_newer,
+)
 from agent_team.db.sqlite_ledger import SqliteLedger, storage_error
 from agent_team.db.url import is_postgres_url
-from agent_team.exceptions import LedgerError, LedgerNotReadyError, SchemaTooNewError
+from agent_team.exceptions import LedgerError, LedgerNotReadyError
 
 __all__ = [
     "LEDGER_TABLES",
@@ -34,529 +47,6 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION = 12
-
-_V1 = (
-    """CREATE TABLE pending_questions (
-    question_id  TEXT PRIMARY KEY,
-    thread_id    TEXT NOT NULL,
-    turn         INTEGER NOT NULL CHECK (turn >= 1),
-    status       TEXT NOT NULL DEFAULT 'open'
-                 CHECK (status IN ('open', 'answered', 'expired', 'superseded')),
-    transport    TEXT NOT NULL,
-    channel_ref  TEXT,
-    posted_at    TEXT,
-    deadline_at  TEXT,
-    answer_json  TEXT,
-    answered_at  TEXT,
-    answered_via TEXT
-)""",
-    "CREATE INDEX idx_questions_thread_turn ON pending_questions (thread_id, turn)",
-    "CREATE INDEX idx_questions_status ON pending_questions (status)",
-    """CREATE UNIQUE INDEX idx_questions_open_channel_ref ON pending_questions (channel_ref)
-    WHERE channel_ref IS NOT NULL AND status = 'open'""",
-    """CREATE TABLE budget_ledger (
-    entry_id      INTEGER PRIMARY KEY AUTOINCREMENT,
-    thread_id     TEXT NOT NULL,
-    stage         TEXT NOT NULL,
-    model         TEXT NOT NULL,
-    billing_mode  TEXT NOT NULL CHECK (billing_mode IN ('api', 'subscription')),
-    input_tokens  INTEGER NOT NULL DEFAULT 0 CHECK (input_tokens >= 0),
-    output_tokens INTEGER NOT NULL DEFAULT 0 CHECK (output_tokens >= 0),
-    usd_cost      REAL NOT NULL DEFAULT 0 CHECK (usd_cost >= 0),
-    recorded_at   TEXT NOT NULL,
-    day_bucket    TEXT NOT NULL
-)""",
-    "CREATE INDEX idx_budget_day ON budget_ledger (day_bucket)",
-    "CREATE INDEX idx_budget_thread ON budget_ledger (thread_id)",
-    """CREATE TABLE schema_meta (
-    id             INTEGER PRIMARY KEY CHECK (id = 1),
-    schema_version INTEGER NOT NULL
-)""",
-)
-
-_V2 = (
-    """CREATE TABLE ingested_issues (
-    source      TEXT NOT NULL,
-    issue_id    TEXT NOT NULL,
-    ingested_at TEXT NOT NULL,
-    PRIMARY KEY (source, issue_id)
-)""",
-)
-
-_V3 = (
-    """CREATE TABLE task_transitions (
-    transition_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    thread_id     TEXT NOT NULL,
-    from_phase    TEXT,
-    to_phase      TEXT NOT NULL,
-    entered_at    TEXT NOT NULL,
-    exited_at     TEXT,
-    status        TEXT NOT NULL,
-    note          TEXT
-)""",
-    "CREATE INDEX idx_transitions_thread ON task_transitions (thread_id, entered_at)",
-    # The database itself keeps "at most one open row per task".
-    """CREATE UNIQUE INDEX idx_transitions_one_open ON task_transitions (thread_id)
-    WHERE exited_at IS NULL""",
-)
-
-_V4 = (
-    """ALTER TABLE pending_questions ADD COLUMN
-    kind TEXT NOT NULL DEFAULT 'clarify' CHECK (kind IN ('clarify', 'plan_decision'))""",
-)
-
-# SQLite cannot alter a CHECK: build the new table, copy with an explicit column
-# list, swap, and recreate every index (https://sqlite.org/lang_altertable.html#otheralter).
-_V5_REBUILD = (
-    """CREATE TABLE pending_questions_v5 (
-    question_id  TEXT PRIMARY KEY,
-    thread_id    TEXT NOT NULL,
-    turn         INTEGER NOT NULL CHECK (turn >= 1),
-    status       TEXT NOT NULL DEFAULT 'open'
-                 CHECK (status IN ('open', 'answered', 'expired', 'superseded')),
-    transport    TEXT NOT NULL,
-    channel_ref  TEXT,
-    posted_at    TEXT,
-    deadline_at  TEXT,
-    answer_json  TEXT,
-    answered_at  TEXT,
-    answered_via TEXT,
-    kind         TEXT NOT NULL DEFAULT 'clarify'
-                 CHECK (kind IN ('clarify', 'plan_decision', 'confluence_approval'))
-)""",
-    """INSERT INTO pending_questions_v5 (
-    question_id, thread_id, turn, status, transport, channel_ref, posted_at,
-    deadline_at, answer_json, answered_at, answered_via, kind)
-SELECT question_id, thread_id, turn, status, transport, channel_ref, posted_at,
-    deadline_at, answer_json, answered_at, answered_via, kind
-FROM pending_questions ORDER BY rowid""",
-    "DROP TABLE pending_questions",
-    "ALTER TABLE pending_questions_v5 RENAME TO pending_questions",
-    "CREATE INDEX idx_questions_thread_turn ON pending_questions (thread_id, turn)",
-    "CREATE INDEX idx_questions_status ON pending_questions (status)",
-    """CREATE UNIQUE INDEX idx_questions_open_channel_ref ON pending_questions (channel_ref)
-    WHERE channel_ref IS NOT NULL AND status = 'open'""",
-)
-
-_V6 = (
-    """CREATE TABLE tasks (
-    id            TEXT PRIMARY KEY,
-    kind          TEXT NOT NULL CHECK (kind IN ('code', 'confluence')),
-    source        TEXT NOT NULL,
-    source_ref    TEXT,
-    title         TEXT NOT NULL,
-    body          TEXT NOT NULL DEFAULT '',
-    status        TEXT NOT NULL DEFAULT 'queued' CHECK (status IN
-                  ('queued', 'running', 'waiting', 'parked', 'done', 'failed', 'cancelled')),
-    phase         TEXT NOT NULL DEFAULT 'intake',
-    parked_reason TEXT,
-    created_at    TEXT NOT NULL,
-    updated_at    TEXT NOT NULL
-)""",
-    "CREATE INDEX idx_tasks_status ON tasks (status)",
-    "CREATE INDEX idx_tasks_created ON tasks (created_at)",
-    """CREATE TABLE commands (
-    command_id   TEXT PRIMARY KEY,
-    kind         TEXT NOT NULL CHECK (kind IN ('start', 'resume', 'cancel')),
-    task_id      TEXT NOT NULL,
-    payload_json TEXT NOT NULL DEFAULT '{}',
-    state        TEXT NOT NULL DEFAULT 'pending'
-                 CHECK (state IN ('pending', 'claimed', 'done', 'failed')),
-    attempts     INTEGER NOT NULL DEFAULT 0,
-    claimed_by   TEXT,
-    lease_until  TEXT,
-    created_at   TEXT NOT NULL,
-    done_at      TEXT,
-    error        TEXT
-)""",
-    "CREATE INDEX idx_commands_state ON commands (state, created_at)",
-    "CREATE INDEX idx_commands_task ON commands (task_id)",
-    "ALTER TABLE pending_questions ADD COLUMN payload_json TEXT",
-)
-
-# v7: durable records of the outside world (DESIGN.md §4): inbound event ids seen once
-# (Slack event_id, GitHub X-GitHub-Delivery), outbound side effects with their result id
-# (Slack posts, GitHub comments and PRs, git pushes, Confluence writes), and the intake
-# poller's per-repo cursor (ETag, rate limit, counters) so a restart still polls cheaply;
-# and a covering index for the per-day budget reads.
-_V7 = (
-    """CREATE TABLE seen_events (
-    source   TEXT NOT NULL,
-    event_id TEXT NOT NULL,
-    seen_at  TEXT NOT NULL,
-    PRIMARY KEY (source, event_id)
-)""",
-    "CREATE INDEX idx_seen_events_at ON seen_events (seen_at)",
-    """CREATE TABLE side_effects (
-    effect_id    TEXT PRIMARY KEY,
-    task_id      TEXT NOT NULL,
-    kind         TEXT NOT NULL,
-    state        TEXT NOT NULL DEFAULT 'pending'
-                 CHECK (state IN ('pending', 'done', 'failed')),
-    request_json TEXT,
-    result_ref   TEXT,
-    result_json  TEXT,
-    error        TEXT,
-    created_at   TEXT NOT NULL,
-    updated_at   TEXT NOT NULL
-)""",
-    "CREATE INDEX idx_side_effects_task ON side_effects (task_id, kind)",
-    # Covers every per-day budget read (the cap check, /api/budget, `agent-team budget`):
-    # sums and groups come from the index alone, already in GROUP BY order.
-    """CREATE INDEX idx_budget_day_covering ON budget_ledger
-    (day_bucket, billing_mode, model, stage, input_tokens, output_tokens, usd_cost)""",
-    """CREATE TABLE intake_cursors (
-    source         TEXT NOT NULL,
-    label          TEXT NOT NULL,
-    etag           TEXT,
-    last_poll_at   TEXT,
-    last_status    INTEGER,
-    polls          INTEGER NOT NULL DEFAULT 0,
-    not_modified   INTEGER NOT NULL DEFAULT 0,
-    tasks_created  INTEGER NOT NULL DEFAULT 0,
-    rate_remaining INTEGER,
-    rate_reset_at  TEXT,
-    next_poll_at   TEXT,
-    failures       INTEGER NOT NULL DEFAULT 0,
-    last_error     TEXT,
-    PRIMARY KEY (source, label)
-)""",
-)
-
-# v8: execution leases with fencing epochs (one row per task run or singleton loop,
-# `name` = `task:<id>` or `loop:<name>`; the epoch only grows), the epoch a transition
-# was written under, and when a finished task's checkpoints were pruned.
-_V8 = (
-    """CREATE TABLE leases (
-    name        TEXT PRIMARY KEY,
-    owner       TEXT,
-    epoch       INTEGER NOT NULL DEFAULT 0 CHECK (epoch >= 0),
-    lease_until TEXT,
-    acquired_at TEXT,
-    renewed_at  TEXT,
-    takeovers   INTEGER NOT NULL DEFAULT 0
-)""",
-    "CREATE INDEX idx_leases_owner ON leases (owner)",
-    "ALTER TABLE task_transitions ADD COLUMN epoch INTEGER",
-    "ALTER TABLE tasks ADD COLUMN checkpoints_pruned_at TEXT",
-)
-
-# v9: the checkpoint retention pass's work list. Partial: it holds only tasks whose
-# checkpoints are still kept, so a pass reads the few due rows however many pruned tasks
-# the ledger holds. Keyed on `status` alone: `updated_at` changes on every step, and an
-# index on it would make each of those writes an index write (and not HOT on PostgreSQL).
-_V9 = (
-    """CREATE INDEX idx_tasks_unpruned ON tasks (status)
-    WHERE checkpoints_pruned_at IS NULL""",
-)
-
-# v10: automations (task templates on a schedule), their runs (one row per claimed slot:
-# the claim gate's record, unique per slot), and the hash-chained audit log with its head
-# (the last row's hash and the row count, updated by every append: a write conflict on
-# PostgreSQL, the write lock on SQLite, so appends form one chain; and a truncated tail
-# no longer matches the head).
-_V10 = (
-    """CREATE TABLE automations (
-    automation_id TEXT PRIMARY KEY,
-    name          TEXT NOT NULL,
-    title         TEXT NOT NULL,
-    body          TEXT NOT NULL,
-    kind          TEXT NOT NULL DEFAULT 'code' CHECK (kind IN ('code', 'confluence')),
-    repo          TEXT,
-    schedule_kind TEXT NOT NULL CHECK (schedule_kind IN ('every', 'cron', 'once')),
-    every_s       INTEGER CHECK (every_s IS NULL OR every_s >= 60),
-    cron          TEXT,
-    timezone      TEXT NOT NULL DEFAULT 'UTC',
-    overlap       TEXT NOT NULL DEFAULT 'skip' CHECK (overlap IN ('skip', 'allow')),
-    status        TEXT NOT NULL DEFAULT 'active'
-                  CHECK (status IN ('active', 'paused', 'cancelled')),
-    first_run_at  TEXT NOT NULL,
-    next_run_at   TEXT,
-    last_slot_at  TEXT,
-    created_by    TEXT NOT NULL,
-    created_at    TEXT NOT NULL,
-    updated_at    TEXT NOT NULL
-)""",
-    """CREATE UNIQUE INDEX idx_automations_name ON automations (name)
-    WHERE status <> 'cancelled'""",
-    """CREATE INDEX idx_automations_due ON automations (next_run_at)
-    WHERE status = 'active'""",
-    """CREATE TABLE automation_runs (
-    run_id        TEXT PRIMARY KEY,
-    automation_id TEXT NOT NULL,
-    slot_at       TEXT NOT NULL,
-    manual        INTEGER NOT NULL DEFAULT 0,
-    missed        INTEGER NOT NULL DEFAULT 0,
-    status        TEXT NOT NULL DEFAULT 'claimed' CHECK (status IN
-                  ('claimed', 'created', 'skipped_budget', 'skipped_overlap', 'failed')),
-    task_id       TEXT NOT NULL,
-    claimed_by    TEXT NOT NULL,
-    claimed_at    TEXT NOT NULL,
-    finished_at   TEXT,
-    detail        TEXT,
-    UNIQUE (automation_id, slot_at)
-)""",
-    "CREATE INDEX idx_automation_runs_claimed ON automation_runs (status) WHERE status = 'claimed'",
-    "CREATE INDEX idx_automation_runs_task ON automation_runs (task_id)",
-    """CREATE TABLE audit_log (
-    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
-    at        TEXT NOT NULL,
-    actor     TEXT NOT NULL,
-    via       TEXT NOT NULL,
-    action    TEXT NOT NULL,
-    target    TEXT NOT NULL,
-    detail    TEXT,
-    prev_hash TEXT NOT NULL,
-    hash      TEXT NOT NULL
-)""",
-    "CREATE INDEX idx_audit_log_target ON audit_log (target, seq)",
-    "CREATE INDEX idx_audit_log_at ON audit_log (at)",
-    """CREATE TABLE audit_head (
-    id    INTEGER PRIMARY KEY CHECK (id = 1),
-    rows  INTEGER NOT NULL,
-    hash  TEXT NOT NULL
-)""",
-)
-
-# v11 (bytes per finished task, a flat cost per task):
-# - `resumed_at`: when a question's resume command finished, copied onto the question when
-#   the retention pass deletes a finished task's done commands, so the answer -> resume
-#   latency (`/metrics`) outlives them. NULL while the command itself is kept.
-# - a task's questions by `(thread_id, status)` instead of `(thread_id, turn)` (nothing
-#   reads by turn): with `status = ? AND thread_id = ?`, or a join on `thread_id` with a
-#   status, SQLite picked `idx_questions_status` and walked every question in that status,
-#   which for `answered` is the whole history.
-# - `idx_budget_day` goes: `idx_budget_day_covering` starts with the same column and
-#   serves every read it did; one index entry less per model call.
-# - a task's transitions by `thread_id` alone: every read takes one task's few rows and
-#   sorts them, and the timestamp in each entry was a third of the table's bytes that a
-#   finished task keeps (on PostgreSQL equal keys also share one deduplicated entry).
-_V11 = (
-    "ALTER TABLE pending_questions ADD COLUMN resumed_at TEXT",
-    "CREATE INDEX idx_questions_thread_status ON pending_questions (thread_id, status)",
-    "DROP INDEX idx_questions_thread_turn",
-    "DROP INDEX idx_budget_day",
-    "DROP INDEX idx_transitions_thread",
-    "CREATE INDEX idx_transitions_thread ON task_transitions (thread_id)",
-    # Tasks pruned before v11 lose what the retention pass now deletes (`db.retention`):
-    # the pass never visits them again. No-ops on a new ledger.
-    """UPDATE pending_questions SET resumed_at = (SELECT c.done_at FROM commands c
-    WHERE c.command_id = 'resume:' || pending_questions.question_id)
-    WHERE resumed_at IS NULL
-    AND thread_id IN (SELECT id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)
-    AND EXISTS (SELECT 1 FROM commands c
-    WHERE c.command_id = 'resume:' || pending_questions.question_id AND c.kind = 'resume'
-    AND c.state = 'done' AND c.done_at IS NOT NULL)""",
-    """DELETE FROM commands WHERE state = 'done'
-    AND task_id IN (SELECT id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)""",
-    """INSERT INTO leases (name, epoch, takeovers)
-    SELECT 'task:', 0, n FROM (SELECT COALESCE(SUM(takeovers), 0) AS n FROM leases
-    WHERE owner IS NULL AND name IN
-    (SELECT 'task:' || id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)) AS pruned
-    WHERE n > 0""",
-    """DELETE FROM leases WHERE owner IS NULL AND name IN
-    (SELECT 'task:' || id FROM tasks WHERE checkpoints_pruned_at IS NOT NULL)""",
-)
-
-# v12: each UTC day's spend per billing mode, kept up to date with every budget row in
-# the same transaction (`db.record_usage`). The daily cap is checked before every model
-# call; summing the day's rows made that check grow with the day's volume (1.3 ms at
-# 20,000 calls). Filled from the rows already there.
-_V12 = (
-    """CREATE TABLE budget_days (
-    day_bucket TEXT NOT NULL,
-    billing_mode TEXT NOT NULL,
-    calls INTEGER NOT NULL DEFAULT 0 CHECK (calls >= 0),
-    input_tokens INTEGER NOT NULL DEFAULT 0 CHECK (input_tokens >= 0),
-    output_tokens INTEGER NOT NULL DEFAULT 0 CHECK (output_tokens >= 0),
-    usd_cost REAL NOT NULL DEFAULT 0 CHECK (usd_cost >= 0),
-    PRIMARY KEY (day_bucket, billing_mode)
-)""",
-    """INSERT INTO budget_days (day_bucket, billing_mode, calls, input_tokens, output_tokens,
-    usd_cost) SELECT day_bucket, billing_mode, COUNT(*), SUM(input_tokens), SUM(output_tokens),
-    SUM(usd_cost) FROM budget_ledger GROUP BY day_bucket, billing_mode""",
-)
-
-# Version -> statements. v5 also needs foreign keys off around its transaction.
-_STEPS: dict[int, tuple[str, ...]] = {
-    1: _V1,
-    2: _V2,
-    3: _V3,
-    4: _V4,
-    5: _V5_REBUILD,
-    6: _V6,
-    7: _V7,
-    8: _V8,
-    9: _V9,
-    10: _V10,
-    11: _V11,
-    12: _V12,
-}
-_FOREIGN_KEYS_OFF = frozenset({5})
-
-LEDGER_TABLES = (
-    "pending_questions",
-    "budget_ledger",
-    "budget_days",
-    "schema_meta",
-    "ingested_issues",
-    "task_transitions",
-    "tasks",
-    "commands",
-    "seen_events",
-    "side_effects",
-    "intake_cursors",
-    "leases",
-    "automations",
-    "automation_runs",
-    "audit_log",
-    "audit_head",
-)
-
-REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "pending_questions": (
-        "question_id",
-        "thread_id",
-        "turn",
-        "status",
-        "transport",
-        "channel_ref",
-        "posted_at",
-        "deadline_at",
-        "answer_json",
-        "answered_at",
-        "answered_via",
-        "kind",
-        "payload_json",
-        "resumed_at",
-    ),
-    "budget_ledger": (
-        "entry_id",
-        "thread_id",
-        "stage",
-        "model",
-        "billing_mode",
-        "input_tokens",
-        "output_tokens",
-        "usd_cost",
-        "recorded_at",
-        "day_bucket",
-    ),
-    "budget_days": (
-        "day_bucket",
-        "billing_mode",
-        "calls",
-        "input_tokens",
-        "output_tokens",
-        "usd_cost",
-    ),
-    "schema_meta": ("id", "schema_version"),
-    "ingested_issues": ("source", "issue_id", "ingested_at"),
-    "task_transitions": (
-        "transition_id",
-        "thread_id",
-        "from_phase",
-        "to_phase",
-        "entered_at",
-        "exited_at",
-        "status",
-        "note",
-        "epoch",
-    ),
-    "tasks": (
-        "id",
-        "kind",
-        "source",
-        "source_ref",
-        "title",
-        "body",
-        "status",
-        "phase",
-        "parked_reason",
-        "created_at",
-        "updated_at",
-        "checkpoints_pruned_at",
-    ),
-    "commands": (
-        "command_id",
-        "kind",
-        "task_id",
-        "payload_json",
-        "state",
-        "attempts",
-        "claimed_by",
-        "lease_until",
-        "created_at",
-        "done_at",
-        "error",
-    ),
-    "seen_events": ("source", "event_id", "seen_at"),
-    "side_effects": (
-        "effect_id",
-        "task_id",
-        "kind",
-        "state",
-        "request_json",
-        "result_ref",
-        "result_json",
-        "error",
-        "created_at",
-        "updated_at",
-    ),
-    "intake_cursors": (
-        "source",
-        "label",
-        "etag",
-        "last_poll_at",
-        "last_status",
-        "polls",
-        "not_modified",
-        "tasks_created",
-        "rate_remaining",
-        "rate_reset_at",
-        "next_poll_at",
-        "failures",
-        "last_error",
-    ),
-    "leases": ("name", "owner", "epoch", "lease_until", "acquired_at", "renewed_at", "takeovers"),
-    "automations": (
-        "automation_id",
-        "name",
-        "title",
-        "body",
-        "kind",
-        "repo",
-        "schedule_kind",
-        "every_s",
-        "cron",
-        "timezone",
-        "overlap",
-        "status",
-        "first_run_at",
-        "next_run_at",
-        "last_slot_at",
-        "created_by",
-        "created_at",
-        "updated_at",
-    ),
-    "automation_runs": (
-        "run_id",
-        "automation_id",
-        "slot_at",
-        "manual",
-        "missed",
-        "status",
-        "task_id",
-        "claimed_by",
-        "claimed_at",
-        "finished_at",
-        "detail",
-    ),
-    "audit_log": ("seq", "at", "actor", "via", "action", "target", "detail", "prev_hash", "hash"),
-    "audit_head": ("id", "rows", "hash"),
-}
-
 
 class _Executes(Protocol):
     """A ledger or a bare sqlite3 connection (the migration tests hold those)."""
@@ -568,8 +58,6 @@ def schema_version(conn: Reader | _Executes) -> int:
     """The ledger's version; 0 for an empty file (a ledger, a snapshot, or a bare connection)."""
     dialect = getattr(conn, "dialect", None)
     if dialect is not None and dialect.name != "sqlite":
-        from agent_team.db.schema_postgres import postgres_version
-
         return postgres_version(conn)  # type: ignore[arg-type]
     if not hasattr(conn, "fetch_one"):
         conn = _RawReader(conn)
@@ -594,14 +82,6 @@ class _RawReader:
     def fetch_one(self, sql: str, params: Params = ()) -> Row | None:
         rows = self.fetch_all(sql, params)
         return rows[0] if rows else None
-
-
-def _refuse_newer(version: int, where: str) -> None:
-    if version > SCHEMA_VERSION:
-        raise SchemaTooNewError(
-            f"the ledger {where} is at schema version {version}, but this agent-team "
-            f"understands up to {SCHEMA_VERSION}; upgrade agent-team (never downgrade a ledger)"
-        )
 
 
 def _apply_step(conn: sqlite3.Connection, version: int, statements: tuple[str, ...]) -> None:
@@ -689,8 +169,6 @@ def init_db(path: str | Path) -> int:
         The schema version, always `SCHEMA_VERSION` on success.
     """
     if is_postgres_url(path):
-        from agent_team.db.schema_postgres import init_postgres
-
         return init_postgres(str(path))
     with SqliteLedger(path) as ledger:
         try:
@@ -709,8 +187,6 @@ def assert_ready(path: str | Path) -> None:
         SchemaTooNewError: the ledger is newer than this code.
     """
     if is_postgres_url(path):
-        from agent_team.db.schema_postgres import assert_ready_url
-
         return assert_ready_url(str(path))
     file = Path(path)
     if not file.is_file():
@@ -765,9 +241,7 @@ def dump_fresh_postgres_schema(url: str | Path) -> str:
             "the PostgreSQL schema is dumped from a server: set AGENT_TEAM_DATABASE_URL to a "
             "postgresql:// URL (a scratch schema is made there and dropped)"
         )
-    from agent_team.db.schema_postgres import dump_fresh_postgres_schema as dump
-
-    return dump(str(url))
+    return _dump_postgres(str(url))
 
 
 def dump_schema(conn: _Executes | None = None) -> str:

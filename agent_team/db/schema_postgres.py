@@ -1,6 +1,6 @@
 """The ledger's schema on PostgreSQL: the same migration list as SQLite, and its few differences.
 
-The statements live once, in `schema.py`; `postgres_steps` derives each
+The statements live once, in `schema_steps.py`; `postgres_steps` derives each
 version's PostgreSQL statements from them with the differences spelled out
 here:
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from agent_team.db.ledger import Reader
 from agent_team.db.postgres_ledger import LOCK_KEY, PostgresLedger, until_locked
-from agent_team.db.schema import (
+from agent_team.db.schema_steps import (
     _STEPS,
     LEDGER_TABLES,
     REQUIRED_COLUMNS,

@@ -31,6 +31,7 @@ from agent_team.db.group_commit import GroupCommit
 from agent_team.db.ledger import Cursor, Dialect, Params, Row, Transaction
 from agent_team.db.open_errors import explain
 from agent_team.db.outage import refused_by_database
+from agent_team.db.sqlite_rows import fetch_rows
 from agent_team.db.write_health import WriteHealth
 from agent_team.exceptions import (
     LedgerBusyError,
@@ -48,7 +49,6 @@ __all__ = [
     "SQLITE",
     "WRITE_ATTEMPTS",
     "SqliteLedger",
-    "fetch_rows",
     "open_ledger",
 ]
 
@@ -93,16 +93,6 @@ def storage_error(exc: sqlite3.Error, where: Path) -> LedgerStorageError:
     return LedgerStorageError(
         f"the ledger {where} failed: {exc}; check it with `agent-team doctor --db {where}`"
     )
-
-
-def fetch_rows(conn: sqlite3.Connection, sql: str, params: Params) -> list[Row]:
-    """Rows by column name, whatever row factory the connection has."""
-    cur = conn.cursor()
-    cur.row_factory = sqlite3.Row
-    try:
-        return list(cur.execute(sql, params).fetchall())
-    finally:
-        cur.close()
 
 
 def _open(file: Path, *, readonly: bool = False) -> _Connection:

@@ -55,14 +55,8 @@ from typing import TYPE_CHECKING, Any
 from agent_team.db.clock import from_iso, utc_now
 from agent_team.db.daemon_lock import DaemonLock, claim_daemon_slot, daemon_holder
 from agent_team.db.ledger import Reader, Transaction
-from agent_team.db.schema import (
-    LEDGER_TABLES,
-    SCHEMA_VERSION,
-    _refuse_newer,
-    assert_ready,
-    init_db,
-    schema_version,
-)
+from agent_team.db.schema import assert_ready, init_db, schema_version
+from agent_team.db.schema_steps import LEDGER_TABLES, SCHEMA_VERSION, _refuse_newer
 from agent_team.db.sqlite_ledger import BUSY_TIMEOUT_S, SqliteLedger
 from agent_team.db.url import DATABASE_URL_VARIABLE, is_postgres_url, parse_target, redact_url
 from agent_team.exceptions import (

@@ -2,7 +2,7 @@
 
 The old ledgers come from hand-written SQL under `tests/fixtures/` (historical
 DDL plus rows), never from the current code, so an edit to a released
-version's statements in `agent_team/db/schema.py` shows up here.
+version's statements in `agent_team/db/schema_steps.py` shows up here.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def test_fixture_ledger_is_that_versions_schema(tmp_path: Path, version: int) ->
     assert version_of(path) == version
     assert read_master(path) == read_master(history), (
         f"tests/fixtures/ledger_v{version}.sql no longer matches the v1..v{version} statements "
-        "in agent_team/db/schema.py; released versions are history: add a new version "
+        "in agent_team/db/schema_steps.py; released versions are history: add a new version "
         "instead of editing one (CONTRIBUTING.md)"
     )
     rows = read_rows(path)

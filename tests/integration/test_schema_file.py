@@ -32,7 +32,8 @@ from agent_team.task_model import (
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_SQL = REPO_ROOT / "schema.sql"
 STALE = (
-    "schema.sql is out of date with the migrations in agent_team/db/schema.py: run `make schema`"
+    "schema.sql is out of date with the migrations in agent_team/db/schema_steps.py: "
+    "run `make schema`"
 )
 
 

@@ -20,7 +20,7 @@ from tests.integration.test_schema_file import ENUM_CHECKS, run_cli
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_POSTGRES_SQL = REPO_ROOT / "schema.postgres.sql"
 STALE = (
-    "schema.postgres.sql is out of date with the migrations in agent_team/db/schema.py and "
+    "schema.postgres.sql is out of date with the migrations in agent_team/db/schema_steps.py and "
     "schema_postgres.py: run `make schema`"
 )
 
