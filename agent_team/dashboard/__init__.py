@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from agent_team.dashboard.app import DashboardContext, create_app
+from agent_team.dashboard.app import create_app
+from agent_team.dashboard.context import DashboardContext
 
 __all__ = ["DashboardContext", "create_app"]

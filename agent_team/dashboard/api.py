@@ -41,8 +41,8 @@ from agent_team.dashboard.api_common import (
     no_other_fields,
     text_field,
 )
-from agent_team.dashboard.app import DashboardContext
 from agent_team.dashboard.auth import AuthRefused, Caller
+from agent_team.dashboard.context import DashboardContext
 from agent_team.dashboard.metrics import make_registry
 from agent_team.dashboard.task_filters import (
     MAX_LIMIT,

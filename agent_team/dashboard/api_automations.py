@@ -32,8 +32,8 @@ from agent_team.dashboard.api_common import (
     json_out,
     no_other_fields,
 )
-from agent_team.dashboard.app import DashboardContext
 from agent_team.dashboard.auth import AuthRefused
+from agent_team.dashboard.context import DashboardContext
 from agent_team.dashboard.task_filters import integer
 from agent_team.reports import triage
 from agent_team.requests.actors import Actor

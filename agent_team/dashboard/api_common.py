@@ -34,7 +34,7 @@ from agent_team.exceptions import (
 )
 
 if TYPE_CHECKING:
-    from agent_team.dashboard.app import DashboardContext
+    from agent_team.dashboard.context import DashboardContext
 
 __all__ = [
     "MAX_BODY_BYTES",

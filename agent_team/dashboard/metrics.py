@@ -26,7 +26,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from agent_team import db
-from agent_team.dashboard.app import DashboardContext
+from agent_team.dashboard.context import DashboardContext
 from agent_team.exceptions import LedgerError
 from agent_team.task_model import BillingMode
 

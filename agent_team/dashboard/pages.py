@@ -16,15 +16,12 @@ validation. Every page knows who is signed in (`viewer`, from `auth`).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import jinja2
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -35,9 +32,9 @@ from agent_team import db
 from agent_team.builders.live_log import read_build_log, state_dir_of
 from agent_team.common.redact import redact
 from agent_team.common.timefmt import relative, span
-from agent_team.dashboard.app import STATIC_DIR, DashboardContext
-from agent_team.dashboard.auth import login_path
+from agent_team.dashboard.context import DashboardContext
 from agent_team.dashboard.plan_view import PlanChoiceError, plan_context
+from agent_team.dashboard.rendering import error_page, render_page
 from agent_team.dashboard.safe_markdown import render_markdown
 from agent_team.dashboard.task_filters import (
     DEFAULT_LIMIT,
@@ -54,11 +51,10 @@ from agent_team.reports.task import task_report
 from agent_team.requests.limits import PAGE_BODY_CHARS
 from agent_team.task_model import QuestionKind, QuestionStatus, TaskKind, TaskStatus
 
-__all__ = ["TEMPLATES_DIR", "Stamp", "failure_page", "render_page", "routes", "stamp"]
+__all__ = ["Stamp", "failure_page", "routes", "stamp"]
 
 log = logging.getLogger(__name__)
 
-TEMPLATES_DIR = Path(__file__).parent / "templates"
 TASK_LIMIT = DEFAULT_LIMIT
 # A budget bar turns amber from this share of the cap; red at the cap.
 _WARN_SHARE = 0.8
@@ -201,76 +197,6 @@ class QuestionCard:
     quick_fills: tuple[str, ...] = field(default=())
 
 
-# ---- rendering -----------------------------------------------------------------------------
-
-
-def _asset_versions() -> dict[str, str]:
-    """A short content hash per static file, so browsers never run yesterday's JS."""
-    versions: dict[str, str] = {}
-    for path in STATIC_DIR.glob("*"):
-        if path.is_file():
-            versions[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:10]
-    return versions
-
-
-def _environment() -> jinja2.Environment:
-    # Autoescape everything (not only *.html): every template here renders HTML.
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-
-
-_ENV = _environment()
-_VERSIONS = _asset_versions()
-
-
-def render_page(
-    request: Request, template: str, context: dict[str, Any], *, status_code: int = 200
-) -> HTMLResponse:
-    """Render a template with what every page needs: the path prefix and asset links.
-
-    `base` is the ASGI root path, so links keep working behind a reverse proxy
-    that mounts the dashboard under a prefix.
-    """
-    base = str(request.scope.get("root_path", "")).rstrip("/")
-
-    def static(name: str) -> str:
-        version = _VERSIONS.get(name)
-        return f"{base}/static/{name}" + (f"?v={version}" if version else "")
-
-    ctx = getattr(request.app.state, "ctx", None) if "app" in request.scope else None
-    viewer = ctx.auth.viewer(request) if isinstance(ctx, DashboardContext) else None
-    sign_in_on = isinstance(ctx, DashboardContext) and ctx.auth.tokens.enabled
-    here = request.url.path[len(base) :] if request.url.path.startswith(base) else "/"
-    html = _ENV.get_template(template).render(
-        {
-            "base": base,
-            "static": static,
-            "live": False,
-            "viewer": viewer,
-            "sign_in_on": sign_in_on,
-            "login_href": login_path(base, "/" if here == "/login" else here),
-            **context,
-        }
-    )
-    # The pages are live views of changing state: never serve one from a cache.
-    headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
-    return HTMLResponse(html, status_code=status_code, headers=headers)
-
-
-def _error_page(request: Request, status_code: int, heading: str, message: str) -> HTMLResponse:
-    return render_page(
-        request,
-        "error.html",
-        {"status_code": status_code, "heading": heading, "message": message},
-        status_code=status_code,
-    )
-
-
 # ---- the pages -----------------------------------------------------------------------------
 
 
@@ -385,7 +311,7 @@ class _Pages:
         try:
             wanted = parse_task_filter(request.query_params, default_limit=TASK_LIMIT)
         except BadParameter as exc:
-            return _error_page(
+            return error_page(
                 request,
                 400,
                 "That filter cannot be used",
@@ -535,9 +461,9 @@ class _Pages:
             context = await run_in_threadpool(self._task_context, task_id, plan)
             return render_page(request, "task.html", context)
         except PlanChoiceError as exc:
-            return _error_page(request, exc.status_code, "No such plan", exc.message)
+            return error_page(request, exc.status_code, "No such plan", exc.message)
         except UnknownTaskError:
-            return _error_page(
+            return error_page(
                 request,
                 404,
                 "No such task",
@@ -552,7 +478,7 @@ def failure_page(request: Request, exc: Exception) -> HTMLResponse:
     """A failed page becomes a short explanation; the details go to the log only."""
     if isinstance(exc, LedgerError):
         log.error("dashboard page %s: the ledger is not readable: %s", request.url.path, exc)
-        return _error_page(
+        return error_page(
             request,
             503,
             "The ledger is not available",
@@ -561,7 +487,7 @@ def failure_page(request: Request, exc: Exception) -> HTMLResponse:
             "the details.",
         )
     log.error("dashboard page %s failed", request.url.path, exc_info=exc)
-    return _error_page(
+    return error_page(
         request,
         500,
         "Something went wrong",

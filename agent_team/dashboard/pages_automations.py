@@ -21,8 +21,9 @@ from agent_team import db
 from agent_team.automations import service
 from agent_team.automations.runner import schedule_of
 from agent_team.common.redact import redact
-from agent_team.dashboard.app import DashboardContext
-from agent_team.dashboard.pages import Stamp, failure_page, render_page, stamp
+from agent_team.dashboard.context import DashboardContext
+from agent_team.dashboard.pages import Stamp, failure_page, stamp
+from agent_team.dashboard.rendering import render_page
 from agent_team.reports import triage
 
 __all__ = ["RUNS_SHOWN", "routes"]
