@@ -1,4 +1,4 @@
-"""build_graph(): the task pipeline as one LangGraph StateGraph (DESIGN.md §2).
+"""build_graph(): the task pipeline as one LangGraph StateGraph (docs/architecture.md §2).
 
     intake -> clarify <-> clarify_gate
                  \\-> plan <-> plan_review -> build -> done
@@ -65,8 +65,8 @@ NODE_PHASES: dict[str, Phase] = {
     "done": Phase.DONE,
 }
 GATE_NODES = frozenset({"clarify_gate", "plan_review", "conf_gate"})
-# The node writes that are the protocol's durable points (DESIGN.md §3): a gate's question
-# and the answer it consumed (LangGraph keeps them under `__interrupt__` and `__resume__`),
+# The node writes that are the protocol's durable points (docs/architecture.md §3): a gate's
+# question and the answer it consumed (LangGraph keeps them under `__interrupt__` and `__resume__`),
 # and the build's result, minutes of work. Every other checkpoint commits without a flush
 # of its own (`db.fenced_savers`).
 DURABLE_CHANNELS = frozenset({"__interrupt__", "__resume__", "build"})

@@ -1,4 +1,4 @@
-"""The vocabulary of a task: phases, statuses, kinds (DESIGN.md §1).
+"""The vocabulary of a task: phases, statuses, kinds (docs/architecture.md §1).
 
 These enums are the single source of the allowed values; the ledger's CHECK
 constraints and validation are built from them.

@@ -3,7 +3,7 @@
 A builder turns an approved plan into commits on a task branch. Its result is
 recorded *in git* (a commit with an `Agent-Team-Plan` trailer, see
 `agent_team.builders.worktree`), so the pipeline can look it up after a crash
-instead of running the builder a second time (DESIGN.md §4).
+instead of running the builder a second time (docs/architecture.md §4).
 """
 
 from __future__ import annotations

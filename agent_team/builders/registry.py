@@ -2,7 +2,7 @@
 
 `run_build` is what the `build` node calls. It is safe to call again after a
 crash: the build is recorded as a commit on the task branch and looked up
-before the builder runs (DESIGN.md §4), under a per-task lock so two
+before the builder runs (docs/architecture.md §4), under a per-task lock so two
 processes cannot both build the same task. Builds of different tasks run at
 the same time; those sharing a repository take its lock only while a worktree
 is added or removed (see `agent_team.builders.worktree`).

@@ -4,7 +4,7 @@ Why git is the record: a builder's work *is* a commit on the task branch, so
 writing the record and the work in one `git commit` makes them succeed or fail
 together. After a crash (builder finished, LangGraph never checkpointed) the
 build node finds the commit by its `Agent-Team-Plan` trailer and does not run
-the builder again (DESIGN.md §4, "checked before they are repeated").
+the builder again (docs/architecture.md §4, "checked before they are repeated").
 
 Layout under `state_dir`:
 

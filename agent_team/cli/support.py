@@ -1,6 +1,6 @@
 """What every `agent-team` command module shares: the consoles, settings, the ledger, output.
 
-`cli.py` holds the commands of the core; bigger groups (`automation`,
+`main.py` holds the commands of the core; bigger groups (`automation`,
 `audit`, `inbox`) live in modules of their own and take these helpers from
 here, so no command module imports another.
 """

@@ -1,4 +1,4 @@
-"""One checkpointed graph per task, and the gate protocol around it (DESIGN.md §3, §4).
+"""One checkpointed graph per task, and the gate protocol around it (docs/architecture.md §3, §4).
 
 `Coordinator` is the facade requests go to; `GraphRunner` runs graphs,
 `Worker` claims commands and runs them on a pool, `Sweeper` recovers after

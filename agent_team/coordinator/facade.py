@@ -5,7 +5,7 @@ as `inbox` writes them, then wake the worker: a task row and a `start`
 command on submit, an answer and its `resume` command in one transaction,
 a `cancel` command. The parts are built by `agent_team.service.wiring` from the
 settings; the coordinator only holds them together and closes what it was
-handed to close (DESIGN.md §3, §4).
+handed to close (docs/architecture.md §3, §4).
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ class Coordinator:
         return self.worker.run_pending()
 
     def deliver_open(self, task_id: str | None = None) -> int:
-        """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2).
+        """Deliver open questions that have no `channel_ref` yet (docs/architecture.md §3 step 2).
 
         A pass over every task (the timers') leaves out the tasks this instance is
         running: each such run delivers its own questions when it stops.

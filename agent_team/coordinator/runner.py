@@ -5,7 +5,7 @@ last checkpoint after a crash. After each run the runner looks where the
 graph stopped (in what `invoke` returned; in the checkpoint when that is not
 enough): on an interrupt -> `waiting` and the question is delivered;
 finished -> a terminal status. Everything that must survive a
-crash is in the ledger first (DESIGN.md §3, §4); the runner never claims
+crash is in the ledger first (docs/architecture.md §3, §4); the runner never claims
 commands itself (that is the worker's job) and is safe to call from the
 worker's threads, one run per task at a time.
 """
@@ -305,7 +305,7 @@ class GraphRunner:
     def deliver_open(
         self, task_id: str | None = None, *, in_flight: Callable[[str], bool] | None = None
     ) -> int:
-        """Deliver open questions that have no `channel_ref` yet (DESIGN.md §3 step 2).
+        """Deliver open questions that have no `channel_ref` yet (docs/architecture.md §3 step 2).
 
         `in_flight(task_id)` says a run of that task is going on here: that run delivers
         its questions itself when it stops, so a pass over every task leaves them out (it

@@ -1,7 +1,7 @@
 """The sweeper: recovery after a crash, question deadlines, budget unparking, pruning.
 
 These are the passes that put a half-finished state back on its way
-(DESIGN.md §4) and the timers that change tasks without anyone asking. Each
+(docs/architecture.md §4) and the timers that change tasks without anyone asking. Each
 pass is idempotent, so running it twice (a restart, `agent-team tick`
 beside the daemon) changes nothing the second time.
 """
@@ -183,7 +183,7 @@ class Sweeper:
         return released
 
     def recovery_sweep(self) -> SweepReport:
-        """Put every half-finished thing back on its way after a crash (DESIGN.md §4)."""
+        """Put every half-finished thing back on its way after a crash (docs/architecture.md §4)."""
         report = SweepReport(claims_released=self._release_dead_claims())
         for question in db.answered_without_resume(self.ledger):
             report.resumes_added += int(

@@ -3,7 +3,7 @@
 A command is claimed together with its task's execution lease (`db.claim_runs`),
 and the run's every write is fenced by that lease's epoch (`db.fenced`): if
 this instance stalls past its lease and another takes the task over, whatever
-this run still tries to write is refused and the run stops (DESIGN.md §6).
+this run still tries to write is refused and the run stops (docs/architecture.md §6).
 While runs go on, a renewer thread extends their leases every third of
 `lease_s`. One job per task runs that task's commands in the order they were
 queued; different tasks run in parallel on `workers` threads.

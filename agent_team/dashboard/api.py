@@ -1,6 +1,6 @@
 """The dashboard's JSON API, `/healthz` and `/metrics`.
 
-Handlers stay thin (DESIGN.md §7): parse and validate, read one consistent
+Handlers stay thin (docs/architecture.md §8): parse and validate, read one consistent
 view of the ledger per request, or hand a write to `inbox` (the same path
 the CLI and Slack use), then wake the coordinator. Every refusal is JSON
 `{"error": ...}` naming the parameter or field at fault; an unexpected

@@ -2,7 +2,7 @@
 
 Routes come from small modules (`api`, `pages`) plus whatever the daemon
 passes in `extra_routes` (Slack's `/slack/events`, GitHub's `/github/webhook`
-in later issues): adding a route is one line in `daemon.py`.
+in later issues): adding a route is one line in `service/daemon.py`.
 """
 
 from __future__ import annotations

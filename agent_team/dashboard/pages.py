@@ -1,6 +1,6 @@
 """The dashboard's HTML pages: the overview (`/`) and a task's drill-down (`/task/{id}`).
 
-Handlers stay thin (DESIGN.md §7): they read the ledger through `db` and
+Handlers stay thin (docs/architecture.md §8): they read the ledger through `db` and
 `reports.task_report` (the same story the CLI and `/api/task` tell), turn
 rows into small view objects, and render Jinja templates with autoescaping
 on. Issue text, plans and answers are untrusted, so nothing is ever marked

@@ -1,4 +1,6 @@
-"""The ledger: the only package that writes SQL or knows a database driver (DESIGN.md §5-§7).
+"""The ledger: the only package that writes SQL or knows a database driver.
+
+See docs/architecture.md §5 (the tables) and §8 (the layers).
 
 Callers hold a `Ledger` (from `open_ledger`) and pass it to the functions
 here; every public function is one transaction. State changes are

@@ -1,6 +1,6 @@
 """The budget ledger: one row per model call, and the outbox that keeps rows we could not write.
 
-Recording spend must never fail a task (DESIGN.md §4): when the database
+Recording spend must never fail a task (docs/architecture.md §4): when the database
 refuses a row, the row is appended to a JSONL outbox beside the database and
 `agent-team ledger replay` writes it back later. Appends and replays take the
 same lock file, so a replay never loses a line appended while it runs.

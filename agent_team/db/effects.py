@@ -1,6 +1,6 @@
 """Outbound side effects, recorded with their result id and checked before they are repeated.
 
-DESIGN.md §4: a Slack post, a GitHub comment or pull request, a git push or a
+docs/architecture.md §4: a Slack post, a GitHub comment or pull request, a git push or a
 Confluence write is keyed by a deterministic `effect_id` (for example
 `github:pr:<task>`). The caller begins the effect (an idempotent insert that
 returns the row as it stands), does the outside call only if the row is not

@@ -1,5 +1,5 @@
-"""LangGraph savers whose writes are fenced like the ledger's (DESIGN.md §6), and flushed
-to disk only at the protocol's durable points (DESIGN.md §3, durability budget).
+"""LangGraph savers whose writes are fenced like the ledger's (docs/architecture.md §6), and flushed
+to disk only at the protocol's durable points (docs/architecture.md §3, durability budget).
 
 A run that was paused past its lease must not write checkpoints into a
 thread its new owner is running: the late checkpoint would become the

@@ -6,7 +6,7 @@ A run sets its `Fence` (lease name, owner, epoch) for the thread it runs on
 transaction and refuses the write with `FencedError` if the owner or epoch
 moved on. On SQLite the write lock serialises that read with a takeover; on
 PostgreSQL the read holds a share lock on the lease row, so a takeover and a
-fenced write cannot both commit (DESIGN.md §6).
+fenced write cannot both commit (docs/architecture.md §6).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Intake de-dup: an outside issue becomes a task at most once.
 
 The claim row is taken before the task is started and released if starting
-fails (DESIGN.md §4), so a crash between the two leaves a claim the recovery
+fails (docs/architecture.md §4), so a crash between the two leaves a claim the recovery
 sweep can finish.
 """
 

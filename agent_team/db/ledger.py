@@ -2,7 +2,7 @@
 
 A `Ledger` owns its connections, its per-thread writers, its transactions and
 its dialect, so nothing outside `agent_team.db` knows which driver is behind
-it (DESIGN.md §6). The `db` functions take a `Ledger` (writes) or any `Reader`
+it (docs/architecture.md §6). The `db` functions take a `Ledger` (writes) or any `Reader`
 (reads: the ledger itself, or one consistent `snapshot()` of it). A backend is
 one class implementing this protocol; the contract suite registers a factory
 for each (tests/integration/ledger/conftest.py).

@@ -2,7 +2,7 @@
 
 A run that fails because the ledger or the checkpoint store cannot be
 reached must not be marked failed: the daemon keeps its claim to lapse and
-runs the command again once the database is back (DESIGN.md §6). Errors come
+runs the command again once the database is back (docs/architecture.md §6). Errors come
 either translated (`LedgerError` subclasses from our ledgers) or raw from a
 LangGraph saver (sqlite3 / psycopg errors), so both are recognised here,
 inside `db/`, where the drivers may be named.

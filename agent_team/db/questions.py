@@ -1,4 +1,4 @@
-"""The `pending_questions` ledger: one row per gate ask (DESIGN.md §3).
+"""The `pending_questions` ledger: one row per gate ask (docs/architecture.md §3).
 
 Every state change is a compare-and-set on the row's status inside one
 `BEGIN IMMEDIATE` transaction on its own connection, so the first writer wins

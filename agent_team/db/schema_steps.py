@@ -155,7 +155,7 @@ _V6 = (
     "ALTER TABLE pending_questions ADD COLUMN payload_json TEXT",
 )
 
-# v7: durable records of the outside world (DESIGN.md §4): inbound event ids seen once
+# v7: durable records of the outside world (docs/architecture.md §4): inbound event ids seen once
 # (Slack event_id, GitHub X-GitHub-Delivery), outbound side effects with their result id
 # (Slack posts, GitHub comments and PRs, git pushes, Confluence writes), and the intake
 # poller's per-repo cursor (ETag, rate limit, counters) so a restart still polls cheaply;

@@ -8,7 +8,7 @@ one connection that `LISTEN`s and sets its worker's wake event
 (`Ledger.listen_for_commands`). SQLite has no such channel: commands written
 by another process are found by the worker's poll (`AGENT_TEAM_POLL_S`).
 The poll stays on with PostgreSQL too, as the fallback for a notification
-missed while the listener reconnects (DESIGN.md §6).
+missed while the listener reconnects (docs/architecture.md §6).
 """
 
 from __future__ import annotations

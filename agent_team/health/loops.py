@@ -1,6 +1,6 @@
 """The daemon's unit of supervised work, shared by the daemon and the integrations.
 
-It lives apart from `daemon.py` so an integration can hand the daemon its
+It lives apart from `service/daemon.py` so an integration can hand the daemon its
 loops without importing the daemon (which imports every integration).
 """
 

@@ -1,7 +1,7 @@
 """Models: the registry of `provider:model` specs, the offline model, prices, and the caller.
 
 Nodes use `ModelCaller.structured` with the prompts and schemas here; nothing
-else in agent-team talks to a model (DESIGN.md §6).
+else in agent-team talks to a model (docs/architecture.md §8).
 """
 
 from __future__ import annotations

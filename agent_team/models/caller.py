@@ -1,6 +1,6 @@
 """`ModelCaller`: the only way nodes call models, so every call is capped, counted and safe to log.
 
-Why one choke point (DESIGN.md §2, §4): the daily cap must be checked *before*
+Why one choke point (docs/architecture.md §2, §4): the daily cap must be checked *before*
 each call, each call's tokens must land in the budget ledger (even when its
 output turns out unusable: the tokens were spent), and a provider's error text
 must be redacted before it reaches a log line or a task row.

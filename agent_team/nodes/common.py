@@ -45,7 +45,7 @@ class GraphDeps:
     crash_at: str | None = None
     outbox: Any = None
     # After a build: push and open a pull request; returns what to keep (url, number) or
-    # None. Must be idempotent (it records its side effects, DESIGN.md §4).
+    # None. Must be idempotent (it records its side effects, docs/architecture.md §4).
     publish: Callable[[TaskState], dict[str, Any] | None] | None = None
     # The Confluence documentation lane (AGENT_TEAM_CONFLUENCE_ENABLED); None: no lane,
     # and the graph is exactly the one without it.
@@ -66,7 +66,7 @@ def enter(deps: GraphDeps, state: TaskState, phase: Phase) -> None:
 def ask_human(
     deps: GraphDeps, state: TaskState, kind: QuestionKind, payload: dict[str, Any]
 ) -> dict[str, Any]:
-    """Ask once per turn and wait: the gate protocol's step 1 (DESIGN.md §3).
+    """Ask once per turn and wait: the gate protocol's step 1 (docs/architecture.md §3).
 
     The question row is inserted idempotently under a deterministic id, then
     `interrupt()` stops the graph. On resume LangGraph re-runs the node, the

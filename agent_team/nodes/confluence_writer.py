@@ -1,4 +1,4 @@
-"""The Confluence lane: conf_draft -> conf_gate -> conf_write (DESIGN.md §2).
+"""The Confluence lane: conf_draft -> conf_gate -> conf_write (docs/architecture.md §2).
 
 - `conf_draft` reads the page the task names (if any), asks the model for a
   draft (its own node, so a resume never pays for the call twice), and turns
@@ -16,7 +16,7 @@
   write begins its effect record (pending, with the intended version) before
   sending and records the result (page id, version) before the node finishes;
   when a pending record is found on a re-run, the page is read first and a
-  write that already landed is not sent again (DESIGN.md §4).
+  write that already landed is not sent again (docs/architecture.md §4).
 
 Which page: a task body line `confluence-page: <numeric id>` names an existing
 page to update; without one a new page is created in

@@ -4,7 +4,7 @@ The CLI, the dashboard, intake and the Slack listener all come through here.
 Nothing here touches the graph: each request lands in the ledger (a task row
 and a `start` command; an answer and its `resume` command in one
 transaction; a reopened question; a `cancel` command), and whichever
-coordinator drains the commands inbox acts on it (DESIGN.md §3).
+coordinator drains the commands inbox acts on it (docs/architecture.md §3).
 """
 
 from __future__ import annotations

@@ -19,8 +19,7 @@ def make_transport(settings: Settings, *, ledger: db.Ledger | None = None) -> Tr
     """
     if settings.transport == "slack":
         # Imported here so the local transport never loads slack-bolt.
-        from agent_team.integrations.slack.settings import SlackSettings
-        from agent_team.integrations.slack.transport import SlackTransport
+        from agent_team.integrations.slack.transport import build_slack_transport
 
-        return SlackTransport(SlackSettings.from_settings(settings), ledger=ledger)
+        return build_slack_transport(settings, ledger=ledger)
     return LocalTransport()

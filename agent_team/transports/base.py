@@ -1,6 +1,6 @@
 """The transport interface: the coordinator delivers, the transport posts.
 
-Delivery happens outside the graph (DESIGN.md §3), so a resumed node never
+Delivery happens outside the graph (docs/architecture.md §3), so a resumed node never
 posts twice; the coordinator records the returned `channel_ref` with a
 compare-and-set that only fills a missing one.
 """

@@ -4,7 +4,7 @@ One function turns an issue into a task, `GitHubIntake.ingest`, and both the
 poller and the webhook call it. It claims `(github:owner/repo, number)` in the
 ledger first (`INSERT OR IGNORE`), then starts the task under a deterministic
 id, and releases the claim if starting fails, so the next poll retries
-(DESIGN.md §4). A claim whose task never appeared (the process died between
+(docs/architecture.md §4). A claim whose task never appeared (the process died between
 the two writes) is picked up by `sweep_claims`, which re-fetches the issue.
 
 Polling asks for `sort=updated&direction=desc`: labelling, reopening or

@@ -1,7 +1,7 @@
 """The Slack listener's answers: parse, check the sender, claim the event, answer in the ledger.
 
 The handlers (thread replies, buttons, the revise modal) stay thin
-(DESIGN.md §7): parse, check the sender, then the one answer path every
+(docs/architecture.md §8): parse, check the sender, then the one answer path every
 transport uses (`inbox.submit_answer` through the coordinator, so the worker
 wakes at once). What they say back goes to `FollowUps`, after the ack.
 

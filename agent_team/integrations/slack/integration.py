@@ -43,14 +43,14 @@ class SlackIntegration:
         # Imported here so the local transport never loads slack-bolt.
         from agent_team.integrations.slack.followups import TIMERS_S
         from agent_team.integrations.slack.ingress import SlackListener
-        from agent_team.integrations.slack.transport import SlackTransport
+        from agent_team.integrations.slack.transport import SlackTransport, build_slack_transport
 
         self._settings = SlackSettings.from_settings(settings)
         transport = coordinator.transport
         self._owns_transport = not isinstance(transport, SlackTransport)
         if not isinstance(transport, SlackTransport):  # a test handed in its own transport
-            transport = SlackTransport(
-                self._settings, clock=coordinator.clock, ledger=coordinator.ledger
+            transport = build_slack_transport(
+                settings, clock=coordinator.clock, ledger=coordinator.ledger
             )
         self.transport: SlackTransport = transport
         self.listener: SlackListener = SlackListener(

@@ -1,7 +1,7 @@
 """The Slack transport: questions become Block Kit messages, notices go into their threads.
 
 Every post is a side effect recorded in the ledger before and after the call
-(DESIGN.md §4), keyed so that a crash or a second delivery pass never posts
+(docs/architecture.md §4), keyed so that a crash or a second delivery pass never posts
 twice: `slack:post:<question>:<n>` (n counts reopenings), `slack:notify:
 <task>:<event>:<occurrence>:<digest>` (a new occurrence of the same notice,
 after a retry, is posted again), `slack:remind:<question>:<posted_at>:<fraction>`,
@@ -33,6 +33,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 from agent_team import db
 from agent_team.common.redact import redact, redact_deep, tail
 from agent_team.common.testhooks import wall_clock
+from agent_team.config import Settings
 from agent_team.exceptions import ConfigError
 from agent_team.integrations.slack.blocks import (
     closed_blocks,
@@ -49,6 +50,7 @@ from agent_team.task_model import EffectState, QuestionKind, QuestionStatus
 __all__ = [
     "POST_KIND",
     "SlackTransport",
+    "build_slack_transport",
     "make_web_client",
     "require_slack_settings",
     "split_ref",
@@ -586,3 +588,17 @@ class SlackTransport:
             f"(question `{question.question_id}`)."
         )
         return self.post(channel, text, thread_ts=ts), None
+
+
+def build_slack_transport(
+    settings: Settings,
+    *,
+    ledger: db.Ledger | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> SlackTransport:
+    """The one place a Slack transport is built from `Settings` (wiring and the integration).
+
+    Raises:
+        ConfigError: a Slack setting it needs is missing (each is named).
+    """
+    return SlackTransport(SlackSettings.from_settings(settings), clock=clock, ledger=ledger)

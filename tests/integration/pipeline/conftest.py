@@ -216,7 +216,7 @@ def make_harness(tmp_path: Path) -> Iterator[MakeHarness]:
         db.init_db(path)
         conn = db.open_ledger(path)
         opened.append(conn)
-        # On a connection of its own (DESIGN.md §3), flushed where the daemon flushes.
+        # On a connection of its own (docs/architecture.md §3), flushed where the daemon flushes.
         saver = conn.checkpointer(flush_only=DURABLE_CHANNELS)
         clock = Clock()
         caller = ModelCaller(
