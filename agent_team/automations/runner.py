@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent_team import db
 from agent_team.automations.schedule import Schedule
@@ -31,6 +31,7 @@ from agent_team.common.testhooks import crash_if
 from agent_team.exceptions import LedgerError, LedgerInputError, TaskRefusedError
 from agent_team.models.budget_view import BudgetToday, settings_budget
 from agent_team.requests.actors import Actor
+from agent_team.requests.task_requests import TaskRequests
 from agent_team.task_model import (
     AutomationRunStatus,
     AutomationStatus,
@@ -53,7 +54,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Submit = Callable[..., str]  # inbox.submit_task bound to the process's settings
+Submit = Callable[..., str]  # TaskRequests.submit of the process (the coordinator's)
 # How long a claimed run is its claimer's to finish before a pass takes it for a crash's.
 SWEEP_AFTER = timedelta(minutes=1)
 
@@ -270,14 +271,9 @@ def runner_for(
 ) -> AutomationRunner:
     """A runner with the configured budget gate; tasks go straight to the ledger's inbox
     unless `submit` says otherwise (the coordinator's, which also wakes its worker)."""
-    from agent_team.requests import inbox
-
-    def to_inbox(**request: Any) -> str:
-        return inbox.submit_task(ledger, confluence_enabled=settings.confluence_enabled, **request)
-
     return AutomationRunner(
         ledger,
-        submit=submit or to_inbox,
+        submit=submit or TaskRequests.of(ledger, settings, clock=clock).submit,
         budget=lambda: settings_budget(ledger, settings, clock()),
         clock=clock,
         owner=owner,

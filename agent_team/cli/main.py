@@ -43,8 +43,8 @@ from agent_team.exceptions import AgentTeamError, ConfigError, InvalidAutomation
 from agent_team.reports import task as reports
 from agent_team.reports.journey import who_answered
 from agent_team.reports.plandiff import DiffLine, changes_text
-from agent_team.requests import inbox
 from agent_team.requests.actors import cli_actor
+from agent_team.requests.task_requests import TaskRequests
 from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
 
 __all__ = ["app", "main"]
@@ -90,6 +90,12 @@ def _main(
     ] = False,
 ) -> None:
     ctx.obj = CliContext(db_override=db_path, config_file=config)
+
+
+def _requests(ctx: typer.Context, ledger: db.Ledger) -> TaskRequests:
+    """This command's requests: no worker here, the daemon (or `tick`) picks them up."""
+    cli = context_of(ctx)
+    return TaskRequests.of(ledger, cli.settings(), clock=cli.now)
 
 
 @app.command()
@@ -444,15 +450,13 @@ def submit(
         raise typer.BadParameter("--title must not be empty")
     text = body_file.read_text(encoding="utf-8") if body_file else body
     with open_writable(ctx) as ledger:
-        task_id = inbox.submit_task(
-            ledger,
+        task_id = _requests(ctx, ledger).submit(
             title=title.strip(),
             body=text,
             kind=kind.value,
             source="cli",
             actor=cli_actor(),
             repo=str(repo.resolve()) if repo else None,
-            confluence_enabled=context_of(ctx).settings().confluence_enabled,
         )
     sys.stdout.write(task_id + "\n")
 
@@ -660,9 +664,7 @@ def answer(
     responder = who.strip() or getpass.getuser()
     text = " ".join(words)
     with open_ready(ctx) as ledger:
-        answered = inbox.submit_answer(
-            ledger, question_id, text, via=f"cli:{responder}", now=context_of(ctx).now()
-        )
+        answered = _requests(ctx, ledger).answer(question_id, text, via=f"cli:{responder}")
     out.print(f"answered {answered.question_id}: {answered.answer_json}")
 
 
@@ -677,9 +679,7 @@ def reopen(
     """Reopen an expired question with a new deadline; it is delivered again."""
     window = _parse_duration(deadline)
     with open_ready(ctx) as ledger:
-        reopened = inbox.reopen(
-            ledger, question_id, deadline_at=context_of(ctx).now() + window, actor=cli_actor()
-        )
+        reopened = _requests(ctx, ledger).reopen(question_id, deadline=window, actor=cli_actor())
     now = context_of(ctx).now()
     out.print(f"reopened {reopened.question_id}; deadline {_deadline(reopened.deadline_at, now)}")
 
@@ -690,7 +690,7 @@ def cancel(
 ) -> None:
     """Cancel a task: open questions are superseded; its branch keeps any build commits."""
     with open_ready(ctx) as ledger:
-        inbox.cancel_task(ledger, task_id, actor=cli_actor())
+        _requests(ctx, ledger).cancel(task_id, actor=cli_actor())
     out.print(f"cancel queued for {task_id}")
 
 
@@ -700,7 +700,7 @@ def retry(
 ) -> None:
     """Continue a parked task from where it stopped, after fixing what parked it."""
     with open_ready(ctx) as ledger:
-        inbox.retry_task(ledger, task_id, actor=cli_actor())
+        _requests(ctx, ledger).retry(task_id, actor=cli_actor())
     out.print(localize(f"{task_id} queued again; the daemon (or `agent-team tick`) continues it"))
 
 

@@ -7,7 +7,7 @@ a crash and runs the timers. `agent_team.service.wiring` builds them from the se
 
 from __future__ import annotations
 
-from agent_team.coordinator.facade import Coordinator, TickReport, default_deadlines
+from agent_team.coordinator.facade import Coordinator, TickReport
 from agent_team.coordinator.runner import GraphRunner, TaskObserver, thread_config
 from agent_team.coordinator.sweeper import EVENT_RETENTION, Sweeper, SweepReport
 from agent_team.coordinator.worker import Worker
@@ -21,6 +21,5 @@ __all__ = [
     "TaskObserver",
     "TickReport",
     "Worker",
-    "default_deadlines",
     "thread_config",
 ]

@@ -29,15 +29,13 @@ from agent_team.coordinator.loop_lease import LoopLease
 from agent_team.coordinator.runner import GraphRunner, TaskObserver
 from agent_team.coordinator.sweeper import CHECKPOINT_BATCH, Sweeper, SweepReport
 from agent_team.coordinator.worker import Worker
-from agent_team.exceptions import UnknownTaskError
 from agent_team.models.budget_view import BudgetToday, settings_budget
 from agent_team.nodes.common import GraphDeps
-from agent_team.requests import inbox
 from agent_team.requests.actors import INTERNAL, Actor
-from agent_team.task_model import QuestionKind
+from agent_team.requests.task_requests import TaskRequests
 from agent_team.transports.base import Transport
 
-__all__ = ["PRUNE_EVERY_S", "Coordinator", "TickReport", "default_deadlines"]
+__all__ = ["PRUNE_EVERY_S", "Coordinator", "TickReport"]
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +51,6 @@ class TickReport:
     automations: PassReport = field(default_factory=PassReport)
     sweep: SweepReport = field(default_factory=SweepReport)
     idle: bool = False
-
-
-def default_deadlines(settings: Settings) -> dict[str, timedelta]:
-    """How long each kind of question stays open before it expires."""
-    return {
-        QuestionKind.CLARIFY.value: timedelta(hours=settings.clarify_deadline_h),
-        QuestionKind.PLAN_DECISION.value: timedelta(hours=settings.plan_deadline_h),
-        QuestionKind.CONFLUENCE_APPROVAL.value: timedelta(hours=settings.confluence_deadline_h),
-    }
 
 
 class Coordinator:
@@ -103,6 +92,9 @@ class Coordinator:
             consumer=self.worker.consumer,
             clock=clock,
             checkpoint_retention=settings.checkpoint_retention,
+        )
+        self.requests = TaskRequests.of(
+            ledger, settings, clock=clock, wake=self.worker.wake.set, deliver=self.deliver_open
         )
         self.automations = runner_for(
             ledger,
@@ -168,45 +160,28 @@ class Coordinator:
     # -- requests (CLI, dashboard, transports, intake) ----------------------------------
 
     def start_task(self, **request: Any) -> str:
-        """Submit a task (see `inbox.submit_task`) and wake the worker."""
-        request.setdefault("confluence_enabled", self.settings.confluence_enabled)
-        task_id = inbox.submit_task(self.ledger, **request)
+        """Submit a task through `requests` (which wakes the worker); returns its id."""
+        task_id = self.requests.submit(**request)
         log.info("task %s submitted: %s", task_id, request.get("title"))
-        self.wake.set()
         return task_id
 
     def answer(self, question_id: str, text: str, *, via: str = "cli") -> db.Question:
-        """Record an answer (see `inbox.submit_answer`) and wake the worker at once."""
-        answered = inbox.submit_answer(self.ledger, question_id, text, via=via, now=self.clock())
-        self.wake.set()
-        return answered
+        """Record an answer through `requests`; the worker wakes at once."""
+        return self.requests.answer(question_id, text, via=via)
 
     def reopen(
         self, question_id: str, *, deadline: timedelta | None = None, actor: Actor = INTERNAL
     ) -> db.Question:
-        """Reopen an expired question (see `inbox.reopen`) and deliver it again."""
-        question = db.get_question(self.ledger, question_id)
-        if question is None:
-            raise UnknownTaskError(f"no question {question_id!r}")
-        window = {question.kind: deadline} if deadline else default_deadlines(self.settings)
-        reopened = inbox.reopen(
-            self.ledger,
-            question_id,
-            deadline_at=inbox.deadline_for(question.kind, window, self.clock()),
-            actor=actor,
-        )
-        self.deliver_open(reopened.thread_id)
-        return reopened
+        """Reopen an expired question through `requests`; it is delivered again."""
+        return self.requests.reopen(question_id, deadline=deadline, actor=actor)
 
     def retry(self, task_id: str, *, actor: Actor = INTERNAL) -> None:
-        """Continue a parked task (see `inbox.retry_task`) and wake the worker."""
-        inbox.retry_task(self.ledger, task_id, actor=actor)
-        self.wake.set()
+        """Continue a parked task through `requests`."""
+        self.requests.retry(task_id, actor=actor)
 
     def cancel(self, task_id: str, *, actor: Actor = INTERNAL) -> None:
-        """Queue a cancel (see `inbox.cancel_task`) and wake the worker."""
-        inbox.cancel_task(self.ledger, task_id, actor=actor)
-        self.wake.set()
+        """Queue a cancel through `requests`."""
+        self.requests.cancel(task_id, actor=actor)
 
     def budget_today(self) -> BudgetToday:
         """Today's spend against the cap the model caller applies (automations, the inbox)."""
@@ -311,6 +286,10 @@ class Coordinator:
 
     def _woken(self) -> None:
         self.wakeups += 1
+        self.wake.set()
+
+    def stop_waiting(self) -> None:
+        """Wake the worker loop now, so a stop the daemon set is seen without waiting a poll."""
         self.wake.set()
 
     def wait_idle(self, timeout_s: float) -> bool:

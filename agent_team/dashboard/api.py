@@ -60,7 +60,6 @@ from agent_team.health.readiness import readiness
 from agent_team.health.status import LoopStatus
 from agent_team.reports import task as reports
 from agent_team.reports.build_watch import build_output
-from agent_team.requests import inbox
 from agent_team.requests.answers import PLAN_DECISION_HELP, PUBLISH_HELP
 from agent_team.requests.limits import MAX_TITLE_CHARS
 from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind
@@ -345,19 +344,16 @@ class _Api:
         assert title is not None
 
         def work() -> str:
-            with self.ctx.write() as ledger:
-                return inbox.submit_task(
-                    ledger,
+            with self.ctx.requests() as requests:
+                return requests.submit(
                     title=title.strip(),
                     body=body,
                     kind=kind,
                     source="dashboard",
-                    confluence_enabled=self.ctx.settings.confluence_enabled,
                     actor=caller.actor(),
                 )
 
         task_id = await run_in_threadpool(work)
-        self.ctx.wake()
         return self.json(
             {"task_id": task_id}, status_code=201, headers={"Location": f"/api/task/{task_id}"}
         )
@@ -372,22 +368,15 @@ class _Api:
         assert text is not None
 
         def work() -> db.Question:
-            with self.ctx.write() as ledger:
+            with self.ctx.requests() as requests:
                 try:
-                    return inbox.submit_answer(
-                        ledger,
-                        question_id,
-                        text,
-                        via=f"dashboard:{name}",
-                        now=self.ctx.clock(),
-                    )
+                    return requests.answer(question_id, text, via=f"dashboard:{name}")
                 except InvalidAnswerError as exc:
-                    question = db.get_question(ledger, question_id)
+                    question = db.get_question(requests.ledger, question_id)
                     accepted = _ACCEPTED.get(question.kind) if question is not None else None
                     raise ApiError(422, str(exc), extra={"accepted": accepted}) from None
 
         answered = await run_in_threadpool(work)
-        self.ctx.wake()
         return self.json({"question": reports.question_view(answered)})
 
 

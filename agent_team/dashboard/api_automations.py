@@ -248,7 +248,6 @@ class _AutomationsApi:
                 return service.run_now(ledger, key, runner=self._runner(ledger), actor=actor)
 
         run = await run_in_threadpool(work)
-        self.ctx.wake()
         return self.json(asdict(run), status_code=201)
 
     def _runner(self, ledger: db.Ledger) -> AutomationRunner:

@@ -17,6 +17,7 @@ from agent_team import db
 from agent_team.config import Settings
 from agent_team.dashboard.auth import Auth
 from agent_team.health.status import Health
+from agent_team.requests.task_requests import TaskRequests
 
 if TYPE_CHECKING:
     from agent_team.coordinator import Coordinator
@@ -63,6 +64,12 @@ class DashboardContext:
         with db.open_ledger(self.settings.ledger_target) as ledger:
             yield ledger
 
-    def wake(self) -> None:
+    @contextmanager
+    def requests(self) -> Iterator[TaskRequests]:
+        """The one request path: the coordinator's in the daemon (it wakes the worker), else
+        one on a ledger opened for this request (the daemon polling it picks the work up)."""
         if self.coordinator is not None:
-            self.coordinator.wake.set()
+            yield self.coordinator.requests
+            return
+        with db.open_ledger(self.settings.ledger_target) as ledger:
+            yield TaskRequests.of(ledger, self.settings, clock=self.clock)

@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from agent_team import db
 from agent_team.exceptions import InvalidAnswerError
 from agent_team.models.schemas import Plan
-from agent_team.task_model import QuestionKind
+from agent_team.task_model import QuestionKind, QuestionStatus
 
 __all__ = [
     "ANSWER_MODELS",
@@ -24,6 +25,7 @@ __all__ = [
     "ClarifyAnswer",
     "PlanDecisionAnswer",
     "PublishAnswer",
+    "closed_message",
     "parse_answer",
 ]
 
@@ -214,3 +216,23 @@ def parse_answer(kind: str, text: str | dict[str, Any]) -> dict[str, Any]:
         return model.model_validate(text).model_dump()
     except ValidationError as exc:
         raise InvalidAnswerError(_reason(exc)) from None
+
+
+def closed_message(question: db.Question) -> str:
+    """What to tell a person whose answer arrived too late, by the question's state."""
+    qid = question.question_id
+    if question.status == QuestionStatus.ANSWERED:
+        return (
+            f"question {qid} was already answered by {question.answered_via} "
+            f"at {question.answered_at}; nothing changed"
+        )
+    if question.status == QuestionStatus.EXPIRED:
+        return (
+            f"question {qid} expired at {question.deadline_at}; reopen it: agent-team reopen {qid}"
+        )
+    if question.status == QuestionStatus.SUPERSEDED:
+        return f"question {qid} was superseded: the task moved on; nothing changed"
+    return (
+        f"question {qid} is past its deadline ({question.deadline_at}); "
+        f"an operator can reopen it once it expires: agent-team reopen {qid}"
+    )

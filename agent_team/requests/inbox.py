@@ -1,7 +1,8 @@
-"""Requests about tasks from any process: submit, answer, reopen, cancel.
+"""Requests about tasks written to the ledger: submit, answer, reopen, retry, cancel.
 
-The CLI, the dashboard, intake and the Slack listener all come through here.
-Nothing here touches the graph: each request lands in the ledger (a task row
+Every surface reaches these through `task_requests.TaskRequests`, which also
+wakes the worker; only the request side imports this module (an architecture
+test checks it). Nothing here touches the graph: each request lands in the ledger (a task row
 and a `start` command; an answer and its `resume` command in one
 transaction; a reopened question; a `cancel` command), and whichever
 coordinator drains the commands inbox acts on it (docs/architecture.md §3).
@@ -17,7 +18,7 @@ from typing import Any
 from agent_team import db
 from agent_team.exceptions import QuestionClosedError, TaskRefusedError, UnknownTaskError
 from agent_team.requests.actors import INTERNAL, Actor
-from agent_team.requests.answers import parse_answer
+from agent_team.requests.answers import closed_message, parse_answer
 from agent_team.requests.limits import check_task_size
 from agent_team.task_model import (
     TERMINAL_STATUSES,
@@ -29,7 +30,6 @@ from agent_team.task_model import (
 
 __all__ = [
     "cancel_task",
-    "closed_message",
     "reopen",
     "retry_task",
     "submit_answer",
@@ -185,26 +185,6 @@ def retry_task(ledger: db.Ledger, task_id: str, *, actor: Actor = INTERNAL) -> s
 def deadline_for(kind: str, deadlines: dict[str, timedelta], now: datetime) -> datetime:
     """`now` plus the configured window for a question kind (24 h if none is set)."""
     return now + deadlines.get(kind, timedelta(hours=24))
-
-
-def closed_message(question: db.Question) -> str:
-    """What to tell a person whose answer arrived too late, by the question's state."""
-    qid = question.question_id
-    if question.status == QuestionStatus.ANSWERED:
-        return (
-            f"question {qid} was already answered by {question.answered_via} "
-            f"at {question.answered_at}; nothing changed"
-        )
-    if question.status == QuestionStatus.EXPIRED:
-        return (
-            f"question {qid} expired at {question.deadline_at}; reopen it: agent-team reopen {qid}"
-        )
-    if question.status == QuestionStatus.SUPERSEDED:
-        return f"question {qid} was superseded: the task moved on; nothing changed"
-    return (
-        f"question {qid} is past its deadline ({question.deadline_at}); "
-        f"an operator can reopen it once it expires: agent-team reopen {qid}"
-    )
 
 
 def submit_answer(

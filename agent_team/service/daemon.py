@@ -286,7 +286,7 @@ class Daemon:
 
     def request_stop(self) -> None:
         self.stop.set()
-        self.coordinator.wake.set()
+        self.coordinator.stop_waiting()
 
     def run(self) -> int:
         """Run until SIGTERM/SIGINT (or `request_stop()`); returns the exit code."""

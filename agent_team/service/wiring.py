@@ -25,7 +25,7 @@ from agent_team.builders.cleanup import FinishedWorktrees
 from agent_team.builders.registry import make_builder, run_build
 from agent_team.common.testhooks import Hooks
 from agent_team.config import Settings, load_hooks
-from agent_team.coordinator import Coordinator, default_deadlines
+from agent_team.coordinator import Coordinator
 from agent_team.graph import DURABLE_CHANNELS, build_graph
 from agent_team.integrations.base import Integration
 from agent_team.integrations.confluence.lane import lane_from_settings
@@ -36,6 +36,7 @@ from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
 from agent_team.nodes.publish import Publish, PublishHook
+from agent_team.requests.task_requests import default_deadlines
 from agent_team.transports.base import Transport
 from agent_team.transports.local import LocalTransport
 

@@ -3,7 +3,7 @@
 Only what those clients use is served; anything else is a 404 in the
 server's own error shape (`{"detail": ...}`), and no input ever gets a 5xx:
 the JS SDK retries a 5xx up to four times, POSTs included, so a 5xx on an
-answer would send it again. An answer goes through `inbox.submit_answer`,
+answer would send it again. An answer goes through `TaskRequests.answer`,
 the same compare-and-set, resume command and audit row as Slack, the CLI or
 the dashboard (`via=langgraph-api:<token name>`), so whoever answers first
 wins and the others get a 409.
@@ -38,8 +38,8 @@ from agent_team.integrations.langgraph_api.shapes import (
     thread_state,
     thread_view,
 )
-from agent_team.requests import inbox
 from agent_team.requests.actors import Actor
+from agent_team.requests.answers import closed_message
 from agent_team.task_model import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
@@ -292,12 +292,11 @@ class LangGraphApi:
             view = self._read_view(task_id)
             if view.task.status not in TERMINAL_STATUSES:
                 try:
-                    inbox.cancel_task(self.coordinator.ledger, task_id, actor=actor)
+                    self.coordinator.requests.cancel(task_id, actor=actor)
                 except TaskRefusedError:
                     pass  # it finished meanwhile: resolved either way
 
         await run_in_threadpool(cancel)
-        self.coordinator.wake.set()
         # The server's update is done when it answers, and the Inbox lists the threads again
         # at once: wait for the cancel to land (a waiting task's is immediate), within reason.
         async for _ in self.changes.changes(task_id, timeout_s=RESOLVE_WAIT_S):
@@ -354,12 +353,8 @@ class LangGraphApi:
             if question is None:
                 raise _not_open(view, None)
             answer = answer_for(question.kind, question.payload, parse_human_response(wanted))
-            answered = inbox.submit_answer(
-                self.coordinator.ledger,
-                question.question_id,
-                answer,
-                via=f"{actor.via}:{actor.name}",
-                now=self.coordinator.clock(),
+            answered = self.coordinator.requests.answer(
+                question.question_id, answer, via=f"{actor.via}:{actor.name}"
             )
             task = db.get_task(self.coordinator.ledger, task_id)
             assert task is not None
@@ -369,7 +364,6 @@ class LangGraphApi:
             task, question = await run_in_threadpool(work)
         except InvalidAnswerError as exc:
             raise ApiError(422, f"command.resume: {exc}") from None
-        self.coordinator.wake.set()
         return task, question, assistant_id, modes
 
     async def create_run(self, request: Request) -> Response:
@@ -502,12 +496,10 @@ def _not_open(view: ThreadView, named: str | None) -> ApiError:
     if named is not None:
         for question in view.questions:
             if question.question_id == named:
-                return ApiError(409, inbox.closed_message(question))
+                return ApiError(409, closed_message(question))
     closed = [q for q in view.questions if q.status != "open"]
     if named is None and closed:
-        return ApiError(
-            409, f"no question is open on this thread; {inbox.closed_message(closed[-1])}"
-        )
+        return ApiError(409, f"no question is open on this thread; {closed_message(closed[-1])}")
     what = f"interrupt {named!r} is not the open question" if named else "no question is open"
     return ApiError(409, f"{what} on thread {view.task.id} (status {view.status})")
 

@@ -2,7 +2,7 @@
 
 The handlers (thread replies, buttons, the revise modal) stay thin
 (docs/architecture.md §8): parse, check the sender, then the one answer path every
-transport uses (`inbox.submit_answer` through the coordinator, so the worker
+transport uses (`TaskRequests.answer` through the coordinator, so the worker
 wakes at once). What they say back goes to `FollowUps`, after the ack.
 
 Deliveries are de-duplicated by `event_id` in the ledger (`seen_events`):
@@ -37,8 +37,8 @@ from agent_team.integrations.slack.blocks import (
 from agent_team.integrations.slack.followups import FollowUps
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport, split_ref
-from agent_team.requests import inbox
-from agent_team.requests.answers import parse_answer
+from agent_team.requests.answers import closed_message, parse_answer
+from agent_team.requests.task_requests import TaskRequests
 from agent_team.task_model import QuestionStatus
 
 __all__ = ["AnswerFn", "AnswerHandler"]
@@ -59,7 +59,7 @@ _ENTITIES = {"lt": "<", "gt": ">", "amp": "&"}
 
 
 class AnswerFn(Protocol):
-    """`Coordinator.answer`'s shape: records the answer or raises like `inbox.submit_answer`."""
+    """`Coordinator.answer`'s shape: records the answer or raises like `TaskRequests.answer`."""
 
     def __call__(self, question_id: str, text: str, *, via: str) -> db.Question: ...
 
@@ -140,7 +140,7 @@ class AnswerHandler:
             return
         if self._repeat(event_id):
             return
-        self.followups.note_later(channel, user, thread_ts, inbox.closed_message(question))
+        self.followups.note_later(channel, user, thread_ts, closed_message(question))
 
     def on_action(
         self, ack: Callable[..., None], body: dict[str, Any], action: dict[str, Any]
@@ -184,7 +184,7 @@ class AnswerHandler:
             return
         if question.status != QuestionStatus.OPEN:
             # Already decided (the common case in a burst of clicks): no write, no second read.
-            self.followups.note_later(channel, user, message_ts, inbox.closed_message(question))
+            self.followups.note_later(channel, user, message_ts, closed_message(question))
             return
         if action_id == REVISE_ACTION:
             trigger = str(body.get("trigger_id") or "")
@@ -235,8 +235,8 @@ class AnswerHandler:
             ack()
 
     def _answer_in_ledger(self, question_id: str, text: str, *, via: str) -> db.Question:
-        return inbox.submit_answer(
-            self.transport.ledger, question_id, text, via=via, now=self.clock()
+        return TaskRequests(self.transport.ledger, clock=self.clock).answer(
+            question_id, text, via=via
         )
 
     def _answer(

@@ -39,6 +39,7 @@ from starlette.testclient import TestClient
 from agent_team import db
 from agent_team.config import Settings, load_settings
 from agent_team.dashboard import DashboardContext, create_app
+from agent_team.requests.task_requests import TaskRequests
 
 T0 = datetime(2026, 3, 2, 10, 0, 0, tzinfo=UTC)
 NOW = T0 + timedelta(seconds=7200)
@@ -328,13 +329,14 @@ def make_settings(path: Path, *, token: str | None = TOKEN, **overrides: Any) ->
 
 
 class FakeCoordinator:
-    """What `DashboardContext` uses of a coordinator: its ledger and wake event."""
+    """What `DashboardContext` uses of a coordinator: its ledger, requests and wake event."""
 
     instance = "host-a:4242:20260302T100000.000000Z"
 
     def __init__(self, path: Path) -> None:
         self.ledger = db.open_ledger(path)
         self.wake = threading.Event()
+        self.requests = TaskRequests(self.ledger, clock=lambda: NOW, wake=self.wake.set)
         self.wakeups = 0
         self.held: list[str] = []
 

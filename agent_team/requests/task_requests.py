@@ -1,0 +1,152 @@
+"""One path for every request that changes a task, from every surface.
+
+The CLI, the dashboard and its JSON API, Slack, GitHub intake, the LangGraph
+API and automations all submit, answer, reopen, retry and cancel through a
+`TaskRequests`. Each request is validated, lands in the ledger in one
+transaction with its audit row (`inbox`), and then wakes the worker of this
+process, if it has one; a request from another process (the CLI beside a
+daemon) is picked up by that daemon's poll or its LISTEN/NOTIFY wake-up.
+Roles and rate limits are enforced here, once, for every surface.
+
+Nothing else wakes the worker: the coordinator builds its `TaskRequests` with
+its own wake-up and delivery, and every surface in the daemon uses that one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from agent_team import db
+from agent_team.common.testhooks import wall_clock
+from agent_team.config import Settings
+from agent_team.exceptions import UnknownTaskError
+from agent_team.requests import inbox
+from agent_team.requests.actors import INTERNAL, Actor
+from agent_team.task_model import QuestionKind, TaskKind
+
+__all__ = ["TaskRequests", "default_deadlines"]
+
+
+def default_deadlines(settings: Settings) -> dict[str, timedelta]:
+    """How long each kind of question stays open before it expires."""
+    return {
+        QuestionKind.CLARIFY.value: timedelta(hours=settings.clarify_deadline_h),
+        QuestionKind.PLAN_DECISION.value: timedelta(hours=settings.plan_deadline_h),
+        QuestionKind.CONFLUENCE_APPROVAL.value: timedelta(hours=settings.confluence_deadline_h),
+    }
+
+
+def _nothing() -> None:
+    """No worker in this process: the daemon that drains the commands finds the request."""
+
+
+def _no_delivery(_task_id: str) -> None:
+    """No transport in this process: the daemon's delivery pass posts a reopened question."""
+
+
+class TaskRequests:
+    """Submit, answer, reopen, retry and cancel, checked and written once, then a wake-up."""
+
+    def __init__(
+        self,
+        ledger: db.Ledger,
+        *,
+        clock: Callable[[], datetime] = wall_clock,
+        confluence_enabled: bool = False,
+        deadlines: Mapping[str, timedelta] | None = None,
+        wake: Callable[[], None] = _nothing,
+        deliver: Callable[[str], object] = _no_delivery,
+    ) -> None:
+        self.ledger = ledger
+        self.clock = clock
+        self.confluence_enabled = confluence_enabled
+        self.deadlines = dict(deadlines or {})
+        self._wake = wake
+        self._deliver = deliver
+
+    @classmethod
+    def of(
+        cls,
+        ledger: db.Ledger,
+        settings: Settings,
+        *,
+        clock: Callable[[], datetime] = wall_clock,
+        wake: Callable[[], None] = _nothing,
+        deliver: Callable[[str], object] = _no_delivery,
+    ) -> TaskRequests:
+        """The requests of a process configured by `settings` (the docs lane, the deadlines)."""
+        return cls(
+            ledger,
+            clock=clock,
+            confluence_enabled=settings.confluence_enabled,
+            deadlines=default_deadlines(settings),
+            wake=wake,
+            deliver=deliver,
+        )
+
+    def submit(
+        self,
+        *,
+        title: str,
+        body: str = "",
+        kind: str = TaskKind.CODE.value,
+        source: str = "cli",
+        source_ref: str | None = None,
+        repo: str | None = None,
+        task_id: str | None = None,
+        confluence_enabled: bool | None = None,
+        actor: Actor = INTERNAL,
+    ) -> str:
+        """Record a task and its `start` command (see `inbox.submit_task`); returns its id."""
+        new_id = inbox.submit_task(
+            self.ledger,
+            title=title,
+            body=body,
+            kind=kind,
+            source=source,
+            source_ref=source_ref,
+            repo=repo,
+            task_id=task_id,
+            confluence_enabled=(
+                self.confluence_enabled if confluence_enabled is None else confluence_enabled
+            ),
+            actor=actor,
+        )
+        self._wake()
+        return new_id
+
+    def answer(self, question_id: str, text: str | dict[str, Any], *, via: str) -> db.Question:
+        """Record the first valid answer and its `resume` command (see `inbox.submit_answer`)."""
+        answered = inbox.submit_answer(self.ledger, question_id, text, via=via, now=self.clock())
+        self._wake()
+        return answered
+
+    def reopen(
+        self, question_id: str, *, deadline: timedelta | None = None, actor: Actor = INTERNAL
+    ) -> db.Question:
+        """Reopen an expired question for `deadline` (else its kind's window) and deliver it."""
+        question = db.get_question(self.ledger, question_id)
+        if question is None:
+            raise UnknownTaskError(f"no question {question_id!r}")
+        window = {question.kind: deadline} if deadline is not None else self.deadlines
+        reopened = inbox.reopen(
+            self.ledger,
+            question_id,
+            deadline_at=inbox.deadline_for(question.kind, window, self.clock()),
+            actor=actor,
+        )
+        self._deliver(reopened.thread_id)
+        return reopened
+
+    def retry(self, task_id: str, *, actor: Actor = INTERNAL) -> str:
+        """Continue a parked task from its checkpoint (see `inbox.retry_task`)."""
+        command_id = inbox.retry_task(self.ledger, task_id, actor=actor)
+        self._wake()
+        return command_id
+
+    def cancel(self, task_id: str, *, actor: Actor = INTERNAL) -> None:
+        """Queue a cancel (see `inbox.cancel_task`)."""
+        inbox.cancel_task(self.ledger, task_id, actor=actor)
+        self._wake()
