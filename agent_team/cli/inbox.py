@@ -84,21 +84,7 @@ def audit(
             ledger, actor=actor, via=via, action=action, target=target, since=start, limit=limit
         )
     if as_json:
-        print_json(
-            [
-                {
-                    "seq": r.seq,
-                    "at": r.at,
-                    "actor": r.actor,
-                    "via": r.via,
-                    "action": r.action,
-                    "target": r.target,
-                    "detail": r.detail_dict,
-                    "hash": r.hash,
-                }
-                for r in rows
-            ]
-        )
+        print_json([row.to_json() for row in rows])
         return
     if not rows:
         out.print("no audit rows match")

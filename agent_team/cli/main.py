@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -42,7 +43,7 @@ from agent_team.config import Settings
 from agent_team.exceptions import AgentTeamError, ConfigError, InvalidAutomationError
 from agent_team.reports import task as reports
 from agent_team.reports.journey import who_answered
-from agent_team.reports.plandiff import DiffLine, changes_text
+from agent_team.reports.plandiff import PlanVersion, changes_text
 from agent_team.requests.actors import cli_actor
 from agent_team.requests.task_requests import TaskRequests
 from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
@@ -321,34 +322,33 @@ def _plan_text(payload: Any) -> str | None:
     return plan.strip() if isinstance(plan, str) and plan.strip() else None
 
 
-def _print_plan_and_clarify(questions: list[dict[str, Any]]) -> None:
+def _print_plan_and_clarify(questions: Sequence[reports.QuestionView]) -> None:
     """What a person needs to answer: the clarify exchange so far, and the newest plan."""
     for q in questions:
-        if q["kind"] != "clarify":
+        if q.kind != "clarify":
             continue
-        answer = q["answer"].get("text") if isinstance(q["answer"], dict) else None
-        out.print(f"\nclarify {q['question_id']}: {q['text'] or ''}")
-        out.print(f"  answer: {answer}" if answer else f"  ({q['status']}, no answer yet)")
-    plans = [(q, _plan_text(q["payload"])) for q in questions if q["kind"] == "plan_decision"]
+        answer = q.answer.get("text") if isinstance(q.answer, dict) else None
+        out.print(f"\nclarify {q.question_id}: {q.text or ''}")
+        out.print(f"  answer: {answer}" if answer else f"  ({q.status}, no answer yet)")
+    plans = [(q, _plan_text(q.payload)) for q in questions if q.kind == "plan_decision"]
     shown = [(q, plan) for q, plan in plans if plan]
     if shown:
         q, plan = shown[-1]
-        out.print(f"\nthe plan ({q['question_id']}, {q['status']}):\n{plan}")
+        out.print(f"\nthe plan ({q.question_id}, {q.status}):\n{plan}")
 
 
-def _print_plan_changes(plans: list[dict[str, Any]]) -> None:
+def _print_plan_changes(plans: Sequence[PlanVersion]) -> None:
     """After a revise: what the newest plan changed against the one the reviewer sent back."""
-    if not plans or plans[-1]["base"] is None:
+    if not plans or plans[-1].base is None:
         return
-    newest, base = plans[-1], plans[plans[-1]["base"] - 1]
-    asked = f"{base['decision'] or base['status']}"
-    if base["answered_via"]:
-        asked += f" by {who_answered(base['answered_via'])}"
-    if base["feedback"]:
-        asked += f": {base['feedback']}"
-    diff = [DiffLine(line["op"], line["text"]) for line in newest["diff"]]
-    out.print(f"\nchanged since plan {base['number']} ({asked}):")
-    out.print(changes_text(diff, limit=20_000))
+    newest, base = plans[-1], plans[plans[-1].base - 1]
+    asked = f"{base.decision or base.status}"
+    if base.answered_via:
+        asked += f" by {who_answered(base.answered_via)}"
+    if base.feedback:
+        asked += f": {base.feedback}"
+    out.print(f"\nchanged since plan {base.number} ({asked}):")
+    out.print(changes_text(newest.diff, limit=20_000))
 
 
 def _parse_day(value: str | None) -> str:
@@ -562,32 +562,32 @@ def show(
     """A task's journey: each step's outcome, duration and cost; questions; the plan."""
     with open_ready(ctx) as ledger:
         now = context_of(ctx).now()
-        report = reports.task_report(ledger, task_id, now)
+        report = reports.read_task_report(ledger, task_id, now)
     if as_json:
-        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n")
         return
-    task = report["task"]
-    out.print(f"{task['id']}: {task['title']} ({task['kind']}, from {task['source']})")
-    parked = f", parked: {task['parked_reason']}" if task["parked_reason"] else ""
-    out.print(f"status {task['status']}, phase {task['phase']}{parked}")
-    if task.get("checkpoints_pruned_at"):
+    task = report.task
+    out.print(f"{task.id}: {task.title} ({task.kind}, from {task.source})")
+    parked = f", parked: {task.parked_reason}" if task.parked_reason else ""
+    out.print(f"status {task.status}, phase {task.phase}{parked}")
+    if task.checkpoints_pruned_at:
         out.print(
-            f"checkpoints pruned at {task['checkpoints_pruned_at']} "
+            f"checkpoints pruned at {task.checkpoints_pruned_at} "
             "(AGENT_TEAM_CHECKPOINT_RETENTION); this is the ledger's own record"
         )
     journey = Table("#", "step", "outcome", "entered", "duration", "USD", "note", title="steps")
-    for step in report["steps"]:
+    for step in report.steps:
         journey.add_row(
-            str(step["number"]),
-            step["phase"],
-            step["label"],
-            step["entered_at"],
-            span(step["duration_s"]) + (" so far" if step["is_open"] else ""),
-            f"{step['cost_usd']:.4f}",
-            step["note"] or "",
+            str(step.number),
+            step.phase,
+            step.label,
+            step.entered_at,
+            span(step.duration_s) + (" so far" if step.is_open else ""),
+            f"{step.cost_usd:.4f}",
+            step.note or "",
         )
     out.print(journey)
-    if report["questions"]:
+    if report.questions:
         asked = id_table(
             "question",
             "kind",
@@ -598,20 +598,20 @@ def show(
             ids=("question",),
             title="questions",
         )
-        for q in report["questions"]:
-            who = f"{q['answered_via']} at {q['answered_at']}" if q["answered_at"] else ""
+        for q in report.questions:
+            who = f"{q.answered_via} at {q.answered_at}" if q.answered_at else ""
             asked.add_row(
-                q["question_id"],
-                q["kind"],
-                q["status"],
-                _deadline(q["deadline_at"], now),
+                q.question_id,
+                q.kind,
+                q.status,
+                _deadline(q.deadline_at, now),
                 who,
-                json.dumps(q["answer"]) if q["answer"] is not None else "",
+                json.dumps(q.answer) if q.answer is not None else "",
             )
         out.print(asked)
-        _print_plan_and_clarify(report["questions"])
-        _print_plan_changes(report["plans"])
-    out.print(f"total ${report['total_usd']:.4f}, {report['total_tokens']} tokens")
+        _print_plan_and_clarify(report.questions)
+        _print_plan_changes(report.plans)
+    out.print(f"total ${report.totals.cost_usd:.4f}, {report.totals.tokens} tokens")
     if follow:
         _follow(ctx, task_id)
 

@@ -225,7 +225,7 @@ class _Api:
         task_id = request.query_params.get("task", "").strip() or None
         with self.ctx.read() as view:
             rows = db.list_questions(view, status=status, thread_id=task_id)
-        return self.json({"questions": [reports.question_view(q) for q in rows]})
+        return self.json({"questions": [reports.QuestionView.of(q).to_json() for q in rows]})
 
     def budget(self, request: Request) -> Response:
         settings = self.ctx.settings
@@ -377,7 +377,7 @@ class _Api:
                     raise ApiError(422, str(exc), extra={"accepted": accepted}) from None
 
         answered = await run_in_threadpool(work)
-        return self.json({"question": reports.question_view(answered)})
+        return self.json({"question": reports.QuestionView.of(answered).to_json()})
 
 
 def _answerer(caller: Caller, given: str | None) -> str:

@@ -158,22 +158,7 @@ class _AutomationsApi:
                 before_seq=before,
             )
             verdict = db.verify_audit(view) if params.get("verify") == "1" else None
-        body: dict[str, Any] = {
-            "rows": [
-                {
-                    "seq": r.seq,
-                    "at": r.at,
-                    "actor": r.actor,
-                    "via": r.via,
-                    "action": r.action,
-                    "target": r.target,
-                    "detail": r.detail_dict,
-                    "prev_hash": r.prev_hash,
-                    "hash": r.hash,
-                }
-                for r in rows
-            ]
-        }
+        body: dict[str, Any] = {"rows": [row.to_json() for row in rows]}
         if verdict is not None:
             body["verify"] = {
                 "ok": verdict.ok,

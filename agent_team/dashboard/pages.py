@@ -1,7 +1,7 @@
 """The dashboard's HTML pages: the overview (`/`) and a task's drill-down (`/task/{id}`).
 
 Handlers stay thin (docs/architecture.md §8): they read the ledger through `db` and
-`reports.task_report` (the same story the CLI and `/api/task` tell), turn
+the typed task report (the same story the CLI and `/api/task` tell), turn
 rows into small view objects, and render Jinja templates with autoescaping
 on. Issue text, plans and answers are untrusted, so nothing is ever marked
 safe except the output of `safe_markdown`, which escapes every character it
@@ -47,7 +47,8 @@ from agent_team.exceptions import LedgerError, UnknownTaskError
 from agent_team.models.budget_view import settings_budget
 from agent_team.reports.build_watch import BuildOutput, build_output
 from agent_team.reports.journey import who_answered
-from agent_team.reports.task import task_report
+from agent_team.reports.task import QuestionView
+from agent_team.reports.task import read_task_report as task_report
 from agent_team.requests.limits import PAGE_BODY_CHARS
 from agent_team.task_model import QuestionKind, QuestionStatus, TaskKind, TaskStatus
 
@@ -328,84 +329,78 @@ class _Pages:
     def _task_context(self, task_id: str, plan: str | None = None) -> dict[str, Any]:
         now = self.ctx.clock()
         with self.ctx.read() as view:
+            # `task_report` is `read_task_report` under the name a test replaces to fail the page.
             report = task_report(view, task_id, now)
-        task = report["task"]
+        task = report.task
         # One row per step, as `agent-team show` lists them (`journey.journey_steps`).
-        journey: list[dict[str, Any]] = report["steps"]
-        total_s = sum(float(t["duration_s"]) for t in journey)
+        journey = report.steps
+        total_s = sum(t.duration_s for t in journey)
         segments: list[Segment] = []
         steps: list[Step] = []
         for t in journey:
-            seconds = float(t["duration_s"])
-            share = seconds / total_s if total_s > 0 else 1 / max(1, len(journey))
-            cost = float(t.get("cost_usd") or 0.0)
-            tokens = int(t.get("tokens") or 0)
-            is_open = bool(t["is_open"])
-            duration = span(seconds)
-            label = self._clean(t["label"])
+            share = t.duration_s / total_s if total_s > 0 else 1 / max(1, len(journey))
+            duration = span(t.duration_s)
+            label = self._clean(t.label)
             segments.append(
                 Segment(
-                    phase=t["phase"],
-                    status=t["outcome"],
+                    phase=t.phase,
+                    status=t.outcome,
                     # Flex grow as a percentage of the whole: grows summing below 1 would
                     # leave the bar part empty (CSS flexbox). A zero-length step still gets
                     # the CSS min width.
                     grow=round(share * 100, 4),
-                    label=t["phase"] if share >= _LABEL_SHARE else "",
-                    title=f"{t['phase']} ({label}): {duration}"
-                    + (" so far" if is_open else "")
-                    + f", {_usd(cost)}",
-                    is_open=is_open,
-                    waited=float(t["wait_s"]) + float(t["parked_s"]) > 0,
+                    label=t.phase if share >= _LABEL_SHARE else "",
+                    title=f"{t.phase} ({label}): {duration}"
+                    + (" so far" if t.is_open else "")
+                    + f", {_usd(t.cost_usd)}",
+                    is_open=t.is_open,
+                    waited=t.wait_s + t.parked_s > 0,
                 )
             )
             steps.append(
                 Step(
-                    phase=t["phase"],
-                    status=t["outcome"],
-                    entered=stamp(t["entered_at"], now),
+                    phase=t.phase,
+                    status=t.outcome,
+                    entered=stamp(t.entered_at, now),
                     duration=duration,
-                    cost=_usd(cost),
-                    tokens=_tokens(tokens) if tokens else "",
-                    note=self._clean(t["note"]),
-                    is_open=is_open,
-                    detail=label if label != t["outcome"] else "",
+                    cost=_usd(t.cost_usd),
+                    tokens=_tokens(t.tokens) if t.tokens else "",
+                    note=self._clean(t.note),
+                    is_open=t.is_open,
+                    detail=label if label != t.outcome else "",
                 )
             )
-        questions = [self._question_card(q, now) for q in report["questions"]]
+        questions = [self._question_card(q, now) for q in report.questions]
         plans = plan_context(
-            report["plans"],
+            report.plans,
             plan,
             clean=self._clean,
             link=lambda number: f"/task/{quote(task_id, safe='')}?plan={number}#h-plan",
         )
-        totals: dict[str, Any] = report["totals"]
-        build = report.get("build")
+        totals, build = report.totals, report.build
         return {
             "live": True,
             "now_label": f"{now:%H:%M:%S} UTC",
             "task": {
-                "id": task["id"],
-                "title": self._clean(task["title"]),
-                "body": self._clean(task["body"][:PAGE_BODY_CHARS]),
-                "body_left": max(0, len(task["body"]) - PAGE_BODY_CHARS),
-                "kind": task["kind"],
-                "source": task["source"],
-                "source_ref": self._clean(task["source_ref"]) if task["source_ref"] else None,
-                "status": task["status"],
-                "phase": task["phase"],
-                "parked_reason": self._clean(task["parked_reason"])
-                if task["parked_reason"]
-                else None,
-                "created": stamp(task["created_at"], now),
-                "checkpoints_pruned": stamp(task.get("checkpoints_pruned_at"), now),
+                "id": task.id,
+                "title": self._clean(task.title),
+                "body": self._clean(task.body[:PAGE_BODY_CHARS]),
+                "body_left": max(0, len(task.body) - PAGE_BODY_CHARS),
+                "kind": task.kind,
+                "source": task.source,
+                "source_ref": self._clean(task.source_ref) if task.source_ref else None,
+                "status": task.status,
+                "phase": task.phase,
+                "parked_reason": self._clean(task.parked_reason) if task.parked_reason else None,
+                "created": stamp(task.created_at, now),
+                "checkpoints_pruned": stamp(task.checkpoints_pruned_at, now),
             },
             "totals": {
-                "cost": _usd(float(totals["cost_usd"])),
-                "tokens": _tokens(int(totals["tokens"])),
-                "wall": span(float(totals["wall_s"])),
-                "unattributed": _usd(float(totals["unattributed_cost_usd"])),
-                "has_unattributed": float(totals["unattributed_cost_usd"]) > 0,
+                "cost": _usd(totals.cost_usd),
+                "tokens": _tokens(totals.tokens),
+                "wall": span(totals.wall_s),
+                "unattributed": _usd(totals.unattributed_cost_usd),
+                "has_unattributed": totals.unattributed_cost_usd > 0,
             },
             "segments": segments,
             "steps": steps,
@@ -414,17 +409,19 @@ class _Pages:
             "questions": questions,
             "open_count": sum(1 for q in questions if q.is_open),
             **plans,
-            "build": {k: self._clean(str(v)) for k, v in build.items()} if build else None,
+            "build": {"branch": self._clean(build.branch), "commit": self._clean(build.commit)}
+            if build
+            else None,
             "effects": [
                 {
-                    "kind": e["kind"].replace("_", " "),
-                    "state": "recorded (dry run)" if e["dry_run"] else e["state"],
-                    "ref": self._clean(e["result_ref"]) if e["result_ref"] else "",
-                    "url": self._clean(e["url"]) if e["url"] else None,
+                    "kind": e.kind.replace("_", " "),
+                    "state": "recorded (dry run)" if e.dry_run else e.state,
+                    "ref": self._clean(e.result_ref) if e.result_ref else "",
+                    "url": self._clean(e.url) if e.url else None,
                 }
-                for e in report["effects"]
+                for e in report.effects
             ],
-            "build_output": self._build_output(task["id"], task["status"], now),
+            "build_output": self._build_output(task.id, task.status, now),
         }
 
     def _build_output(self, task_id: str, status: str, now: datetime) -> BuildOutput:
@@ -432,26 +429,26 @@ class _Pages:
         tail = read_build_log(state_dir_of(self.ctx.settings), task_id)
         return build_output(task_id, status, tail, now, secrets=self.ctx.auth.tokens.secrets())
 
-    def _question_card(self, q: dict[str, Any], now: datetime) -> QuestionCard:
-        payload = q.get("payload") if isinstance(q.get("payload"), dict) else {}
-        answer = q.get("answer") if isinstance(q.get("answer"), dict) else None
-        is_open = q["status"] == QuestionStatus.OPEN
+    def _question_card(self, q: QuestionView, now: datetime) -> QuestionCard:
+        payload = q.payload if isinstance(q.payload, dict) else {}
+        answer = q.answer if isinstance(q.answer, dict) else None
+        is_open = q.status == QuestionStatus.OPEN
         return QuestionCard(
-            question_id=q["question_id"],
-            kind=q["kind"],
-            kind_label=_KIND_LABELS.get(q["kind"], q["kind"]),
-            status=q["status"],
-            turn=int(q["turn"]),
+            question_id=q.question_id,
+            kind=q.kind,
+            kind_label=_KIND_LABELS.get(q.kind, q.kind),
+            status=q.status,
+            turn=q.turn,
             text=self._clean(_question_text(payload)),
             help=render_markdown(self._clean(str(payload.get("help") or ""))) if payload else "",
-            deadline=stamp(q.get("deadline_at"), now),
+            deadline=stamp(q.deadline_at, now),
             is_open=is_open,
-            action=f"/api/questions/{quote(q['question_id'], safe='')}/answer",
+            action=f"/api/questions/{quote(q.question_id, safe='')}/answer",
             decision=str(answer["decision"]) if answer and answer.get("decision") else None,
             answer_text=self._clean(str(answer.get("text") or "")) if answer else None,
-            answered_by=_who(q.get("answered_via")) if q.get("answered_at") else None,
-            answered_at=stamp(q.get("answered_at"), now),
-            quick_fills=_QUICK_FILLS.get(q["kind"], ()) if is_open else (),
+            answered_by=_who(q.answered_via) if q.answered_at else None,
+            answered_at=stamp(q.answered_at, now),
+            quick_fills=_QUICK_FILLS.get(q.kind, ()) if is_open else (),
         )
 
     async def task(self, request: Request) -> Response:

@@ -4,8 +4,8 @@ Why a module of its own: the page shows one plan version (the current one,
 or `?plan=N`), a line diff against the plan the reviewer asked to revise,
 and a link to every other version; keeping that apart from `pages.py` keeps
 the page handler a list of sections. The versions and diffs come from
-`plandiff` through `reports.task_report`, as `agent-team show` and Slack
-get them.
+`plandiff` through the task report (`reports.task.read_task_report`), as
+`agent-team show` and Slack get them.
 
 All text here is untrusted (plans come from a model or a person): it is
 returned as plain strings for the autoescaping templates, after `clean`.
@@ -21,7 +21,7 @@ from markupsafe import Markup
 
 from agent_team.dashboard.safe_markdown import render_markdown
 from agent_team.reports.journey import who_answered
-from agent_team.reports.plandiff import ADDED, REMOVED
+from agent_team.reports.plandiff import ADDED, REMOVED, PlanVersion
 
 __all__ = ["DiffRow", "PlanChoiceError", "PlanLink", "plan_context"]
 
@@ -54,9 +54,9 @@ class PlanLink:
 _KINDS = {ADDED: ("add", "+"), REMOVED: ("del", "\N{MINUS SIGN}")}
 
 
-def _choose(plans: Sequence[dict[str, Any]], requested: str | None) -> dict[str, Any]:
+def _choose(plans: Sequence[PlanVersion], requested: str | None) -> PlanVersion:
     if requested is None:
-        return next((p for p in plans if p["status"] == "open"), plans[-1])
+        return next((p for p in plans if p.status == "open"), plans[-1])
     if not requested.isdigit():
         raise PlanChoiceError(
             400, f"plan must be a plan number from 1 to {len(plans)}, not {requested[:40]!r}"
@@ -69,16 +69,16 @@ def _choose(plans: Sequence[dict[str, Any]], requested: str | None) -> dict[str,
     return plans[number - 1]
 
 
-def _outcome(plan: dict[str, Any]) -> str:
+def _outcome(plan: PlanVersion) -> str:
     """How a version was answered, for the list of versions: `revise by ada via cli`."""
-    outcome = str(plan["decision"] or plan["status"])
-    if plan["answered_via"]:
-        outcome += f" by {who_answered(plan['answered_via'])}"
+    outcome = plan.decision or plan.status
+    if plan.answered_via:
+        outcome += f" by {who_answered(plan.answered_via)}"
     return outcome
 
 
 def plan_context(
-    plans: Sequence[dict[str, Any]],
+    plans: Sequence[PlanVersion],
     requested: str | None,
     *,
     clean: Callable[[str], str],
@@ -87,7 +87,7 @@ def plan_context(
     """What `task.html` needs for its plan card.
 
     Args:
-        plans: `task_report(...)["plans"]`, oldest first.
+        plans: the task report's `plans`, oldest first.
         requested: the `?plan=` query value, or None for the current plan.
         clean: makes a text fit to show (redaction).
         link: the URL of the page showing plan version N.
@@ -101,31 +101,30 @@ def plan_context(
         return {"plan_html": None, "plan_from": None, "plan": None}
     shown = _choose(plans, requested)
     current = plans[-1]
-    base = plans[shown["base"] - 1] if shown["base"] else None
+    base = plans[shown.base - 1] if shown.base else None
     changes = [
-        DiffRow(*_KINDS.get(line["op"], ("same", "")), text=clean(line["text"]))
-        for line in shown["diff"]
+        DiffRow(*_KINDS.get(line.op, ("same", "")), text=clean(line.text)) for line in shown.diff
     ]
     asked = None
     if base is not None:
-        asked = _outcome(base) + (f": {clean(base['feedback'])}" if base["feedback"] else "")
-    html: Markup = render_markdown(clean(shown["markdown"]))
+        asked = _outcome(base) + (f": {clean(base.feedback)}" if base.feedback else "")
+    html: Markup = render_markdown(clean(shown.markdown))
     return {
         "plan_html": html,
-        "plan_from": f"question {shown['question_id']} ({shown['status']})",
+        "plan_from": f"question {shown.question_id} ({shown.status})",
         "plan": {
-            "number": shown["number"],
+            "number": shown.number,
             "count": len(plans),
             "is_current": shown is current,
-            "current_href": link(current["number"]),
-            "base": base["number"] if base else None,
+            "current_href": link(current.number),
+            "base": base.number if base else None,
             "asked": asked,
             "changes": changes,
             "changed": any(row.kind != "same" for row in changes),
             "versions": [
                 PlanLink(
-                    number=p["number"],
-                    href=link(p["number"]),
+                    number=p.number,
+                    href=link(p.number),
                     outcome=_outcome(p),
                     is_shown=p is shown,
                     is_current=p is current,

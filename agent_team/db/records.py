@@ -232,6 +232,23 @@ class AuditRow:
     def detail_dict(self) -> dict[str, Any]:
         return dict(_json_or_none(self.detail) or {})
 
+    def to_json(self) -> dict[str, Any]:
+        """The row as `/api/audit` and `agent-team audit --json` both print it.
+
+        `prev_hash` and `hash` are kept so a reader can check the chain itself.
+        """
+        return {
+            "seq": self.seq,
+            "at": self.at,
+            "actor": self.actor,
+            "via": self.via,
+            "action": self.action,
+            "target": self.target,
+            "detail": self.detail_dict,
+            "prev_hash": self.prev_hash,
+            "hash": self.hash,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class UsageSummaryRow:

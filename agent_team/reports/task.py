@@ -1,32 +1,40 @@
-"""A task's drill-down, shared by `agent-team show` and the dashboard's `/api/task`.
+"""A task's drill-down, shared by `agent-team show`, the task page and `/api/task`.
 
 Why one place: the CLI and the API must tell the same story about a task
-(durations, cost per stage, questions), so both call `task_report` and only
-format its result differently. Everything returned is plain JSON.
+(durations, cost per stage, questions), so all of them read `read_task_report`
+and only format its result differently. The report is typed so the readers
+use fields that mypy checks rather than keys that can drift; its `to_json()`
+is the one JSON shape (`task_report`, `show --json`, `/api/task`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from agent_team import db
 from agent_team.exceptions import UnknownTaskError
-from agent_team.reports.journey import journey_steps
-from agent_team.reports.plandiff import plan_versions
+from agent_team.reports.journey import Step, journey_steps
+from agent_team.reports.plandiff import PlanVersion, plan_versions
 from agent_team.task_model import TERMINAL_STATUSES, TaskStatus
 
 __all__ = [
+    "BuildRef",
+    "EffectView",
+    "QuestionView",
+    "TaskReport",
+    "Totals",
+    "TransitionView",
     "build_from_note",
     "build_note",
     "completion_notice",
     "expired_notice",
     "lane_off_notice",
     "parked_notice",
-    "question_view",
+    "read_task_report",
     "result_note",
     "task_report",
 ]
@@ -106,43 +114,146 @@ def expired_notice(question: db.Question) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class BuildRef:
+    """The branch and commit a finished task was built on, read back from its done note."""
+
+    branch: str
+    commit: str
+
+    @classmethod
+    def from_note(cls, note: str | None) -> BuildRef | None:
+        """The build in a done transition's note, or None if it is not a build note.
+
+        Only an exact match counts, so a free-text note can never be mistaken
+        for a build.
+        """
+        if note is None:
+            return None
+        match = _BUILD_NOTE.fullmatch(note.strip())
+        if match is None:
+            return None
+        return cls(branch=match["branch"], commit=match["commit"])
+
+    def to_json(self) -> dict[str, str]:
+        return {"branch": self.branch, "commit": self.commit}
+
+
 def build_from_note(note: str | None) -> dict[str, str] | None:
-    """`{branch, commit}` from a done transition's note, or None if it is not a build note.
-
-    Only an exact match counts, so a free-text note can never be mistaken
-    for a build.
-    """
-    if note is None:
-        return None
-    match = _BUILD_NOTE.fullmatch(note.strip())
-    if match is None:
-        return None
-    return {"branch": match["branch"], "commit": match["commit"]}
+    """`BuildRef.from_note` as the report's JSON carries it (`{branch, commit}` or None)."""
+    build = BuildRef.from_note(note)
+    return None if build is None else build.to_json()
 
 
-def question_view(question: db.Question) -> dict[str, Any]:
-    """A question as JSON: the ledger columns, with the answer and payload parsed.
+@dataclass(frozen=True, slots=True)
+class QuestionView:
+    """A question as people and the API read it: the ledger columns, answer and payload parsed.
 
     `text` is the question as asked (from the payload kept for redelivery).
     """
-    payload = question.payload
-    text = payload.get("text") if isinstance(payload, dict) else None
-    return {
-        "question_id": question.question_id,
-        "thread_id": question.thread_id,
-        "turn": question.turn,
-        "kind": question.kind,
-        "status": question.status,
-        "transport": question.transport,
-        "channel_ref": question.channel_ref,
-        "posted_at": question.posted_at,
-        "deadline_at": question.deadline_at,
-        "answered_at": question.answered_at,
-        "answered_via": question.answered_via,
-        "answer": question.answer,
-        "text": text if isinstance(text, str) else None,
-        "payload": payload,
-    }
+
+    question_id: str
+    thread_id: str
+    turn: int
+    kind: str
+    status: str
+    transport: str
+    channel_ref: str | None
+    posted_at: str | None
+    deadline_at: str | None
+    answered_at: str | None
+    answered_via: str | None
+    answer: Any
+    text: str | None
+    payload: Any
+
+    @classmethod
+    def of(cls, question: db.Question) -> QuestionView:
+        payload = question.payload
+        text = payload.get("text") if isinstance(payload, dict) else None
+        return cls(
+            question_id=question.question_id,
+            thread_id=question.thread_id,
+            turn=question.turn,
+            kind=question.kind,
+            status=question.status,
+            transport=question.transport,
+            channel_ref=question.channel_ref,
+            posted_at=question.posted_at,
+            deadline_at=question.deadline_at,
+            answered_at=question.answered_at,
+            answered_via=question.answered_via,
+            answer=question.answer,
+            text=text if isinstance(text, str) else None,
+            payload=payload,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionView:
+    """One transition row with its duration (an open row: until the report's `now`) and cost."""
+
+    transition: db.Transition
+    duration_s: float
+    cost_usd: float
+    tokens: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **asdict(self.transition),
+            "duration_s": self.duration_s,
+            "cost_usd": self.cost_usd,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EffectView:
+    """What the task did outside: a pull request, a comment, a page write, a post.
+
+    `url` is kept only when it is a web link, so a page never links to anything else.
+    """
+
+    effect_id: str
+    kind: str
+    state: str
+    result_ref: str | None
+    url: str | None
+    dry_run: bool
+    updated_at: str
+
+    @classmethod
+    def of(cls, effect: db.SideEffect) -> EffectView:
+        result = effect.result if isinstance(effect.result, dict) else {}
+        url = result.get("url") or result.get("page_url") or effect.result_ref
+        return cls(
+            effect_id=effect.effect_id,
+            kind=effect.kind,
+            state=effect.state,
+            result_ref=effect.result_ref,
+            url=url if isinstance(url, str) and url.startswith(("https://", "http://")) else None,
+            dry_run=bool(result.get("dry_run")),
+            updated_at=effect.updated_at,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """The task's whole spend and age; what the time windows could not place is said, not hidden."""
+
+    cost_usd: float
+    tokens: int
+    wall_s: float
+    unattributed_cost_usd: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def _plain(value: Any) -> Any:
@@ -154,36 +265,57 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class TaskReport:
+    """Everything known about one task, as `read_task_report` reads it from the ledger.
+
+    `steps` are the transition rows folded as people read them
+    (`journey.journey_steps`); `plans` every plan version with its diff
+    against the one it revises (`plandiff.plan_versions`).
+    """
+
+    task: db.Task
+    transitions: tuple[TransitionView, ...]
+    steps: tuple[Step, ...]
+    plans: tuple[PlanVersion, ...]
+    questions: tuple[QuestionView, ...]
+    usage: tuple[db.UsageSummaryRow, ...]
+    cost_by_stage: Mapping[str, float]
+    totals: Totals
+    build: BuildRef | None
+    effects: tuple[EffectView, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as `/api/task` and `show --json` print it; it equals its JSON round trip."""
+        return {
+            "task": asdict(self.task),
+            "transitions": [t.to_json() for t in self.transitions],
+            "steps": [_plain(asdict(step)) for step in self.steps],
+            "plans": [_plain(asdict(version)) for version in self.plans],
+            "questions": [q.to_json() for q in self.questions],
+            "usage": [asdict(u) for u in self.usage],
+            "cost_by_stage": dict(self.cost_by_stage),
+            "totals": self.totals.to_json(),
+            "build": None if self.build is None else self.build.to_json(),
+            "effects": [effect.to_json() for effect in self.effects],
+            # Kept for `agent-team show --json` readers from before `totals` existed.
+            "total_usd": self.totals.cost_usd,
+            "total_tokens": self.totals.tokens,
+        }
+
+
 def _seconds(start: str, end: datetime) -> float:
     return round((end - db.from_iso(start)).total_seconds(), 3)
 
 
-def _effect_view(effect: db.SideEffect) -> dict[str, Any]:
-    """What the task did outside: a pull request, a comment, a page write, a post."""
-    result = effect.result if isinstance(effect.result, dict) else {}
-    url = result.get("url") or result.get("page_url") or effect.result_ref
-    return {
-        "effect_id": effect.effect_id,
-        "kind": effect.kind,
-        "state": effect.state,
-        "result_ref": effect.result_ref,
-        "url": url if isinstance(url, str) and url.startswith(("https://", "http://")) else None,
-        "dry_run": bool(result.get("dry_run")),
-        "updated_at": effect.updated_at,
-    }
-
-
-def task_report(ledger: db.Reader, task_id: str, now: datetime) -> dict[str, Any]:
+def read_task_report(ledger: db.Reader, task_id: str, now: datetime) -> TaskReport:
     """Everything known about one task, from the ledger alone.
 
     Each transition row carries its duration (an open row: until `now`) and
     the cost of its stage's model calls made while that row was open (a
     time-window join, see `db.transition_costs`), so a stage entered several
     times is never counted twice. Spend the windows cannot place is reported
-    as `totals.unattributed_cost_usd` rather than hidden. `steps` are the
-    rows folded as people read them (`journey.journey_steps`), and `plans`
-    every plan version with its diff against the one it revises
-    (`plandiff.plan_versions`).
+    as `totals.unattributed_cost_usd` rather than hidden.
 
     Args:
         ledger: the ledger or one snapshot of it (reads only).
@@ -201,21 +333,19 @@ def task_report(ledger: db.Reader, task_id: str, now: datetime) -> dict[str, Any
     for row in usage:
         cost_by_stage[row.stage] = cost_by_stage.get(row.stage, 0.0) + row.usd_cost
     row_costs = db.transition_costs(ledger, task_id)
-    transitions: list[dict[str, Any]] = []
     rows = db.list_transitions(ledger, task_id)
+    transitions = []
     for t in rows:
         end = db.from_iso(t.exited_at) if t.exited_at else now
         spend = row_costs.get(t.transition_id, db.Spend())
         transitions.append(
-            {
-                **asdict(t),
-                "duration_s": _seconds(t.entered_at, end),
-                "cost_usd": spend.usd_cost,
-                "tokens": spend.tokens,
-            }
+            TransitionView(
+                transition=t,
+                duration_s=_seconds(t.entered_at, end),
+                cost_usd=spend.usd_cost,
+                tokens=spend.tokens,
+            )
         )
-    total_usd = sum(row.usd_cost for row in usage)
-    total_tokens = sum(row.input_tokens + row.output_tokens for row in usage)
     finished = task.status in TERMINAL_STATUSES and all(t.exited_at for t in rows)
     if finished:
         exits = [t.exited_at for t in rows if t.exited_at]
@@ -223,7 +353,6 @@ def task_report(ledger: db.Reader, task_id: str, now: datetime) -> dict[str, Any
     else:
         wall_end = now
     done_rows = [t for t in rows if t.status == TaskStatus.DONE]
-    build = build_from_note(done_rows[-1].note) if done_rows else None
     questions = db.list_questions(ledger, thread_id=task_id)
     steps = journey_steps(
         rows,
@@ -233,23 +362,29 @@ def task_report(ledger: db.Reader, task_id: str, now: datetime) -> dict[str, Any
         parked_reason=task.parked_reason,
         now=now,
     )
-    return {
-        "task": asdict(task),
-        "transitions": transitions,
-        "steps": [_plain(asdict(step)) for step in steps],
-        "plans": [_plain(asdict(version)) for version in plan_versions(questions)],
-        "questions": [question_view(q) for q in questions],
-        "usage": [asdict(u) for u in usage],
-        "cost_by_stage": cost_by_stage,
-        "totals": {
-            "cost_usd": total_usd,
-            "tokens": total_tokens,
-            "wall_s": _seconds(task.created_at, wall_end),
-            "unattributed_cost_usd": db.unattributed_spend(ledger, task_id).usd_cost,
-        },
-        "build": build,
-        "effects": [_effect_view(effect) for effect in db.list_effects(ledger, task_id=task_id)],
-        # Kept for `agent-team show --json` readers from before `totals` existed.
-        "total_usd": total_usd,
-        "total_tokens": total_tokens,
-    }
+    return TaskReport(
+        task=task,
+        transitions=tuple(transitions),
+        steps=tuple(steps),
+        plans=tuple(plan_versions(questions)),
+        questions=tuple(QuestionView.of(q) for q in questions),
+        usage=tuple(usage),
+        cost_by_stage=cost_by_stage,
+        totals=Totals(
+            cost_usd=sum(row.usd_cost for row in usage),
+            tokens=sum(row.input_tokens + row.output_tokens for row in usage),
+            wall_s=_seconds(task.created_at, wall_end),
+            unattributed_cost_usd=db.unattributed_spend(ledger, task_id).usd_cost,
+        ),
+        build=BuildRef.from_note(done_rows[-1].note) if done_rows else None,
+        effects=tuple(EffectView.of(e) for e in db.list_effects(ledger, task_id=task_id)),
+    )
+
+
+def task_report(ledger: db.Reader, task_id: str, now: datetime) -> dict[str, Any]:
+    """`read_task_report` as JSON: what `/api/task` and `show --json` return.
+
+    Raises:
+        UnknownTaskError: no such task.
+    """
+    return read_task_report(ledger, task_id, now).to_json()

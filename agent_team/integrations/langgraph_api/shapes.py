@@ -133,9 +133,9 @@ def _values(view: ThreadView) -> dict[str, Any]:
     done = [t for t in view.transitions if t.status == TaskStatus.DONE]
     result = done[-1].note if done else None
     links: list[dict[str, str]] = []
-    build = reports.build_from_note(result)
+    build = reports.BuildRef.from_note(result)
     if build is not None:
-        links.append({"kind": "build", "ref": f"{build['branch']}@{build['commit']}"})
+        links.append({"kind": "build", "ref": f"{build.branch}@{build.commit}"})
     for effect in view.effects:
         outcome = effect.result if isinstance(effect.result, dict) else {}
         url = outcome.get("url") or outcome.get("page_url")
