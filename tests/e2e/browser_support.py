@@ -12,8 +12,7 @@ import os
 import shutil
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
 from agent_team.dashboard import DashboardContext, create_app
 from agent_team.service.wiring import build_coordinator
+from tests.waiting import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -51,14 +51,6 @@ LAPTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 # Playwright's own waits (expect) poll; this bounds each of them.
 WAIT_MS = 30_000
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        time.sleep(0.02)
 
 
 @dataclass
@@ -102,7 +94,7 @@ def live(
     web = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     web.start()
     try:
-        wait_for(lambda: server.started or not web.is_alive())
+        wait_for(lambda: server.started or not web.is_alive(), "uvicorn to start")
         assert server.started, "uvicorn did not start"
         yield Live(url=f"http://127.0.0.1:{port}", coordinator=coordinator)
     finally:
@@ -139,7 +131,7 @@ def task_waiting_on_plan(coordinator: Coordinator) -> tuple[str, str]:
         questions = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
         return task.status == "waiting" and any(q.kind == "plan_decision" for q in questions)
 
-    wait_for(open_plan_question)
+    wait_for(open_plan_question, f"task {task_id} to wait on its plan question")
     (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
     return task_id, question.question_id
 

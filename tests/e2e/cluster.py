@@ -17,14 +17,13 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from tests.e2e.conftest import AGENT_TEAM
+from tests.e2e.daemon_process import clean_env, free_port, start_daemon, wait_healthy
 
 __all__ = [
     "INSTANCE_ENV",
@@ -39,7 +38,6 @@ __all__ = [
     "free_port",
     "read_runs",
     "run_logging_build",
-    "wait_for",
 ]
 
 INSTANCE_ENV = "E2E_INSTANCE"
@@ -50,21 +48,9 @@ CLARIFY_ANSWER = (
 )
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def base_env() -> dict[str, str]:
     """The test's environment without any agent-team, systemd or instance setting."""
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AGENT_TEAM_", "NOTIFY_", "WATCHDOG_", INSTANCE_ENV))
-    }
+    return {k: v for k, v in clean_env().items() if not k.startswith(INSTANCE_ENV)}
 
 
 def run_logging_build(runs: Path, *, sleep_s: float = 0.0) -> str:
@@ -131,7 +117,7 @@ class Instance:
     port: int
     state_dir: Path
     log: Path
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[str]
     killed_at: float | None = None  # wall clock, as the build lines' times
 
     @property
@@ -198,32 +184,19 @@ class Cluster:
         port = free_port()
         state_dir = self.root / f"state-{name}"
         log = self.root / f"{name}.log"
-        with log.open("w") as out:  # the child keeps its own copy of the descriptor
-            proc = subprocess.Popen(
-                [str(AGENT_TEAM), "daemon"],
-                env=self.env(name, port, state_dir),
-                cwd=self.root,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        proc = start_daemon(env=self.env(name, port, state_dir), cwd=self.root, output=log)
         instance = Instance(name, slot, port, state_dir, log, proc)
         self.instances[name] = instance
         return instance
 
     def wait_ready(self, instance: Instance, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if instance.proc.poll() is not None:
-                raise AssertionError(f"{instance.name} exited: {instance.log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{instance.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{instance.name} never answered /healthz")
-            time.sleep(0.05)
+        wait_healthy(
+            instance.port,
+            instance.proc,
+            timeout_s=timeout_s,
+            log=instance.log,
+            what=instance.name,
+        )
 
     def live(self) -> list[Instance]:
         return [i for i in self.instances.values() if i.alive()]
@@ -304,11 +277,3 @@ class Answerer:
 
     def close(self) -> None:
         self.client.close()
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float, what: str, step: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached before the deadline: {what}")
-        time.sleep(step)

@@ -28,8 +28,8 @@ from tests.e2e.browser_support import (
     shot,
     task_waiting_on_plan,
     timeline_fills_its_bar,
-    wait_for,
 )
+from tests.waiting import wait_for
 
 __all__ = ["browser", "live", "live_settings"]  # fixtures, used by name
 
@@ -51,7 +51,7 @@ def open_plan_question(live: Live, task_id: str, turn: int) -> str:
         task = db.get_task(live.coordinator.ledger, task_id)
         return question is not None and task is not None and task.status == "waiting"
 
-    wait_for(asked)
+    wait_for(asked, f"question {wanted} to be asked")
     return wanted
 
 
@@ -119,7 +119,10 @@ def test_a_revised_plan_shows_its_changes_and_every_step_its_own_outcome(
     expect(page.locator("[data-live=plan] h2")).to_contain_text("2 of 2")
 
     answer(live, second, "approve")
-    wait_for(lambda: getattr(db.get_task(live.coordinator.ledger, task_id), "status", "") == "done")
+    wait_for(
+        lambda: getattr(db.get_task(live.coordinator.ledger, task_id), "status", "") == "done",
+        f"task {task_id} to be done",
+    )
     page.reload()
     expect(page.locator("[data-live=task-head] .chip")).to_have_text("done")
     rows = step_rows(page)

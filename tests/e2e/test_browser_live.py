@@ -27,8 +27,8 @@ from tests.e2e.browser_support import (
     live,
     shot,
     task_waiting_on_plan,
-    wait_for,
 )
+from tests.waiting import wait_for
 
 __all__ = ["browser", "live", "live_settings"]  # fixtures, used by name
 
@@ -167,7 +167,10 @@ def test_build_output_arrives_on_the_task_page_while_the_build_runs(
     task_id, question_id = task_waiting_on_plan(live.coordinator)
     live.coordinator.answer(question_id, "approve", via="test:ada")
     log = tmp_path / "state" / "build-logs" / f"{task_id}.json"
-    wait_for(lambda: log.exists() and "collected 42 items" in log.read_text(encoding="utf-8"))
+    wait_for(
+        lambda: log.exists() and "collected 42 items" in log.read_text(encoding="utf-8"),
+        "the build's first lines in its log",
+    )
 
     page = browser.new_page(viewport=LAPTOP)
     errors: list[str] = []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from agent_team import db
 from agent_team.requests import inbox
 from tests.e2e.conftest import LONG_BODY, Cli
+from tests.e2e.daemon_process import start_agent_team
 
 # Every case here kills and restarts agent-team processes: several seconds each.
 pytestmark = pytest.mark.slow
@@ -124,21 +124,14 @@ def test_sigkill_at_an_arbitrary_moment_loses_nothing(cli: Cli, tmp_path: Path) 
     try:
         ids = [inbox.submit_task(conn, title=f"Task {n}", body=LONG_BODY) for n in range(6)]
         for phase in ("plan", "build"):
-            proc = subprocess.Popen(
-                [
-                    str(Path(sys.executable).with_name("agent-team")),
-                    "--db",
-                    str(cli.db_path),
-                    "tick",
-                    "--until-idle",
-                    "--timeout",
-                    "60",
-                ],
-                cwd=cli.home,
+            proc = start_agent_team(
+                "tick",
+                "--until-idle",
+                "--timeout",
+                "60",
                 env={**cli.env, "AGENT_TEAM_WORKERS": "3"},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                cwd=cli.home,
+                db=cli.db_path,
             )
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and proc.poll() is None:

@@ -5,11 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,16 +17,8 @@ from agent_team.config import load_settings
 from agent_team.requests import inbox
 from agent_team.service.daemon import Daemon, Loop
 from tests.e2e.conftest import LONG_BODY
-
-AGENT_TEAM = Path(sys.executable).with_name("agent-team")
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached before the deadline: {what}")
-        time.sleep(0.02)
+from tests.e2e.daemon_process import daemon_env, free_port, reap, start_daemon
+from tests.waiting import wait_for
 
 
 def pid_alive(pid: int) -> bool:
@@ -40,28 +29,6 @@ def pid_alive(pid: int) -> bool:
     # A zombie is dead for our purpose (its parent, the daemon, is gone; init reaps it).
     status = Path(f"/proc/{pid}/status")
     return status.exists() and "zombie" not in status.read_text()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def base_env(tmp_path: Path, port: int) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AGENT_TEAM_", "NOTIFY_", "WATCHDOG_"))
-    }
-    env.update(
-        AGENT_TEAM_DB_PATH=str(tmp_path / "agent-team.db"),
-        AGENT_TEAM_STATE_DIR=str(tmp_path / "state"),
-        AGENT_TEAM_DASHBOARD_PORT=str(port),
-        AGENT_TEAM_POLL_S="0.1",
-        AGENT_TEAM_LOG_LEVEL="warning",
-    )
-    return env
 
 
 @pytest.fixture
@@ -88,17 +55,9 @@ def test_systemd_notify_ready_watchdog_stopping(
 ) -> None:
     sock, path = notify_socket
     port = free_port()
-    env = base_env(tmp_path, port)
+    env = daemon_env(tmp_path, port)
     env.update(NOTIFY_SOCKET=path, WATCHDOG_USEC="200000")  # feed every 0.1 s
-    proc = subprocess.Popen(
-        [str(AGENT_TEAM), "daemon"],
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_daemon(env=env, cwd=tmp_path, output="pipes")
     try:
         ready = receive_until(sock, "READY=1")
         assert any(
@@ -112,9 +71,7 @@ def test_systemd_notify_ready_watchdog_stopping(
         receive_until(sock, "STOPPING=1")
         assert proc.wait(timeout=30) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=10)
+        reap(proc)
 
 
 @pytest.mark.slow
@@ -122,7 +79,7 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
     port = free_port()
     go = tmp_path / "go"
     started = tmp_path / "build-started"
-    env = base_env(tmp_path, port)
+    env = daemon_env(tmp_path, port)
     env.update(
         AGENT_TEAM_BUILDER="command",
         AGENT_TEAM_BUILD_COMMAND=(
@@ -136,58 +93,42 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
     conn = db.open_ledger(ledger)
     try:
         task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
-        log_file = (tmp_path / "daemon-1.log").open("w")
-        proc = subprocess.Popen(
-            [str(AGENT_TEAM), "daemon"],
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
+        proc = start_daemon(env=env, cwd=tmp_path, output=tmp_path / "daemon-1.log")
         try:
             wait_for(
                 lambda: bool(db.list_questions(conn, status="open", thread_id=task_id)),
                 what="the plan question",
+                timeout_s=30,
             )
             (question,) = db.list_questions(conn, status="open", thread_id=task_id)
             inbox.submit_answer(
                 conn, question.question_id, "approve", via="cli:t", now=db.utc_now()
             )
-            wait_for(started.exists, what="the build command to start")
+            wait_for(started.exists, what="the build command to start", timeout_s=30)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0, (tmp_path / "daemon-1.log").read_text()
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-            log_file.close()
+            reap(proc)
         task = db.get_task(conn, task_id)
         assert task is not None and task.status == "running" and task.phase == "build"
         # The cut-off build command did not outlive the daemon.
         build_pid = int((tmp_path / "build.pid").read_text())
-        wait_for(lambda: not pid_alive(build_pid), what="the build command to be killed")
+        wait_for(
+            lambda: not pid_alive(build_pid), what="the build command to be killed", timeout_s=30
+        )
 
         go.touch()
-        restarted = subprocess.Popen(
-            [str(AGENT_TEAM), "daemon"],
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        restarted = start_daemon(env=env, cwd=tmp_path)
         try:
             wait_for(
                 lambda: (t := db.get_task(conn, task_id)) is not None and t.status == "done",
                 what="the task to finish after the restart",
+                timeout_s=30,
             )
             restarted.send_signal(signal.SIGTERM)
             assert restarted.wait(timeout=30) == 0
         finally:
-            if restarted.poll() is None:
-                restarted.kill()
-                restarted.wait(timeout=10)
+            reap(restarted)
         rows = db.list_transitions(conn, task_id)
         assert all(row.exited_at for row in rows)
         assert [row.to_phase for row in rows].count("done") == 1
@@ -214,9 +155,9 @@ def test_a_dying_loop_is_restarted_and_reported(tmp_path: Path) -> None:
     thread = threading.Thread(target=lambda: codes.append(daemon.run()), daemon=True)
     thread.start()
     try:
-        wait_for(lambda: daemon.bound is not None, what="the HTTP server")
+        wait_for(lambda: daemon.bound is not None, what="the HTTP server", timeout_s=30)
         url = daemon.url + "readyz"
-        wait_for(lambda: len(calls) >= 2, what="a restart of the flaky loop")
+        wait_for(lambda: len(calls) >= 2, what="a restart of the flaky loop", timeout_s=30)
         response = httpx.get(url, timeout=10)
         assert response.status_code == 503
         body = response.text

@@ -5,53 +5,42 @@ from __future__ import annotations
 import signal
 import socket
 import stat
-import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import AGENT_TEAM, Cli
+from tests.e2e.conftest import Cli
+from tests.e2e.daemon_process import reap, start_daemon
+from tests.waiting import wait_for
 
 RUNNING = "agent-team is running"
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached before the deadline: {what}")
-        time.sleep(0.02)
 
 
 @contextmanager
 def daemon(cli: Cli, port: int, *args: str) -> Iterator[Path]:
     """`agent-team daemon ARGS` until it says it runs; yields its output file, stops it after."""
     log = cli.home / f"daemon-{time.monotonic_ns()}.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(AGENT_TEAM), "--db", str(cli.db_path), "daemon", *args],
-            cwd=cli.home,
-            env={**cli.env, "AGENT_TEAM_DASHBOARD_PORT": str(port)},
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+    proc = start_daemon(
+        *args,
+        env={**cli.env, "AGENT_TEAM_DASHBOARD_PORT": str(port)},
+        cwd=cli.home,
+        output=log,
+        db=cli.db_path,
+    )
+    try:
+        wait_for(
+            lambda: RUNNING in log.read_text() or proc.poll() is not None, "the daemon's start"
         )
-        try:
-            wait_for(
-                lambda: RUNNING in log.read_text() or proc.poll() is not None, "the daemon's start"
-            )
-            assert RUNNING in log.read_text(), log.read_text()
-            yield log
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0, log.read_text()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
+        assert RUNNING in log.read_text(), log.read_text()
+        yield log
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+    finally:
+        reap(proc)
 
 
 @pytest.mark.slow

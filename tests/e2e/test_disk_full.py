@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.test_daemon import base_env, free_port, wait_for
+from tests.e2e.daemon_process import daemon_env, free_port, reap, start_daemon, wait_healthy
 
-AGENT_TEAM = Path(sys.executable).with_name("agent-team")
 TOKEN = "ops:disk-full-token-0123456789"
 BEARER = {"Authorization": "Bearer disk-full-token-0123456789"}
 _SCRIPT = 'set -e; mount -t tmpfs -o size=6m tmpfs "$1"; shift; exec "$@"'
@@ -52,31 +50,29 @@ def daemon_on_tmpfs(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str
     disk = tmp_path / "disk"
     disk.mkdir()
     port = free_port()
-    env = base_env(tmp_path, port)
+    env = daemon_env(tmp_path, port)
     env.update(
         AGENT_TEAM_DB_PATH=str(disk / "agent-team.db"),
         AGENT_TEAM_STATE_DIR=str(disk / "state"),
         AGENT_TEAM_DASHBOARD_TOKENS=TOKEN,
     )
-    log = (tmp_path / "daemon.log").open("w")
-    proc = subprocess.Popen(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT, "sh",
-         str(disk), str(AGENT_TEAM), "daemon"],
-        env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log, stderr=log, text=True,
-    )  # fmt: skip
+    log = tmp_path / "daemon.log"
+    # `unshare` execs the shell that mounts the tmpfs and execs the daemon: one pid throughout.
+    inside = ["unshare", "--mount", "--propagation", "private",
+              "sh", "-c", _SCRIPT, "sh", str(disk)]  # fmt: skip
+    proc = start_daemon(env=env, cwd=tmp_path, output=log, inside=inside)
     url = f"http://127.0.0.1:{port}/"
     try:
-        wait_for(lambda: _ready(url) == 200, what="the daemon on its tmpfs", timeout_s=60)
+        wait_healthy(
+            port, proc, timeout_s=60, log=log, path="readyz", what="the daemon on its tmpfs"
+        )
         yield proc, url, disk
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=60)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-            log.close()
+            reap(proc)
 
 
 def _ready(url: str) -> int:

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_daemon import base_env, free_port, wait_for
-from tests.e2e.test_daemon_startup import healthy
-
-AGENT_TEAM = Path(sys.executable).with_name("agent-team")
+from tests.e2e.conftest import AGENT_TEAM
+from tests.e2e.daemon_process import daemon_env, free_port, reap, start_daemon, wait_healthy
 
 
 def flat(text: str) -> str:
@@ -35,26 +32,18 @@ def doctor(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[s
 
 @pytest.fixture
 def demo_daemon(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
-    env = base_env(tmp_path, free_port())
-    proc = subprocess.Popen(
-        [str(AGENT_TEAM), "daemon", "--demo"],
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    port = free_port()
+    env = daemon_env(tmp_path, port)
+    proc = start_daemon("--demo", env=env, cwd=tmp_path)
     try:
-        wait_for(lambda: healthy(int(env["AGENT_TEAM_DASHBOARD_PORT"])), what="the demo daemon")
+        wait_healthy(port, proc, timeout_s=30, what="the demo daemon")
         yield proc, env
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=60)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
+            reap(proc)
 
 
 @pytest.mark.slow

@@ -5,19 +5,18 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_daemon import base_env, free_port
+from tests.e2e.conftest import AGENT_TEAM
+from tests.e2e.daemon_process import daemon_env, free_port, reap, start_daemon
 
-AGENT_TEAM = Path(sys.executable).with_name("agent-team")
 PLAIN_PATH = "/usr/local/bin:/usr/bin:/bin"  # agent-team is not on it
 
 
 def env_without_agent_team(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = base_env(tmp_path, free_port())
+    env = daemon_env(tmp_path, free_port())
     env.update(PATH=PLAIN_PATH, NO_COLOR="1", COLUMNS="250")
     env.update(extra)
     return env
@@ -65,14 +64,8 @@ def test_cli_hints_say_agent_team_when_it_is_on_the_path(tmp_path: Path) -> None
 
 def banner(cwd: Path, exe: str, env: dict[str, str]) -> list[str]:
     """The demo daemon's first-run lines, up to "Stop with Ctrl-C"; then it is stopped."""
-    proc = subprocess.Popen(
-        [exe, "--db", str(cwd / "agent-team.db"), "daemon", "--demo"],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    proc = start_daemon(
+        "--demo", env=env, cwd=cwd, output="merged", program=exe, db=cwd / "agent-team.db"
     )
     lines: list[str] = []
     try:
@@ -86,9 +79,7 @@ def banner(cwd: Path, exe: str, env: dict[str, str]) -> list[str]:
         try:
             proc.communicate(timeout=60)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
+            reap(proc)
     assert lines and lines[-1].startswith("Stop with Ctrl-C"), lines
     return lines
 

@@ -21,7 +21,7 @@ from agent_team.db.sqlite_ledger import storage_error
 from agent_team.exceptions import LedgerError
 from agent_team.service.daemon import Daemon
 from agent_team.service.doctor import check_dashboard_port
-from tests.e2e.test_daemon import wait_for
+from tests.waiting import wait_for
 
 
 def test_a_ledger_that_refuses_writes_is_not_ready_and_doctor_says_so(
@@ -37,11 +37,15 @@ def test_a_ledger_that_refuses_writes_is_not_ready_and_doctor_says_so(
     thread = threading.Thread(target=daemon.run, daemon=True)
     thread.start()
     try:
-        wait_for(lambda: daemon.bound is not None, what="the HTTP server")
+        wait_for(lambda: daemon.bound is not None, what="the HTTP server", timeout_s=30)
         url = daemon.url
         ledger = daemon.coordinator.ledger
         kept = daemon.coordinator.start_task(title="Before the disk filled", body="x")
-        wait_for(lambda: httpx.get(url + "readyz", timeout=10).status_code == 200, what="ready")
+        wait_for(
+            lambda: httpx.get(url + "readyz", timeout=10).status_code == 200,
+            what="ready",
+            timeout_s=30,
+        )
         assert bound_settings(settings, daemon) is not None
         assert check_dashboard_port(bound_settings(settings, daemon)).ok
 

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import AGENT_TEAM, LONG_BODY, Cli
+from tests.e2e.conftest import LONG_BODY, Cli
+from tests.e2e.daemon_process import start_agent_team
+from tests.waiting import wait_for
 
 TOKEN = "ghp_" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt" * 2
 WAIT_S = 60.0
@@ -59,15 +61,7 @@ class Watcher:
 
 
 def watch(cli: Cli, *args: str) -> Watcher:
-    proc = subprocess.Popen(
-        [str(AGENT_TEAM), "--db", str(cli.db_path), *args],
-        cwd=cli.home,
-        env=cli.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_agent_team(*args, env=cli.env, cwd=cli.home, output="pipes", db=cli.db_path)
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -113,22 +107,26 @@ def slow_build(cli: Cli, tmp_path: Path) -> Iterator[SlowBuild]:
     task_id = cli.submit("Remember the email", LONG_BODY)
     cli.tick()
     cli.answer(cli.open_question(task_id)["question_id"], "approve")
-    tick = subprocess.Popen(
-        [str(AGENT_TEAM), "--db", str(cli.db_path), "tick", "--until-idle", "--timeout", "90"],
-        cwd=cli.home,
+    tick = start_agent_team(
+        "tick",
+        "--until-idle",
+        "--timeout",
+        "90",
         env=cli.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        cwd=cli.home,
+        output="pipes",
+        db=cli.db_path,
     )
     build = SlowBuild(task_id, tick, gate)
     log = cli.home / "state" / "build-logs" / f"{task_id}.json"
-    deadline = time.monotonic() + WAIT_S
-    while not (log.exists() and "step one" in log.read_text(encoding="utf-8")):
+
+    def first_line_written() -> bool:
+        if log.exists() and "step one" in log.read_text(encoding="utf-8"):
+            return True
         assert tick.poll() is None, tick.communicate()
-        assert time.monotonic() < deadline, "the build never printed its first line"
-        time.sleep(0.02)
+        return False
+
+    wait_for(first_line_written, "the build to print its first line", timeout_s=WAIT_S)
     try:
         yield build
     finally:

@@ -23,8 +23,9 @@ import pytest
 
 from agent_team import db
 from agent_team.requests import inbox
-from tests.e2e.conftest import AGENT_TEAM, LONG_BODY
-from tests.e2e.test_daemon import base_env, free_port, wait_for
+from tests.e2e.conftest import LONG_BODY
+from tests.e2e.daemon_process import daemon_env, free_port, reap, start_agent_team, start_daemon
+from tests.waiting import wait_for
 
 LEASE_S = "2"
 
@@ -75,7 +76,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
 
 def instance_env(tmp_path: Path, backend: Backend, name: str, build: str) -> dict[str, str]:
-    env = base_env(tmp_path, free_port())
+    env = daemon_env(tmp_path, free_port())
     env.update(backend.env)
     env.update(
         AGENT_TEAM_STATE_DIR=str(tmp_path / f"state-{name}"),  # as on its own host
@@ -87,19 +88,7 @@ def instance_env(tmp_path: Path, backend: Backend, name: str, build: str) -> dic
     return env
 
 
-def start(env: dict[str, str], cwd: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
-    with log.open("w") as out:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(
-            [str(AGENT_TEAM), *args],
-            env=env,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def stop_outside_a_transaction(proc: subprocess.Popen[bytes], backend: Backend) -> None:
+def stop_outside_a_transaction(proc: subprocess.Popen[str], backend: Backend) -> None:
     for _ in range(50):
         proc.send_signal(signal.SIGSTOP)
         time.sleep(0.05)
@@ -125,28 +114,33 @@ def test_a_paused_daemon_is_fenced_after_another_instance_takes_its_task(
     other_env = instance_env(tmp_path, backend, "other", "echo quick > quick.txt")
     ledger = backend.ledger()
     paused_log, other_log = tmp_path / "paused.log", tmp_path / "other.log"
-    paused = start(paused_env, tmp_path, paused_log, "daemon")
-    other: subprocess.Popen[bytes] | None = None
+    paused = start_daemon(env=paused_env, cwd=tmp_path, output=paused_log)
+    other: subprocess.Popen[str] | None = None
     try:
         task_id = inbox.submit_task(ledger, title="Remember the email", body=LONG_BODY)
         wait_for(
             lambda: bool(db.list_questions(ledger, status="open", thread_id=task_id)),
             what="the plan question",
+            timeout_s=30,
         )
         (question,) = db.list_questions(ledger, status="open", thread_id=task_id)
         inbox.submit_answer(ledger, question.question_id, "approve", via="cli:t", now=db.utc_now())
-        wait_for(started.exists, what="the paused daemon's build to start")
+        wait_for(started.exists, what="the paused daemon's build to start", timeout_s=30)
         (first,) = db.list_leases(ledger, prefix=f"task:{task_id}")
         assert first.owner is not None and f":{paused.pid}:" in first.owner
 
         stop_outside_a_transaction(paused, backend)
-        wait_for(lambda: lapsed(ledger, task_id), what="the paused daemon's lease to lapse")
+        wait_for(
+            lambda: lapsed(ledger, task_id), what="the paused daemon's lease to lapse", timeout_s=30
+        )
         taken_at = db.to_iso(db.utc_now())
         if backend.name == "sqlite":
-            other = start(other_env, tmp_path, other_log, "tick", "--until-idle")
+            other = start_agent_team(
+                "tick", "--until-idle", env=other_env, cwd=tmp_path, output=other_log
+            )
             assert other.wait(timeout=120) == 0, other_log.read_text()
         else:
-            other = start(other_env, tmp_path, other_log, "daemon")
+            other = start_daemon(env=other_env, cwd=tmp_path, output=other_log)
         wait_for(
             lambda: (t := db.get_task(ledger, task_id)) is not None and t.status == "done",
             timeout_s=90,
@@ -179,10 +173,10 @@ def test_a_paused_daemon_is_fenced_after_another_instance_takes_its_task(
         assert paused.wait(timeout=60) == 0, paused_log.read_text()
     finally:
         for proc in (paused, other):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.kill()
-                proc.wait(timeout=10)
+            if proc is not None:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGCONT)
+                reap(proc)
 
     refused = paused_log.read_text().count("was taken over")
     assert refused >= 1, paused_log.read_text()

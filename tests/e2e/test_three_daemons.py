@@ -30,10 +30,10 @@ from tests.e2e.cluster import (
     builds_recorded,
     read_runs,
     run_logging_build,
-    wait_for,
 )
 from tests.e2e.conftest import AGENT_TEAM, LONG_BODY, SHORT_BODY
 from tests.fakes.github_api import FakeGitHub
+from tests.waiting import wait_for
 
 LEASE_S = "2"  # a killed daemon's tasks are taken over this soon
 # Without kills nobody may be taken over: a little more room for renewals on a busy machine.
@@ -66,7 +66,7 @@ def answer_until_done(
         assert not stuck, f"tasks ended badly: {counts}; logs in {cluster.root}"
         return counts.get("done", 0) == expected
 
-    wait_for(settled, timeout_s, f"{expected} tasks done", step=0.05)
+    wait_for(settled, f"{expected} tasks done", timeout_s=timeout_s, step_s=0.05)
 
 
 def runs_by_task(runs: list[BuildRun]) -> dict[str, list[BuildRun]]:
@@ -256,7 +256,7 @@ def test_kill_nine_three_times_loses_no_task(
                 inbox.submit_task(ledger, title=f"Task {wave}.{i}", body=LONG_BODY)
                 for i in range(per_wave)
             ]
-            wait_for(victim_building, 60, "a daemon to be building")
+            wait_for(victim_building, "a daemon to be building", timeout_s=60, step_s=0.05)
             victim = building_on(cluster, runs)
             assert victim is not None
             held = {
@@ -271,8 +271,9 @@ def test_kill_nine_three_times_loses_no_task(
             # lease freed so is taken with the next epoch but not counted as a takeover.
             wait_for(
                 lambda victim=victim, held=held: taken_over(ledger, victim, held, answer_open),
-                60,
                 f"the tasks of {victim.name} to be taken over",
+                timeout_s=60,
+                step_s=0.05,
             )
             cluster.start(victim.slot)  # three again once it is up; the next kill goes on
         for instance in cluster.live():

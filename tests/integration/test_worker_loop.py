@@ -6,7 +6,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,19 +15,12 @@ from agent_team import db
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator
 from agent_team.service.wiring import build_coordinator
+from tests.waiting import wait_for
 
 BODY = (
     "Remember the email address on the login page between visits.\n"
     "- Store it in a cookie\n- Prefill the field\n- Test both paths\n"
 )
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -65,12 +58,12 @@ def test_in_process_submit_and_answer_wake_the_loop(running: tuple[Coordinator, 
     coordinator, poll_s = running
     started = time.monotonic()
     task_id = coordinator.start_task(title="Remember the email", body=BODY)
-    wait_for(lambda: delivered(coordinator, task_id))
+    wait_for(lambda: delivered(coordinator, task_id), "the question delivered", timeout_s=30)
     assert status(coordinator, task_id) == "waiting"
     (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
     assert question.channel_ref == f"local:{question.question_id}"
     coordinator.answer(question.question_id, "approve")
-    wait_for(lambda: status(coordinator, task_id) == "done")
+    wait_for(lambda: status(coordinator, task_id) == "done", "the task done", timeout_s=30)
     # Both steps finished without waiting out a single poll interval: `wake` did it.
     assert time.monotonic() - started < poll_s
 
@@ -85,7 +78,9 @@ def test_an_answer_from_another_process_is_found_by_polling(tmp_path: Path) -> N
     thread.start()
     try:
         task_id = coordinator.start_task(title="Remember the email", body=BODY)
-        wait_for(lambda: status(coordinator, task_id) == "waiting")
+        wait_for(
+            lambda: status(coordinator, task_id) == "waiting", "the task waiting", timeout_s=30
+        )
         (question,) = db.list_questions(coordinator.ledger, status="open", thread_id=task_id)
         subprocess.run(
             [
@@ -103,7 +98,7 @@ def test_an_answer_from_another_process_is_found_by_polling(tmp_path: Path) -> N
             stdin=subprocess.DEVNULL,
             timeout=60,
         )
-        wait_for(lambda: status(coordinator, task_id) == "done")
+        wait_for(lambda: status(coordinator, task_id) == "done", "the task done", timeout_s=30)
         answered = db.get_question(coordinator.ledger, question.question_id)
         assert answered is not None and answered.answered_via == "cli:other-process"
     finally:

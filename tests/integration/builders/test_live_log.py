@@ -13,8 +13,7 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,17 +27,10 @@ from agent_team.builders.live_log import (
 )
 from agent_team.builders.proc import run_process
 from agent_team.exceptions import BuildError
+from tests.waiting import wait_for
 
 PLAN = "# Plan\n\nPrint slowly.\n"
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -85,7 +77,7 @@ def test_run_process_hands_output_over_while_the_child_still_runs(
 
     worker = threading.Thread(target=run)
     worker.start()
-    wait_for(lambda: b"step one" in b"".join(seen))
+    wait_for(lambda: b"step one" in b"".join(seen), "the first line handed over", timeout_s=30)
     assert worker.is_alive() and b"step two" not in b"".join(seen)
     release(gate)
     worker.join(timeout=60)
@@ -130,7 +122,9 @@ def test_the_command_builders_output_is_in_the_task_log_while_it_runs(
         tail = read_build_log(state_dir, task.task_id)
         return tail.text if tail is not None else ""
 
-    wait_for(lambda: "step one: warming up" in tail_text())
+    wait_for(
+        lambda: "step one: warming up" in tail_text(), "the first line in the log", timeout_s=30
+    )
     running = read_build_log(state_dir, task.task_id)
     assert running is not None and running.running and running.ended_at is None
     assert "step two" not in running.text
@@ -207,7 +201,9 @@ def test_a_token_split_over_chunks_or_lines_held_back_never_reaches_the_file(
     log = open_build_log(tmp_path, "t-secret")
     path = tmp_path / "build-logs" / "t-secret.json"
     log(b"first line\npush token=" + TOKEN[:6].encode())
-    wait_for(lambda: "first line" in path.read_text(encoding="utf-8"))
+    wait_for(
+        lambda: "first line" in path.read_text(encoding="utf-8"), "the first line", timeout_s=30
+    )
     assert "ghp_" not in path.read_text(encoding="utf-8")  # the unfinished line waits
     log(TOKEN[6:].encode() + b"\nlast\n")
     log.close("ok")

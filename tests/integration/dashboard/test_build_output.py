@@ -7,7 +7,6 @@ are exact; the dashboard's clock is `NOW`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -18,14 +17,7 @@ from starlette.testclient import TestClient
 from agent_team import db
 from agent_team.builders.live_log import BuildLog, log_path
 from tests.integration.dashboard.conftest import NOW, TOKEN, Seeded
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        time.sleep(0.01)
+from tests.waiting import wait_for
 
 
 def _task(seeded: Seeded, task_id: str, status: str, phase: str = "build") -> None:
@@ -67,7 +59,7 @@ def test_a_running_build_is_followed_by_offset(
     _task(seeded, "tR", "running")
     log = writer("tR")
     log(b"compiling 1/3\ncompiling 2/3\n")
-    wait_for(_written(seeded, "tR", "compiling 2/3"))
+    wait_for(_written(seeded, "tR", "compiling 2/3"), "compiling 2/3 written", timeout_s=30)
 
     body = client.get("/api/task/tR/log").json()
     assert body["running"] is True and body["follow"] is True and body["exists"] is True
@@ -77,7 +69,7 @@ def test_a_running_build_is_followed_by_offset(
 
     assert client.get(f"/api/task/tR/log?after={body['end']}").json()["text"] == ""
     log(b"compiling 3/3\n")
-    wait_for(_written(seeded, "tR", "compiling 3/3"))
+    wait_for(_written(seeded, "tR", "compiling 3/3"), "compiling 3/3 written", timeout_s=30)
     more = client.get(f"/api/task/tR/log?after={body['end']}").json()
     assert more["text"] == "compiling 3/3\n" and more["dropped"] is False
     assert more["end"] == body["end"] + len("compiling 3/3\n")
@@ -95,7 +87,7 @@ def test_a_log_whose_writer_died_reads_as_stopped_not_running(
     _task(seeded, "tK", "failed")
     log = writer("tK")
     log(b"half way\n")
-    wait_for(_written(seeded, "tK", "half way"))
+    wait_for(_written(seeded, "tK", "half way"), "half way written", timeout_s=30)
     body = client.get("/api/task/tK/log").json()
     assert body["running"] is False and body["follow"] is False
     assert body["outcome"] == "stopped" and body["elapsed_s"] is None
@@ -134,7 +126,7 @@ def test_the_dashboard_token_and_markup_in_output_are_never_shown(
     _task(seeded, "tS", "running")
     log = writer("tS")
     log(f"echo {TOKEN}\n<script>alert(1)</script>\n".encode())
-    wait_for(_written(seeded, "tS", "alert(1)"))
+    wait_for(_written(seeded, "tS", "alert(1)"), "the markup written", timeout_s=30)
     body = client.get("/api/task/tS/log").json()
     assert TOKEN not in body["text"] and "echo [redacted]" in body["text"]
     page = client.get("/task/tS").text
@@ -148,7 +140,7 @@ def test_the_task_page_card_follows_a_running_build_and_keeps_the_tail_after(
     _task(seeded, "tR", "running")
     log = writer("tR")
     log(b"step one\n")
-    wait_for(_written(seeded, "tR", "step one"))
+    wait_for(_written(seeded, "tR", "step one"), "step one written", timeout_s=30)
     page = client.get("/task/tR").text
     card = page[page.index('data-live="build-output"') :]
     card = card[: card.index("</section>")]

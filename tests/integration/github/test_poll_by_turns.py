@@ -4,7 +4,6 @@ when the first stops."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -16,13 +15,7 @@ from agent_team.health.status import Health
 from agent_team.integrations.github.integration import GitHubIntegration
 from agent_team.service.wiring import Runtime, build_runtime
 from tests.integration.github.conftest import World, make_settings
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+from tests.waiting import wait_for
 
 
 class Process:
@@ -89,13 +82,17 @@ def test_one_of_two_processes_polls_and_runs_the_timers_the_other_takes_over_on_
     start: Callable[[], Process], world: World
 ) -> None:
     first = start()
-    wait_until(lambda: first.polls >= 1 and first.timer_passes >= 3, "the first to poll")
+    wait_for(
+        lambda: first.polls >= 1 and first.timer_passes >= 3, "the first to poll", timeout_s=20
+    )
     second = start()
-    wait_until(
-        lambda: second.health.facts().get("github_last_poll") is not None, "the second to look"
+    wait_for(
+        lambda: second.health.facts().get("github_last_poll") is not None,
+        "the second to look",
+        timeout_s=20,
     )
     timer_passes = first.timer_passes
-    wait_until(lambda: first.timer_passes >= timer_passes + 5, "the first to go on")
+    wait_for(lambda: first.timer_passes >= timer_passes + 5, "the first to go on", timeout_s=20)
     assert second.polls == 0 and second.timer_passes == 0
     last: Any = second.health.facts()["github_last_poll"]
     assert last["polled_by"] == "another instance"
@@ -104,9 +101,9 @@ def test_one_of_two_processes_polls_and_runs_the_timers_the_other_takes_over_on_
 
     requests = len(world.fake.requests)
     first.close()
-    wait_until(lambda: second.timer_passes >= 1, "the second to run the timers")
+    wait_for(lambda: second.timer_passes >= 1, "the second to run the timers", timeout_s=20)
     assert second.runtime.coordinator.loops_held()[-1:] == ["timers"]
     # The poller looks again after its interval (5 s) and then finds the loop free.
-    wait_until(lambda: second.polls >= 1, "the second to poll", timeout_s=15)
+    wait_for(lambda: second.polls >= 1, "the second to poll", timeout_s=15)
     assert len(world.fake.requests) > requests
     assert second.runtime.coordinator.loops_held() == ["github-poller", "timers"]

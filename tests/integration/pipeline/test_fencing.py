@@ -31,6 +31,7 @@ from tests.integration.pipeline.conftest import (
     task_of,
 )
 from tests.integration.pipeline.test_failures import waiting_on_plan
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -52,13 +53,6 @@ def other_host(tmp_path: Path) -> Iterator[Callable[..., Coordinator]]:
     yield make
     for coordinator in made:
         coordinator.close()
-
-
-def wait_for(condition: object, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def lease_lapsed(coordinator: Coordinator, task_id: str) -> bool:
@@ -88,9 +82,9 @@ def test_a_stalled_run_is_fenced_and_the_new_owner_finishes_the_task(
     run = threading.Thread(target=stalled.run_pending)
     run.start()
     try:
-        wait_for(started.exists)
+        wait_for(started.exists, "the stalled build to start", timeout_s=30)
         (first,) = db.list_leases(stalled.ledger, prefix=f"task:{task_id}")
-        wait_for(lambda: lease_lapsed(stalled, task_id))
+        wait_for(lambda: lease_lapsed(stalled, task_id), "the stalled lease to lapse", timeout_s=30)
 
         taken_at = db.to_iso(db.utc_now())
         taker.tick(until_idle=True, timeout_s=60)
@@ -143,7 +137,7 @@ def test_the_holder_renews_so_nobody_takes_a_long_run_over(
     run = threading.Thread(target=holder.run_pending)
     run.start()
     try:
-        wait_for(started.exists)
+        wait_for(started.exists, "the long build to start", timeout_s=30)
         until = time.monotonic() + 3  # three lease lengths
         while time.monotonic() < until:
             assert other.run_pending() == 0, "the holder's live lease keeps the task"
@@ -177,6 +171,8 @@ def test_a_database_outage_inside_a_node_fails_nothing_and_the_run_is_retried(
     task = task_of(coordinator, task_id)
     assert task.status == "running" and coordinator.worker.outages == 1
     assert "failed" not in {row.status for row in db.list_transitions(coordinator.ledger, task_id)}
-    wait_for(lambda: coordinator.tick().commands > 0)  # once the claim has lapsed
+    wait_for(  # once the claim has lapsed
+        lambda: coordinator.tick().commands > 0, "the run to be claimed again", timeout_s=30
+    )
     coordinator.tick(until_idle=True, timeout_s=60)
     assert task_of(coordinator, task_id).status == "done" and len(calls) == 2

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,13 +21,7 @@ from agent_team.service.wiring import build_coordinator
 from tests.integration.pipeline.conftest import Clock
 from tests.integration.pipeline.test_failures import waiting_on_plan
 from tests.tcp_proxy import TcpProxy
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+from tests.waiting import wait_for
 
 
 def through(proxy: TcpProxy, url: str) -> str:
@@ -60,11 +53,13 @@ def test_an_outage_mid_build_fails_nothing_and_the_task_finishes(
             coordinator.answer(question_id, "approve", via="cli:tester")
             run = threading.Thread(target=coordinator.run_pending)
             run.start()
-            wait_for(started.exists)
+            wait_for(started.exists, "the build to start", timeout_s=60, step_s=0.05)
 
             proxy.cut()
             go.touch()
-            wait_for(lambda: coordinator.worker.outages == 1)
+            wait_for(
+                lambda: coordinator.worker.outages == 1, "the outage", timeout_s=60, step_s=0.05
+            )
             down = client.get("/readyz")
             assert down.status_code == 503
             assert "cannot read the ledger" in down.json()["reasons"][0]
@@ -75,7 +70,12 @@ def test_an_outage_mid_build_fails_nothing_and_the_task_finishes(
             run.join(timeout=60)
             assert not run.is_alive()
 
-            wait_for(lambda: client.get("/healthz").json()["status"] == "ok")  # reads again
+            wait_for(  # reads again
+                lambda: client.get("/healthz").json()["status"] == "ok",
+                "the ledger to be read again",
+                timeout_s=60,
+                step_s=0.05,
+            )
             # Not ready until a write succeeds again (this test has no daemon loops writing).
             assert "refused the last write" in client.get("/readyz").json()["reasons"][0]
             deadline = time.monotonic() + 60

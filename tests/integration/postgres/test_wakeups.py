@@ -23,6 +23,7 @@ from agent_team.exceptions import LedgerError
 from agent_team.requests import inbox
 from agent_team.service.wiring import build_coordinator
 from tests.integration.pipeline.conftest import LONG_BODY, Clock, RecordingTransport
+from tests.waiting import wait_for
 
 
 class Wakes:
@@ -183,17 +184,25 @@ def test_an_idle_instance_starts_a_task_queued_elsewhere_long_before_its_poll(
     try:
         for thread in threads:
             thread.start()
-        wait_until(lambda: b.wakeups >= 1, "B's listener to connect")
+        wait_for(lambda: b.wakeups >= 1, "B's listener to connect", timeout_s=20)
         with db.open_ledger(pg_url) as a:  # another instance: nothing of B's is touched
             started = time.monotonic()
             task_id = inbox.submit_task(a, title="Remember the email", body=LONG_BODY)
-            wait_until(lambda: _status(a, task_id) == "waiting", "the task to reach its gate")
+            wait_for(
+                read_or_false(lambda: _status(a, task_id) == "waiting"),
+                "the task to reach its gate",
+                timeout_s=20,
+            )
             assert time.monotonic() - started < 10, "B waited for its poll"
             (question,) = db.list_questions(a, status="open", thread_id=task_id)
             inbox.submit_answer(
                 a, question.question_id, "approve", via="cli:tester", now=datetime.now(UTC)
             )
-            wait_until(lambda: _status(a, task_id) == "done", "the answer to be applied")
+            wait_for(
+                read_or_false(lambda: _status(a, task_id) == "done"),
+                "the answer to be applied",
+                timeout_s=20,
+            )
             assert time.monotonic() - started < 20
         assert b.wakeups >= 3  # connected, the start, the resume
     finally:
@@ -209,16 +218,16 @@ def _status(ledger: db.Ledger, task_id: str) -> str | None:
     return task.status if task is not None else None
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
+def read_or_false(condition: Callable[[], bool]) -> Callable[[], bool]:
+    """`condition` for `wait_for`, False while the ledger refuses the read (and so polled on)."""
+
+    def reading() -> bool:
         try:
-            if condition():
-                return
+            return condition()
         except LedgerError:
-            pass
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+            return False
+
+    return reading
 
 
 @pytest.mark.parametrize("notify", [True, False])
@@ -250,7 +259,7 @@ def test_the_listener_asks_the_server_now_and_then_so_a_silent_cut_is_noticed(
     monkeypatch.setattr(postgres_ledger, "LISTEN_PING_S", 0.2)
     listener, _writer = two
     with listening(listener), psycopg.connect(pg_url, autocommit=True) as admin:
-        wait_until(
+        wait_for(
             lambda: (
                 admin.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
@@ -259,4 +268,5 @@ def test_the_listener_asks_the_server_now_and_then_so_a_silent_cut_is_noticed(
                 == (1,)
             ),
             "the listening session to ping the server",
+            timeout_s=20,
         )

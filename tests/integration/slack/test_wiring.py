@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -32,15 +30,9 @@ from tests.integration.slack.conftest import (
     sign,
     slack_settings,
 )
+from tests.waiting import wait_for
 
 APP_TOKEN = "xapp-1-A000-0000-test"
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def test_transport_slack_without_its_settings_names_the_missing_variables(
@@ -125,9 +117,9 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
     with caplog.at_level(logging.INFO):
         thread.start()
         try:
-            wait_for(lambda: daemon.bound is not None, "the HTTP server")
+            wait_for(lambda: daemon.bound is not None, "the HTTP server", timeout_s=30)
             task_id = daemon.coordinator.start_task(title="Remember the email", body=LONG_BODY)
-            wait_for(lambda: bool(fake.of("chat.postMessage")), "the question post")
+            wait_for(lambda: bool(fake.of("chat.postMessage")), "the question post", timeout_s=30)
             (question,) = db.list_questions(daemon.coordinator.ledger, thread_id=task_id)
             wait_for(
                 lambda: (
@@ -135,6 +127,7 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
                     is not None
                 ),
                 "the delivery record",
+                timeout_s=30,
             )
             posted = db.get_question(daemon.coordinator.ledger, question.question_id)
             assert posted is not None and posted.channel_ref is not None
@@ -155,13 +148,14 @@ def test_the_daemon_posts_takes_a_button_answer_and_finishes(
                 task = db.get_task(daemon.coordinator.ledger, task_id)
                 return task is not None and task.status == "done"
 
-            wait_for(done, "the task to finish")
-            wait_for(lambda: len(fake.of("chat.update")) == 1, "the question redrawn")
+            wait_for(done, "the task to finish", timeout_s=30)
+            wait_for(lambda: len(fake.of("chat.update")) == 1, "the question redrawn", timeout_s=30)
             wait_for(
                 lambda: any(
                     "is done" in str(c.params.get("text")) for c in fake.of("chat.postMessage")
                 ),
                 "the done notice",
+                timeout_s=30,
             )
             health = httpx.get(daemon.url + "healthz", timeout=10)
             assert "slack-reminders" in health.text
