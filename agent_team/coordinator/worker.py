@@ -218,20 +218,6 @@ class Worker:
                 with self._held_guard:  # after the release: a claim that saw the old count is stale
                     self._releases[task_id] = (next(self._release_numbers), time.monotonic())
 
-    def handle(self, command: db.Command, fence: db.Fence | None = None) -> bool:
-        """Run one command under `fence` (if given); False if the run was fenced off or cut
-        short by a database outage (its claim then lapses and the command runs again)."""
-        fence = fence or db.acquire_lease(
-            self.ledger,
-            name=db.task_lease_name(command.task_id),
-            owner=self.consumer,
-            lease_s=self.lease_s,
-        )
-        if fence is None:
-            log.info("task %s runs on another instance; %s waits", command.task_id, command.kind)
-            return False
-        return self._handle(command, fence)[0]
-
     def _handle(
         self, command: db.Command, fence: db.Fence, *, last: bool = False
     ) -> tuple[bool, bool]:

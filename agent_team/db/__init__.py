@@ -79,7 +79,7 @@ from agent_team.db.effects import (
     list_effects,
 )
 from agent_team.db.events import claim_event, event_seen, prune_events, release_event
-from agent_team.db.fencing import Fence, check_fence, current_fence, fenced, unfenced
+from agent_team.db.fencing import Fence, check_fence, current_fence, fenced
 from agent_team.db.fencing import counters as fence_counters
 from agent_team.db.intake import (
     delete_issue_ingested,
@@ -364,7 +364,6 @@ __all__ = [
     "transition_costs",
     "triage_rows",
     "unattributed_spend",
-    "unfenced",
     "update_automation",
     "usage_summary",
     "utc_now",

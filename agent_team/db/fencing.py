@@ -27,7 +27,6 @@ __all__ = [
     "counters",
     "current_fence",
     "fenced",
-    "unfenced",
 ]
 
 
@@ -72,16 +71,6 @@ def fenced(fence: Fence) -> Iterator[Fence]:
     token = _current.set(fence)
     try:
         yield fence
-    finally:
-        _current.reset(token)
-
-
-@contextmanager
-def unfenced() -> Iterator[None]:
-    """Writes that belong to no run (bookkeeping after a fenced run stopped)."""
-    token = _current.set(None)
-    try:
-        yield
     finally:
         _current.reset(token)
 

@@ -49,7 +49,6 @@ __all__ = [
     "SQLITE",
     "WRITE_ATTEMPTS",
     "SqliteLedger",
-    "open_ledger",
 ]
 
 log = logging.getLogger(__name__)
@@ -481,18 +480,3 @@ class SqliteLedger:
     def raw(self) -> sqlite3.Connection:
         """This thread's connection, for the schema and backup code inside `db/`."""
         return self._reader()
-
-
-def open_ledger(path: str | Path, *, readonly: bool = False) -> SqliteLedger:
-    """Open the ledger file: WAL, busy timeout, foreign keys, autocommit reads.
-
-    Args:
-        path: the SQLite file; its parent folder is created if missing (not
-            when `readonly`: then a missing file is an error).
-        readonly: open it so that nothing can write or create it (dashboard
-            reads, backups).
-
-    Raises:
-        LedgerError: the file cannot be opened as a SQLite ledger.
-    """
-    return SqliteLedger(path, readonly=readonly)

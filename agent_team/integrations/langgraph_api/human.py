@@ -167,10 +167,6 @@ def _text_arg(response: HumanResponse, what: str) -> str:
     return response.args.strip()
 
 
-def _feedback(response: HumanResponse) -> str:
-    return _text_arg(response, "feedback")
-
-
 def _edited_args(response: HumanResponse) -> dict[str, Any]:
     """The `args` of an edit: `{action, args: {...}}` as the Inbox sends it, or the args."""
     args = response.args
