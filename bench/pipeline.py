@@ -587,7 +587,7 @@ def _metered() -> _Meter:
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.pregel import Pregel
 
-    from agent_team.builders import _proc
+    from agent_team.builders import proc
     from agent_team.models.offline import OfflineChatModel
 
     meter = _Meter()
@@ -596,11 +596,11 @@ def _metered() -> _Meter:
     meter.wrap(SqliteSaver, "get_tuple", "checkpoint reads")
     meter.wrap(Pregel, "get_state", "graph.get_state")
     meter.wrap(OfflineChatModel, "_generate", "offline model")
-    original = _proc.run_process
-    meter.wrap(_proc, "run_process", "git (child processes)")
+    original = proc.run_process
+    meter.wrap(proc, "run_process", "git (child processes)")
     for module in list(sys.modules.values()):  # modules that imported it by name
-        if getattr(module, "run_process", None) is original and module is not _proc:
-            module.run_process = _proc.run_process  # type: ignore[attr-defined]
+        if getattr(module, "run_process", None) is original and module is not proc:
+            module.run_process = proc.run_process  # type: ignore[attr-defined]
     try:
         from agent_team.coordinator.runner import GraphRunner
         from agent_team.db.sqlite_ledger import SqliteLedger

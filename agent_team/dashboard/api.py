@@ -1,8 +1,8 @@
 """The dashboard's JSON API, `/healthz` and `/metrics`.
 
 Handlers stay thin (docs/architecture.md §8): parse and validate, read one consistent
-view of the ledger per request, or hand a write to `inbox` (the same path
-the CLI and Slack use), then wake the coordinator. Every refusal is JSON
+view of the ledger per request, or hand a write to `TaskRequests` (the one path
+the CLI and Slack use too, which wakes the worker). Every refusal is JSON
 `{"error": ...}` naming the parameter or field at fault; an unexpected
 exception is logged and answered with a bare 500, never a traceback.
 

@@ -6,7 +6,8 @@ API and automations all submit, answer, reopen, retry and cancel through a
 transaction with its audit row (`inbox`), and then wakes the worker of this
 process, if it has one; a request from another process (the CLI beside a
 daemon) is picked up by that daemon's poll or its LISTEN/NOTIFY wake-up.
-Roles and rate limits are enforced here, once, for every surface.
+Checks that must hold for every surface (roles, rate limits, still to come)
+belong here, so each is written once.
 
 Nothing else wakes the worker: the coordinator builds its `TaskRequests` with
 its own wake-up and delivery, and every surface in the daemon uses that one.

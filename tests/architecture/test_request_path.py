@@ -54,3 +54,20 @@ def test_nothing_outside_the_coordinator_wakes_the_worker() -> None:
     assert not found, "wake the worker through TaskRequests or the coordinator:\n" + "\n".join(
         f"  {where}" for where in found
     )
+
+
+# The ledger writes behind the requests: only `requests.inbox` (and `db` itself) calls them.
+_REQUEST_WRITES = {"create_task", "answer_question", "reopen_for_task", "requeue_task"}
+
+
+def test_no_surface_writes_a_request_to_the_ledger_around_task_requests() -> None:
+    found = [
+        f"  {path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.func.attr}"
+        for module, path in module_files().items()
+        if not module.startswith(("agent_team.db", "agent_team.requests."))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _REQUEST_WRITES
+    ]
+    assert not found, "go through TaskRequests:\n" + "\n".join(found)
