@@ -9,8 +9,9 @@ counts, wherever it stands.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 __all__ = [
@@ -67,8 +68,9 @@ class Import:
         return f"{module_files()[self.importer].relative_to(PACKAGE.parent)}:{self.line}"
 
 
+@cache
 def module_files() -> dict[str, Path]:
-    """Every module of the package by dotted name (a package by its `__init__.py`)."""
+    """Every module of the package by dotted name (a package by its `__init__.py`), read once."""
     found: dict[str, Path] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -101,8 +103,12 @@ def _imported_names(module: str, path: Path, node: ast.Import | ast.ImportFrom) 
     yield from (f"{source}.{alias.name}" for alias in node.names)
 
 
-def read_imports() -> list[Import]:
-    """Every edge between two of our modules, imports in functions and `TYPE_CHECKING` included."""
+@cache
+def read_imports() -> tuple[Import, ...]:
+    """Every edge between two of our modules, imports in functions and `TYPE_CHECKING` included.
+
+    Parsed once per test session: every rule reads the same edges.
+    """
     modules = module_files()
     edges: dict[tuple[str, str], int] = {}
     for module, path in modules.items():
@@ -115,7 +121,7 @@ def read_imports() -> list[Import]:
                 target = _target(name, modules)
                 if target != module:
                     edges.setdefault((module, target), node.lineno)
-    return [Import(a, b, line) for (a, b), line in sorted(edges.items())]
+    return tuple(Import(a, b, line) for (a, b), line in sorted(edges.items()))
 
 
 def layer_of(module: str) -> int:
@@ -131,7 +137,7 @@ def layer_of(module: str) -> int:
     return best[1]
 
 
-def cycles(edges: list[Import]) -> list[list[str]]:
+def cycles(edges: Sequence[Import]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm)."""
     graph: dict[str, list[str]] = {}
     for edge in edges:
