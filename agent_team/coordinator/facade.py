@@ -1,7 +1,7 @@
 """The coordinator: the one object requests go to, over the runner, the worker and the sweeper.
 
 Requests (CLI, dashboard, transports, intake) go through the ledger first,
-as `inbox` writes them, then wake the worker: a task row and a `start`
+as `TaskRequests` writes them, then wake the worker: a task row and a `start`
 command on submit, an answer and its `resume` command in one transaction,
 a `cancel` command. The parts are built by `agent_team.service.wiring` from the
 settings; the coordinator only holds them together and closes what it was

@@ -71,5 +71,5 @@ class DashboardContext:
         if self.coordinator is not None:
             yield self.coordinator.requests
             return
-        with db.open_ledger(self.settings.ledger_target) as ledger:
+        with self.write() as ledger:
             yield TaskRequests.of(ledger, self.settings, clock=self.clock)

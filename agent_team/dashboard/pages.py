@@ -47,8 +47,7 @@ from agent_team.exceptions import LedgerError, UnknownTaskError
 from agent_team.models.budget_view import settings_budget
 from agent_team.reports.build_watch import BuildOutput, build_output
 from agent_team.reports.journey import who_answered
-from agent_team.reports.task import QuestionView
-from agent_team.reports.task import read_task_report as task_report
+from agent_team.reports.task import QuestionView, read_task_report
 from agent_team.requests.limits import PAGE_BODY_CHARS
 from agent_team.task_model import QuestionKind, QuestionStatus, TaskKind, TaskStatus
 
@@ -329,8 +328,7 @@ class _Pages:
     def _task_context(self, task_id: str, plan: str | None = None) -> dict[str, Any]:
         now = self.ctx.clock()
         with self.ctx.read() as view:
-            # `task_report` is `read_task_report` under the name a test replaces to fail the page.
-            report = task_report(view, task_id, now)
+            report = read_task_report(view, task_id, now)
         task = report.task
         # One row per step, as `agent-team show` lists them (`journey.journey_steps`).
         journey = report.steps

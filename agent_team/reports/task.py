@@ -280,10 +280,17 @@ class TaskReport:
     plans: tuple[PlanVersion, ...]
     questions: tuple[QuestionView, ...]
     usage: tuple[db.UsageSummaryRow, ...]
-    cost_by_stage: Mapping[str, float]
     totals: Totals
     build: BuildRef | None
     effects: tuple[EffectView, ...]
+
+    @property
+    def cost_by_stage(self) -> dict[str, float]:
+        """What each stage's model calls cost, summed from `usage`."""
+        costs: dict[str, float] = {}
+        for row in self.usage:
+            costs[row.stage] = costs.get(row.stage, 0.0) + row.usd_cost
+        return costs
 
     def to_json(self) -> dict[str, Any]:
         """The report as `/api/task` and `show --json` print it; it equals its JSON round trip."""
@@ -294,7 +301,7 @@ class TaskReport:
             "plans": [_plain(asdict(version)) for version in self.plans],
             "questions": [q.to_json() for q in self.questions],
             "usage": [asdict(u) for u in self.usage],
-            "cost_by_stage": dict(self.cost_by_stage),
+            "cost_by_stage": self.cost_by_stage,
             "totals": self.totals.to_json(),
             "build": None if self.build is None else self.build.to_json(),
             "effects": [effect.to_json() for effect in self.effects],
@@ -329,9 +336,6 @@ def read_task_report(ledger: db.Reader, task_id: str, now: datetime) -> TaskRepo
     if task is None:
         raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
     usage = db.task_usage(ledger, thread_id=task_id)
-    cost_by_stage: dict[str, float] = {}
-    for row in usage:
-        cost_by_stage[row.stage] = cost_by_stage.get(row.stage, 0.0) + row.usd_cost
     row_costs = db.transition_costs(ledger, task_id)
     rows = db.list_transitions(ledger, task_id)
     transitions = []
@@ -369,7 +373,6 @@ def read_task_report(ledger: db.Reader, task_id: str, now: datetime) -> TaskRepo
         plans=tuple(plan_versions(questions)),
         questions=tuple(QuestionView.of(q) for q in questions),
         usage=tuple(usage),
-        cost_by_stage=cost_by_stage,
         totals=Totals(
             cost_usd=sum(row.usd_cost for row in usage),
             tokens=sum(row.input_tokens + row.output_tokens for row in usage),

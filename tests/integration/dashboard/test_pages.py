@@ -401,7 +401,7 @@ def test_an_unexpected_error_is_a_500_page_without_details(
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError(f"secret detail {TOKEN}")
 
-    monkeypatch.setattr(pages, "task_report", boom)
+    monkeypatch.setattr(pages, "read_task_report", boom)
     ctx = DashboardContext(settings=make_settings(seeded.path), clock=lambda: NOW)
     with TestClient(create_app(ctx), raise_server_exceptions=False) as client:
         response = client.get("/task/tA")
