@@ -25,6 +25,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agent_team.common.hostnames import parse_allow_hosts
 from agent_team.common.testhooks import Hooks
 from agent_team.common.timefmt import parse_daily_time, parse_duration
 from agent_team.db.url import is_postgres_url, parse_target
@@ -44,6 +45,7 @@ ENV_PREFIX = "AGENT_TEAM_"
 
 # A comma-separated list in the environment (`a,b,c`), a real list in TOML.
 CommaList = Annotated[list[str], NoDecode]
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # GitHub: owners are letters, digits and hyphens; repositories may hold dots but are never
 # `.` or `..`.
 _REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/(?!\.\.?$)[A-Za-z0-9_.-]+$")
@@ -185,6 +187,41 @@ class Settings(BaseSettings):
     )
     build_timeout_s: float = Field(default=1800.0, gt=0)
     claude_bin: str = Field(default="claude", description="The Claude Code CLI binary.")
+    claude_max_turns: int = Field(
+        default=50, ge=1, description="Claude Code's --max-turns: agent turns per build."
+    )
+    task_timeout: timedelta = Field(
+        default=timedelta(0),
+        description="Longest one run of a task may work between gates (its model calls and "
+        "build), e.g. 45m or 2h; past it the running build is stopped and the task fails. "
+        "0: no limit beyond AGENT_TEAM_BUILD_TIMEOUT_S.",
+    )
+
+    # The sandbox builds run in (docs/architecture.md §4, README "Sandbox")
+    sandbox: Literal["auto", "bwrap", "none"] = Field(
+        default="auto",
+        description="Where a builder's process runs: `bwrap` (bubblewrap), `none` (on the "
+        "host), or `auto`: bwrap for a builder that runs a process, none for the offline one.",
+    )
+    sandbox_allow_hosts: CommaList = Field(
+        default_factory=list,
+        description="Hosts a sandboxed build may reach through the daemon's proxy, e.g. "
+        "`api.anthropic.com,pypi.org,*.githubusercontent.com`; empty: no network.",
+    )
+    sandbox_env: CommaList = Field(
+        default_factory=list,
+        description="More environment variables handed into the sandbox by name (the "
+        "builder's own key variables, e.g. ANTHROPIC_API_KEY, are handed in already).",
+    )
+    sandbox_max_procs: int = Field(default=512, ge=8, description="Processes per build.")
+    sandbox_max_open_files: int = Field(default=4096, ge=64, description="Open files per process.")
+    sandbox_max_memory_mb: int = Field(
+        default=8192, ge=64, description="Memory per build (through a cgroup where there is one)."
+    )
+    sandbox_max_address_space_mb: int = Field(
+        default=32768, ge=256, description="Address space per process (RLIMIT_AS)."
+    )
+    sandbox_max_cpu_s: int = Field(default=7200, ge=1, description="CPU seconds per process.")
 
     # Daemon and dashboard
     dashboard_host: str = Field(default="127.0.0.1", description="Bind address of the HTTP server.")
@@ -346,6 +383,8 @@ class Settings(BaseSettings):
         "confluence_mermaid_macros",
         "dashboard_hosts",
         "langgraph_api_origins",
+        "sandbox_allow_hosts",
+        "sandbox_env",
         mode="before",
     )
     @classmethod
@@ -404,6 +443,23 @@ class Settings(BaseSettings):
             raise ValueError("must be `owner/repo` names, comma-separated")
         return value
 
+    @field_validator("sandbox_allow_hosts")
+    @classmethod
+    def _allow_hosts(cls, value: list[str]) -> list[str]:
+        return list(parse_allow_hosts(value))
+
+    @field_validator("sandbox_env")
+    @classmethod
+    def _sandbox_env(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name[:40]!r} is not an environment variable name")
+            if name.upper().startswith("AGENT_TEAM_"):
+                raise ValueError(
+                    f"{name} is one of agent-team's own settings; they never enter the sandbox"
+                )
+        return value
+
     @field_validator("github_checkouts")
     @classmethod
     def _checkouts(cls, value: list[str]) -> list[str]:
@@ -422,7 +478,7 @@ class Settings(BaseSettings):
             raise ValueError("must be an http:// or https:// URL")
         return value
 
-    @field_validator("checkpoint_retention", mode="before")
+    @field_validator("checkpoint_retention", "task_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         # A bare number is seconds (as in TOML); text may also carry a unit (`7d`).

@@ -43,7 +43,10 @@ operator as one line with no traceback.
     │   └── PublishFailedError      a finished build could not be pushed / its PR opened
     ├── ModelError                  a model call failed or returned unusable output
     │   └── ModelUnavailableError   the provider package (extra) is not installed
-    └── BuildError                  the builder ran and failed
+    ├── BuildError                  the builder ran and failed
+    └── TaskStoppedError            a cancel or a limit stopped the task's running work;
+                                    `reason` says which (`cancelled`, `task_timeout`,
+                                    `budget`)
 
 This module imports nothing of ours so that every layer, `db/` included, can
 raise these without creating an import cycle.
@@ -81,6 +84,7 @@ __all__ = [
     "SchemaTooNewError",
     "TaskError",
     "TaskRefusedError",
+    "TaskStoppedError",
     "TaskTooLargeError",
     "UnknownAutomationError",
     "UnknownTaskError",
@@ -266,4 +270,20 @@ class BuildError(AgentTeamError):
 
     def __init__(self, message: str, *, usage: object | None = None) -> None:
         super().__init__(message)
+        self.usage = usage
+
+
+class TaskStoppedError(AgentTeamError):
+    """A cancel or a limit stopped the task's running work (a build's process group was killed).
+
+    `reason` is `cancelled` (an operator's cancel; the task ends `cancelled`),
+    `task_timeout` (`AGENT_TEAM_TASK_TIMEOUT`; it ends `failed`) or `budget`
+    (a streamed cost passed what was left of today's cap; it parks
+    `budget_exhausted`). `usage` is what the stopped build had spent, as for
+    `BuildError`.
+    """
+
+    def __init__(self, reason: str, message: str, *, usage: object | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
         self.usage = usage

@@ -22,13 +22,26 @@ if _defaults and _defaults[0] == "http://testserver":
     TestClient.__init__.__defaults__ = tuple(_defaults)
 
 
+@pytest.fixture(autouse=True)
+def _builds_unsandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Builds run unsandboxed (`AGENT_TEAM_SANDBOX=none`) unless a test asks for the sandbox.
+
+    Many tests signal a running build through files in `tmp_path`, which a sandbox
+    hides. The sandbox has tests of its own, which pass `sandbox=` themselves
+    (tests/integration/builders/test_sandbox.py, tests/e2e/test_sandboxed_daemon.py).
+    """
+    monkeypatch.setenv(f"{ENV_PREFIX}SANDBOX", "none")
+
+
 @pytest.fixture
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """Settings come from the test alone: no AGENT_TEAM_* variables, and an empty
-    working folder (so no stray `.env`). Folders that build Settings use it autouse."""
+    working folder (so no stray `.env`). Folders that build Settings use it autouse.
+    Builds stay unsandboxed, as `_builds_unsandboxed` set."""
     for name in list(os.environ):
         if name.upper().startswith(ENV_PREFIX):
             monkeypatch.delenv(name)
+    monkeypatch.setenv(f"{ENV_PREFIX}SANDBOX", "none")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -9,7 +9,7 @@ instead of running the builder a second time (docs/architecture.md §4).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeGuard, runtime_checkable
@@ -26,6 +26,7 @@ __all__ = [
     "Builder",
     "FileBuilder",
     "OutputSink",
+    "SpendWatch",
     "TaskBranch",
     "Worktree",
     "builds_without_checkout",
@@ -126,6 +127,22 @@ class BuildUsage(BaseModel):
     billing_mode: str | None = None
     cache_read_input_tokens: int = Field(default=0, ge=0)
     cache_creation_input_tokens: int = Field(default=0, ge=0)
+
+
+@dataclass(frozen=True)
+class SpendWatch:
+    """How a priced builder follows its own spend against today's cap while it runs.
+
+    Attributes:
+        remaining_usd: what is left of today's USD cap now (read when the build
+            starts); None when no USD cap applies (subscription billing).
+        price_usd: the list price of one model response's tokens: model id,
+            input, output, cache-read and cache-write tokens -> USD, or None
+            for a model with no known price.
+    """
+
+    remaining_usd: Callable[[], float | None]
+    price_usd: Callable[[str, int, int, int, int], float | None]
 
 
 class BuildResult(BaseModel):

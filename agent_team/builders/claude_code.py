@@ -1,7 +1,9 @@
 """A builder that runs the Claude Code CLI headless in the worktree.
 
-`claude -p <prompt> --output-format json` runs the agent to completion and
-prints one JSON object (Claude Code's documented "result" message):
+`claude -p <prompt> --output-format stream-json --verbose --max-turns N`
+runs the agent to completion, printing one JSON message per line as it works
+(`system`, `assistant` with each model response's `usage`, `user` with tool
+results) and last Claude Code's documented "result" message:
 
     {"type": "result", "subtype": "success", "is_error": false,
      "result": "<final text>", "session_id": "...", "num_turns": 3,
@@ -14,21 +16,36 @@ prints one JSON object (Claude Code's documented "result" message):
 `subtype` is `success` or `error_*` (e.g. `error_max_turns`,
 `error_during_execution`); a failed API call can come back as `success` with
 `is_error: true` and the message in `result`. Older versions named the cost
-`cost_usd`, and with `--verbose` the output is a JSON array of every message
-ending with the result, so the parser accepts all of these and tolerates any
-missing field.
+`cost_usd`, and `--output-format json --verbose` prints a JSON array of every
+message ending with the result, so the parser accepts all of these and
+tolerates any missing field.
+
+Why the stream: the build is usually a day's biggest cost, and the result
+message tells it only at the end. Each `assistant` line's usage is priced as
+it arrives (`SpendWatch`); once the sum passes what was left of today's cap
+when the build started, the run is stopped (`proc.stop_tagged`) and the task
+parks `budget_exhausted` with the spend it made recorded.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import threading
 from dataclasses import dataclass
 from typing import Any
 
-from agent_team.builders.base import BuildResult, BuildTask, BuildUsage, Worktree
+from agent_team.builders.base import BuildResult, BuildTask, BuildUsage, SpendWatch, Worktree
 from agent_team.builders.command import write_plan_file
-from agent_team.builders.proc import ProcessTimeout, inherited_env, run_process
+from agent_team.builders.proc import (
+    OutputSink,
+    ProcessStopped,
+    ProcessTimeout,
+    run_process,
+    stop_tagged,
+    stopped_error,
+)
+from agent_team.builders.sandbox import NoSandbox, Sandbox
 from agent_team.builders.worktree import SCRATCH_DIR, record_build
 from agent_team.common.redact import redact, tail
 from agent_team.exceptions import BuildError, BuilderUnavailableError
@@ -38,9 +55,13 @@ __all__ = ["ClaudeCodeBuilder", "ClaudeRun", "build_prompt", "parse_claude_outpu
 # One argv string may be at most 128 KiB on Linux (MAX_ARG_STRLEN); a longer
 # plan is given by file instead.
 _INLINE_PLAN_MAX = 100_000
+# A streamed line longer than this (a huge tool result) is skipped, not kept whole.
+_LINE_MAX = 8 * 1024 * 1024
 _ERROR_TAIL = 2000
 # In `subscription` mode these would make Claude Code bill the API instead.
 _API_KEY_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+# What Claude Code reads to reach its API: handed into its sandbox when the daemon has them.
+KEY_VARS = (*_API_KEY_VARS, "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL")
 
 
 @dataclass(frozen=True)
@@ -177,6 +198,109 @@ def parse_claude_output(stdout: str) -> ClaudeRun | None:
     )
 
 
+class CostMeter:
+    """Prices Claude Code's streamed `assistant` messages as they are printed.
+
+    One API response can be printed as several `assistant` lines (one per
+    content block) carrying the same message id and usage, so usage is kept
+    per message id. Passed on to `forward` unchanged (the live build log).
+    """
+
+    def __init__(
+        self,
+        tag: str,
+        *,
+        limit_usd: float | None,
+        price_usd: Any = None,
+        forward: OutputSink | None = None,
+    ) -> None:
+        self.tag = tag
+        self.limit_usd = limit_usd
+        self.price_usd = price_usd
+        self.forward = forward
+        self.tripped = False
+        self._pending = b""
+        self._usage: dict[str, tuple[str, dict[str, int]]] = {}
+        self._lock = threading.Lock()
+
+    def feed(self, chunk: bytes) -> None:
+        if self.forward is not None:
+            self.forward(chunk)
+        with self._lock:
+            self._pending += chunk
+            *lines, self._pending = self._pending.split(b"\n")
+            if len(self._pending) > _LINE_MAX:
+                self._pending = b""
+            for line in lines:
+                self._line(line)
+
+    def _line(self, line: bytes) -> None:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            return
+        message = item.get("message") if isinstance(item, dict) else None
+        if item.get("type") != "assistant" or not isinstance(message, dict):
+            return
+        usage = message.get("usage")
+        if not isinstance(usage, dict):
+            return
+        key = str(message.get("id") or f"#{len(self._usage)}")
+        counts = {
+            name: _count(usage.get(name))
+            for name in (
+                "input_tokens",
+                "output_tokens",
+                "cache_read_input_tokens",
+                "cache_creation_input_tokens",
+            )
+        }
+        self._usage[key] = (str(message.get("model") or ""), counts)
+        if self.limit_usd is not None and not self.tripped and self.cost_usd() > self.limit_usd:
+            self.tripped = True
+            stop_tagged(self.tag, "budget")
+
+    def cost_usd(self) -> float:
+        """The list price of everything streamed so far (unpriced models count 0)."""
+        if self.price_usd is None:
+            return 0.0
+        total = 0.0
+        for model, c in self._usage.values():
+            price = self.price_usd(
+                model,
+                c["input_tokens"],
+                c["output_tokens"],
+                c["cache_read_input_tokens"],
+                c["cache_creation_input_tokens"],
+            )
+            total += price or 0.0
+        return total
+
+    def usage(self, billing_mode: str) -> BuildUsage | None:
+        """What the streamed messages add up to; None if none was seen."""
+        with self._lock:
+            if not self._usage:
+                return None
+            models = [model for model, _ in self._usage.values() if model]
+            totals = {
+                name: sum(c[name] for _, c in self._usage.values())
+                for name in next(iter(self._usage.values()))[1]
+            }
+            cost = self.cost_usd()
+        top = max(set(models), key=models.count) if models else None
+        return BuildUsage(
+            model=f"claude-code:{top}" if top else "claude-code",
+            input_tokens=totals["input_tokens"]
+            + totals["cache_read_input_tokens"]
+            + totals["cache_creation_input_tokens"],
+            output_tokens=totals["output_tokens"],
+            usd_cost=cost,
+            billing_mode=billing_mode,
+            cache_read_input_tokens=totals["cache_read_input_tokens"],
+            cache_creation_input_tokens=totals["cache_creation_input_tokens"],
+        )
+
+
 def build_prompt(task: BuildTask, plan_markdown: str) -> str:
     """The instruction Claude Code gets: the task, the plan, and the rules of the run."""
     if len(plan_markdown.encode("utf-8")) <= _INLINE_PLAN_MAX:
@@ -213,6 +337,9 @@ class ClaudeCodeBuilder:
         billing_mode: str,
         *,
         permission_mode: str = "acceptEdits",
+        sandbox: Sandbox | None = None,
+        max_turns: int = 50,
+        spend: SpendWatch | None = None,
     ) -> None:
         """Keep the CLI's settings.
 
@@ -222,11 +349,17 @@ class ClaudeCodeBuilder:
             billing_mode: `api` or `subscription` (`AGENT_TEAM_BILLING_MODE`).
             permission_mode: Claude Code's `--permission-mode`; `acceptEdits`
                 lets it edit files with nobody there to approve.
+            sandbox: where it runs (`AGENT_TEAM_SANDBOX`); None: on the host.
+            max_turns: Claude Code's `--max-turns` (`AGENT_TEAM_CLAUDE_MAX_TURNS`).
+            spend: how to follow its streamed cost against today's cap; None: not followed.
         """
         self.binary = binary
         self.timeout_s = timeout_s
         self.billing_mode = billing_mode
         self.permission_mode = permission_mode
+        self.sandbox: Sandbox = sandbox or NoSandbox()
+        self.max_turns = max_turns
+        self.spend = spend
 
     def _unavailable(self, why: str) -> BuilderUnavailableError:
         return BuilderUnavailableError(
@@ -255,27 +388,45 @@ class ClaudeCodeBuilder:
         if executable is None:
             raise self._unavailable("was not found")
         plan_file = write_plan_file(worktree.path, plan_markdown)
-        env = inherited_env()
-        if self.billing_mode == "subscription":
-            for name in _API_KEY_VARS:
-                env.pop(name, None)
+        drop = _API_KEY_VARS if self.billing_mode == "subscription" else ()
         argv = [
             executable,
             "-p",
             build_prompt(task, plan_markdown),
             "--output-format",
-            "json",
+            "stream-json",
+            "--verbose",
+            "--max-turns",
+            str(self.max_turns),
             "--permission-mode",
             self.permission_mode,
         ]
+        meter = CostMeter(
+            task.task_id,
+            limit_usd=self.spend.remaining_usd() if self.spend is not None else None,
+            price_usd=self.spend.price_usd if self.spend is not None else None,
+            forward=worktree.output,
+        )
+        node = shutil.which("node")  # its interpreter, if it lives in a hidden folder
+        binaries = [executable, *([node] if node else [])]
         try:
-            done = run_process(
-                argv,
-                cwd=worktree.path,
-                env=env,
-                timeout_s=self.timeout_s,
-                on_output=worktree.output,
-            )
+            with self.sandbox.enter(
+                worktree, builder=self.name, env={}, keys=KEY_VARS, drop=drop, binaries=binaries
+            ) as jail:
+                done = run_process(
+                    jail.argv(argv),
+                    cwd=worktree.path,
+                    env=jail.env,
+                    timeout_s=self.timeout_s,
+                    on_output=meter.feed,
+                    tag=task.task_id,
+                )
+        except ProcessStopped as exc:
+            run = parse_claude_output(exc.stdout)
+            usage = run.usage(self.billing_mode) if run is not None else None
+            raise stopped_error(
+                exc.reason, "Claude Code run", usage=usage or meter.usage(self.billing_mode)
+            ) from None
         except ProcessTimeout as exc:
             raise BuildError(
                 f"Claude Code timed out after {self.timeout_s:g} s and was stopped; raise "
@@ -294,7 +445,8 @@ class ClaudeCodeBuilder:
                 raise BuildError(f"Claude Code exited with code {done.returncode}: {detail}")
             raise BuildError(
                 "Claude Code printed no JSON result we could read; check that "
-                f"`{self.binary} -p ... --output-format json` works (update Claude Code). "
+                f"`{self.binary} -p ... --output-format stream-json --verbose` works "
+                "(update Claude Code). "
                 f"Output tail: {detail}"
             )
         if run.is_error or done.returncode != 0:

@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 
 from agent_team.builders.base import BuildResult, BuildTask, Worktree
-from agent_team.builders.proc import ProcessTimeout, inherited_env, run_process
+from agent_team.builders.proc import ProcessStopped, ProcessTimeout, run_process, stopped_error
+from agent_team.builders.sandbox import NoSandbox, Sandbox
 from agent_team.builders.worktree import SCRATCH_DIR, record_build
 from agent_team.common.redact import redact, tail
 from agent_team.exceptions import BuildError
@@ -44,7 +45,8 @@ def _env_value(text: str) -> str:
 class CommandBuilder:
     """Runs `command` with `/bin/sh -c` in the worktree and commits what changed.
 
-    The command sees the daemon's environment (minus `AGENT_TEAM_*` settings)
+    The command runs in the sandbox (`agent_team.builders.sandbox`) and sees
+    its environment (without one: the daemon's, minus `AGENT_TEAM_*` settings)
     plus `AGENT_TEAM_PLAN_FILE` (the plan, at `.agent-team/plan.md`),
     `AGENT_TEAM_TASK_ID` and `AGENT_TEAM_TASK_TITLE`. Exit code 0 means the
     build worked.
@@ -53,15 +55,17 @@ class CommandBuilder:
     name = "command"
     needs_checkout = True  # it works in a real checkout of the branch
 
-    def __init__(self, command: str, timeout_s: float) -> None:
-        """Keep the command line and its deadline.
+    def __init__(self, command: str, timeout_s: float, *, sandbox: Sandbox | None = None) -> None:
+        """Keep the command line, its deadline and its sandbox.
 
         Args:
             command: the shell command line (`AGENT_TEAM_BUILD_COMMAND`).
             timeout_s: seconds before it is killed (`AGENT_TEAM_BUILD_TIMEOUT_S`).
+            sandbox: where it runs (`AGENT_TEAM_SANDBOX`); None: on the host.
         """
         self.command = command
         self.timeout_s = timeout_s
+        self.sandbox: Sandbox = sandbox or NoSandbox()
 
     def run(self, task: BuildTask, plan_markdown: str, worktree: Worktree) -> BuildResult:
         """Run the command and record what it changed.
@@ -79,24 +83,24 @@ class CommandBuilder:
                 then killed together with every process it started).
         """
         plan_file = write_plan_file(worktree.path, plan_markdown)
-        env = inherited_env()
-        env.update(
-            {
-                PLAN_FILE_ENV: str(plan_file),
-                TASK_ID_ENV: _env_value(task.task_id),
-                TASK_TITLE_ENV: _env_value(task.title),
-            }
-        )
+        env = {
+            PLAN_FILE_ENV: str(plan_file),
+            TASK_ID_ENV: _env_value(task.task_id),
+            TASK_TITLE_ENV: _env_value(task.title),
+        }
         try:
-            done = run_process(
-                self.command,
-                cwd=worktree.path,
-                env=env,
-                timeout_s=self.timeout_s,
-                shell=True,
-                merge_stderr=True,
-                on_output=worktree.output,
-            )
+            with self.sandbox.enter(worktree, builder=self.name, env=env) as jail:
+                done = run_process(
+                    jail.argv(["/bin/sh", "-c", self.command]),
+                    cwd=worktree.path,
+                    env=jail.env,
+                    timeout_s=self.timeout_s,
+                    merge_stderr=True,
+                    on_output=worktree.output,
+                    tag=task.task_id,
+                )
+        except ProcessStopped as exc:
+            raise stopped_error(exc.reason, "build command") from None
         except ProcessTimeout as exc:
             raise BuildError(
                 f"the build command timed out after {self.timeout_s:g} s and was stopped with "

@@ -24,19 +24,60 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from agent_team.exceptions import TaskStoppedError
+
 __all__ = [
     "Completed",
     "OutputSink",
+    "ProcessStopped",
     "ProcessTimeout",
+    "allowed_env",
+    "forget_stop",
     "inherited_env",
     "kill_running_children",
     "run_process",
+    "stop_requested",
+    "stop_tagged",
+    "stopped_error",
 ]
 
 # Process groups of children still running, so a shutdown that cannot wait for them
 # can take them down instead of leaving orphans at work in a worktree.
 _running_groups: set[int] = set()
 _running_lock = threading.Lock()
+# Groups by tag (a task id), and why a tag was told to stop: a cancel or a limit must
+# reach a build that is running, and one about to start must not start.
+_tagged: dict[str, set[int]] = {}
+_stop_reasons: dict[str, str] = {}
+
+
+def stop_tagged(tag: str, reason: str) -> int:
+    """Kill the process groups running under `tag` and keep `reason` for them; returns how many.
+
+    Runs under the tag that start later are refused with the same reason until
+    `forget_stop(tag)`. The first reason given wins.
+    """
+    with _running_lock:
+        _stop_reasons.setdefault(tag, reason)
+        groups = list(_tagged.get(tag, ()))
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(groups)
+
+
+def stop_requested(tag: str) -> str | None:
+    """Why `tag` was told to stop, or None."""
+    with _running_lock:
+        return _stop_reasons.get(tag)
+
+
+def forget_stop(tag: str) -> None:
+    """Let runs under `tag` start again (the task's run that was stopped has ended)."""
+    with _running_lock:
+        _stop_reasons.pop(tag, None)
 
 
 def kill_running_children() -> int:
@@ -89,6 +130,31 @@ class Completed:
     stderr: str
 
 
+class ProcessStopped(Exception):
+    """The child was killed (or never started) because its tag was told to stop."""
+
+    def __init__(self, reason: str, stdout: str = "", stderr: str = "") -> None:
+        super().__init__(f"stopped: {reason}")
+        self.reason = reason
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+_STOPPED = {
+    "cancelled": "an operator cancelled the task; its running {what} was stopped",
+    "task_timeout": "the task's run passed AGENT_TEAM_TASK_TIMEOUT; its running {what} was "
+    "stopped (raise the limit or split the task, then submit it again)",
+    "budget": "its cost passed what was left of today's cap "
+    "(AGENT_TEAM_DAILY_BUDGET_USD); its running {what} was stopped",
+}
+
+
+def stopped_error(reason: str, what: str, *, usage: object | None = None) -> TaskStoppedError:
+    """The task-level error for work `stop_tagged` stopped, with a note that names why."""
+    text = _STOPPED.get(reason, "its running {what} was stopped: " + reason)
+    return TaskStoppedError(reason, text.format(what=what), usage=usage)
+
+
 class ProcessTimeout(Exception):
     """The child outlived its deadline and was killed with its process group."""
 
@@ -117,6 +183,23 @@ def inherited_env() -> dict[str, str]:
     }
 
 
+def allowed_env(
+    names: Sequence[str], prefixes: Sequence[str] = (), keys: Sequence[str] = ()
+) -> dict[str, str]:
+    """The daemon's variables a sandboxed build may see: `names`, `prefixes`, then `keys`.
+
+    The allow-list side of `inherited_env`: a sandbox hands in only what it
+    names, so a secret the daemon holds (a GitHub, Slack or database one) never
+    reaches the agent unless an operator lists it.
+    """
+    wanted = set(names) | set(keys)
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key in wanted or any(key.startswith(prefix) for prefix in prefixes)
+    }
+
+
 def _decode(data: bytes | None) -> str:
     return (data or b"").decode("utf-8", errors="replace")
 
@@ -140,6 +223,7 @@ def run_process(
     stdin_text: str | None = None,
     merge_stderr: bool = False,
     on_output: OutputSink | None = None,
+    tag: str | None = None,
 ) -> Completed:
     """Run a child to completion or kill its process group at the deadline.
 
@@ -154,14 +238,19 @@ def run_process(
         on_output: called with each chunk of output (stdout and stderr) as it is
             read, from the reading threads; it must be quick, and if it raises it
             is not called again (the output is still collected).
+        tag: what `stop_tagged` stops this child by (a task id).
 
     Returns:
         The exit code and output.
 
     Raises:
+        ProcessStopped: `stop_tagged(tag, ...)` killed the group, or had been called
+            before (then nothing was started).
         ProcessTimeout: the deadline passed; the group was killed.
         OSError: the program could not be started (e.g. `FileNotFoundError`).
     """
+    if tag is not None and (reason := stop_requested(tag)) is not None:
+        raise ProcessStopped(reason)
     proc = subprocess.Popen(
         args,
         cwd=cwd,
@@ -174,11 +263,30 @@ def run_process(
     )
     with _running_lock:
         _running_groups.add(proc.pid)
+        if tag is not None:
+            _tagged.setdefault(tag, set()).add(proc.pid)
+        stopped_early = tag is not None and tag in _stop_reasons
     try:
-        return _finish(proc, stdin_text, timeout_s, on_output)
+        if stopped_early:  # told to stop between the check above and the start
+            _kill_group(proc)
+        done = _finish(proc, stdin_text, timeout_s, on_output)
+    except ProcessTimeout as exc:
+        reason = stop_requested(tag) if tag is not None else None
+        if reason is None:
+            raise
+        raise ProcessStopped(reason, exc.stdout, exc.stderr) from None
     finally:
         with _running_lock:
             _running_groups.discard(proc.pid)
+            if tag is not None:
+                group = _tagged.get(tag, set())
+                group.discard(proc.pid)
+                if not group:
+                    _tagged.pop(tag, None)
+    reason = stop_requested(tag) if tag is not None else None
+    if reason is not None:  # the stop wins, even over a run that just ended
+        raise ProcessStopped(reason, done.stdout, done.stderr)
+    return done
 
 
 class _Pump(threading.Thread):

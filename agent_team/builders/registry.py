@@ -22,6 +22,7 @@ from agent_team.builders.base import (
     Builder,
     BuildResult,
     BuildTask,
+    SpendWatch,
     builds_without_checkout,
     plan_hash,
 )
@@ -30,6 +31,7 @@ from agent_team.builders.command import CommandBuilder
 from agent_team.builders.live_log import open_build_log
 from agent_team.builders.offline import OfflineBuilder
 from agent_team.builders.plumbing import build_on_branch, open_branch
+from agent_team.builders.sandbox import Sandbox
 from agent_team.builders.worktree import (
     BUILDER_TRAILER,
     _prepare,
@@ -53,6 +55,9 @@ def make_builder(
     build_timeout_s: float,
     claude_bin: str,
     billing_mode: str,
+    sandbox: Sandbox | None = None,
+    claude_max_turns: int = 50,
+    spend: SpendWatch | None = None,
 ) -> Builder:
     """The builder the settings ask for.
 
@@ -62,6 +67,10 @@ def make_builder(
         build_timeout_s: seconds a build may take (`AGENT_TEAM_BUILD_TIMEOUT_S`).
         claude_bin: the Claude Code CLI (`AGENT_TEAM_CLAUDE_BIN`).
         billing_mode: `api` or `subscription` (`AGENT_TEAM_BILLING_MODE`).
+        sandbox: where a builder that runs a process runs it (`make_sandbox`);
+            None: on the host.
+        claude_max_turns: Claude Code's turn limit (`AGENT_TEAM_CLAUDE_MAX_TURNS`).
+        spend: how claude-code follows its streamed cost against today's cap.
 
     Raises:
         ConfigError: an unknown builder, a `command` builder with no command,
@@ -77,11 +86,18 @@ def make_builder(
                 "AGENT_TEAM_BUILD_COMMAND is not set; the `command` builder needs the shell "
                 "command to run in the worktree (or choose AGENT_TEAM_BUILDER=offline)"
             )
-        return CommandBuilder(build_command, build_timeout_s)
+        return CommandBuilder(build_command, build_timeout_s, sandbox=sandbox)
     if name == "claude-code":
         if billing_mode not in _BILLING_MODES:
             raise ConfigError(f"AGENT_TEAM_BILLING_MODE must be one of {', '.join(_BILLING_MODES)}")
-        return ClaudeCodeBuilder(claude_bin, build_timeout_s, billing_mode)
+        return ClaudeCodeBuilder(
+            claude_bin,
+            build_timeout_s,
+            billing_mode,
+            sandbox=sandbox,
+            max_turns=claude_max_turns,
+            spend=spend,
+        )
     raise ConfigError(
         f"AGENT_TEAM_BUILDER: unknown builder {name!r}; choose one of {', '.join(BUILDER_NAMES)}"
     )

@@ -85,6 +85,7 @@ class Coordinator:
             self.runner,
             workers=settings.workers,
             lease_s=settings.lease_s,
+            task_timeout_s=settings.task_timeout.total_seconds(),
         )
         self.sweeper = Sweeper(
             ledger,

@@ -27,7 +27,7 @@ from langgraph.types import Interrupt, StateSnapshot
 
 from agent_team import db
 from agent_team.common.redact import redact, tail
-from agent_team.exceptions import FencedError, ParkingError
+from agent_team.exceptions import FencedError, ParkingError, TaskStoppedError
 from agent_team.graph import NODE_PHASES, QUESTION_PHASES
 from agent_team.nodes.common import GraphDeps
 from agent_team.reports import task as reports
@@ -215,6 +215,12 @@ class GraphRunner:
                 exc.parked_reason,
                 reports.parked_notice(task_id, exc.parked_reason, str(exc)),
             )
+            return
+        except TaskStoppedError as exc:
+            # A cancel or a limit killed the running work (`Worker.stop_overdue`).
+            log.info("task %s stopped: %s", task_id, exc.reason)
+            status = TaskStatus.CANCELLED if exc.reason == "cancelled" else TaskStatus.FAILED
+            self._finish(task_id, status, str(exc))
             return
         except Exception as exc:
             if db.is_outage(exc):

@@ -7,6 +7,13 @@ this run still tries to write is refused and the run stops (docs/architecture.md
 While runs go on, a renewer thread extends their leases every third of
 `lease_s`. One job per task runs that task's commands in the order they were
 queued; different tasks run in parallel on `workers` threads.
+
+A cancel or a time limit must reach a run that is working, not wait for it:
+a watcher thread looks every `stop_every_s` at the runs going on here, and
+for a task with a cancel queued (by any instance: the command is in the
+shared ledger) or a run older than `task_timeout_s` it kills the task's
+running build (`builders.proc.stop_tagged`) and makes its next node stop
+(`nodes.common.enter`); the run then ends the task `cancelled` or `failed`.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from agent_team import db
+from agent_team.builders.proc import forget_stop, stop_requested, stop_tagged
 from agent_team.common.redact import redact
 from agent_team.coordinator.runner import GraphRunner
 from agent_team.exceptions import FencedError
@@ -65,9 +73,19 @@ class Worker:
     """The claims, the pool, the leases and the runs in flight of one process."""
 
     def __init__(
-        self, ledger: db.Ledger, runner: GraphRunner, *, workers: int, lease_s: float
+        self,
+        ledger: db.Ledger,
+        runner: GraphRunner,
+        *,
+        workers: int,
+        lease_s: float,
+        task_timeout_s: float = 0.0,
+        stop_every_s: float = 1.0,
     ) -> None:
         self.ledger = ledger
+        self.task_timeout_s = task_timeout_s
+        self.stop_every_s = stop_every_s
+        self._started: dict[str, float] = {}  # task id -> when its run here began (monotonic)
         self.runner = runner
         self.workers = workers
         self.lease_s = lease_s
@@ -92,11 +110,16 @@ class Worker:
             target=self._renew_loop, name="agent-team-lease-renewer", daemon=True
         )
         self._renewer.start()
+        self._stopper = threading.Thread(
+            target=self._stop_loop, name="agent-team-stop-watch", daemon=True
+        )
+        self._stopper.start()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._closing.set()
         self._renewer.join(timeout=5)
+        self._stopper.join(timeout=5)
 
     @property
     def running(self) -> dict[str, db.Fence]:
@@ -201,6 +224,7 @@ class Worker:
                 return
             with self._held_guard:
                 self._held[task_id] = fence
+                self._started[task_id] = time.monotonic()
             released = False
             try:
                 for number, claim in enumerate(claims, start=1):
@@ -210,6 +234,8 @@ class Worker:
             finally:
                 with self._held_guard:
                     self._held.pop(task_id, None)
+                    self._started.pop(task_id, None)
+                forget_stop(task_id)  # the run that was told to stop has ended
                 if not released:
                     try:
                         db.release_lease(self.ledger, fence)
@@ -279,6 +305,36 @@ class Worker:
         while not self._closing.wait(self.lease_s / 3):
             self.renew()
             self._prune_releases()
+
+    def _stop_loop(self) -> None:
+        while not self._closing.wait(self.stop_every_s):
+            try:
+                self.stop_overdue()
+            except Exception:  # the ledger is away: the next round looks again
+                log.exception("could not look for cancels of running tasks")
+
+    def stop_overdue(self) -> dict[str, str]:
+        """Stop the runs going on here that were cancelled or passed the task time limit.
+
+        Returns:
+            task id -> why, for each run told to stop now.
+        """
+        with self._held_guard:
+            started = dict(self._started)
+        now = time.monotonic()
+        stopped: dict[str, str] = {}
+        for task_id, began in started.items():
+            if stop_requested(task_id) is not None:
+                continue  # told already; a build that starts after is refused
+            cancel = db.get_command(self.ledger, f"cancel:{task_id}")
+            if cancel is not None and cancel.state in ("pending", "claimed"):
+                stopped[task_id] = "cancelled"
+            elif self.task_timeout_s > 0 and now - began > self.task_timeout_s:
+                stopped[task_id] = "task_timeout"
+        for task_id, reason in stopped.items():
+            killed = stop_tagged(task_id, reason)
+            log.info("task %s: %s; %d running process group(s) stopped", task_id, reason, killed)
+        return stopped
 
     def _prune_releases(self) -> None:
         """Forget releases older than two leases, so the map does not grow with every task

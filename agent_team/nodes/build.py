@@ -12,7 +12,7 @@ from typing import Any
 
 from agent_team import db
 from agent_team.builders.base import BuildTask, BuildUsage
-from agent_team.exceptions import BuildError
+from agent_team.exceptions import BudgetExhaustedError, BuildError, TaskStoppedError
 from agent_team.models.schemas import Plan
 from agent_team.nodes.common import GraphDeps, crash_point, enter
 from agent_team.task_model import Phase, TaskState
@@ -31,9 +31,11 @@ def build(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     )
     try:
         result = deps.build(task, Plan.model_validate(state["plan"]).to_markdown())
-    except BuildError as exc:
-        if isinstance(exc.usage, BuildUsage):  # a failed run still cost money
+    except (BuildError, TaskStoppedError) as exc:
+        if isinstance(exc.usage, BuildUsage):  # a failed or stopped run still cost money
             _record(deps, state, exc.usage)
+        if isinstance(exc, TaskStoppedError) and exc.reason == "budget":
+            raise BudgetExhaustedError(str(exc)) from None
         raise
     if result.usage is not None and not result.reused:
         _record(deps, state, result.usage)

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from agent_team import db
 from agent_team.builders.base import BuildResult, BuildTask
+from agent_team.builders.proc import stop_requested, stopped_error
 from agent_team.common.testhooks import CRASH_EXIT_CODE, crash_if
 from agent_team.integrations.confluence.lane import ConfluenceLane
 from agent_team.models.caller import ModelCaller
@@ -50,6 +51,8 @@ class GraphDeps:
     # The Confluence documentation lane (AGENT_TEAM_CONFLUENCE_ENABLED); None: no lane,
     # and the graph is exactly the one without it.
     confluence: ConfluenceLane | None = None
+    # Where builds run, in one line (`Sandbox.describe`), for the start-up line and /healthz.
+    sandbox: str = "none"
 
 
 def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:
@@ -58,7 +61,14 @@ def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:
 
 
 def enter(deps: GraphDeps, state: TaskState, phase: Phase) -> None:
-    """Record that the task entered `phase` (a no-op when a resumed node re-enters it)."""
+    """Record that the task entered `phase` (a no-op when a resumed node re-enters it).
+
+    A task told to stop while its run went on (a cancel, `AGENT_TEAM_TASK_TIMEOUT`)
+    stops here, at the next node, when nothing was running to kill.
+    """
+    reason = stop_requested(state["task_id"])
+    if reason is not None:
+        raise stopped_error(reason, f"run (before {phase.value})")
     db.enter_phase(deps.ledger, task_id=state["task_id"], phase=phase, status=TaskStatus.RUNNING)
     crash_point(deps, phase, "before")
 

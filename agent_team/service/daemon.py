@@ -111,6 +111,7 @@ class Daemon:
         )
         self.health.set_fact("dashboard_writes", self.ctx.auth.tokens.enabled)
         self.health.set_fact("instance", self.coordinator.instance)
+        self.health.set_fact("sandbox", self.coordinator.deps.sandbox)
         self.routes: list[BaseRoute] = []
         self.loops: list[Loop] = [Loop("worker", self._worker)]
         if settings.pg_notify and self.coordinator.ledger.dialect.announce_commands:
@@ -304,6 +305,7 @@ class Daemon:
             thread.start()
             self._threads.append(thread)
         self.notifier.ready(self._status_line())
+        log.info("builds run in: %s", self.coordinator.deps.sandbox)
         self.announce(f"agent-team is running: {self.url}")
         self._main_loop()
         return self._shutdown()

@@ -26,6 +26,7 @@ from agent_team.integrations.registry import integration_types
 from agent_team.models.registry import PROVIDERS, parse_model_spec
 from agent_team.requests.access import DashboardTokens
 from agent_team.service.probe import RunningDaemon, probe_daemon
+from agent_team.service.wiring import sandbox_from_settings
 
 __all__ = ["CHECKS", "CheckFn", "CheckResult", "check", "run_checks"]
 
@@ -237,6 +238,18 @@ def check_builder(settings: Settings) -> CheckResult:
     if shutil.which("git") is None:
         return CheckResult("builder", False, "git is not installed", "install git")
     return CheckResult("builder", True, f"claude-code at {found}")
+
+
+@check
+def check_sandbox(settings: Settings) -> CheckResult:
+    state_dir = settings.state_dir or settings.db_path.parent / "state"
+    try:
+        sandbox = sandbox_from_settings(settings, state_dir)
+    except ConfigError as exc:
+        return CheckResult(
+            "sandbox", False, str(exc), "install bubblewrap or set AGENT_TEAM_SANDBOX"
+        )
+    return CheckResult("sandbox", True, sandbox.describe())
 
 
 @check

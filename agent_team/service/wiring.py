@@ -17,12 +17,15 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 
 import httpx
 
 from agent_team import db
 from agent_team.builders.cleanup import FinishedWorktrees
 from agent_team.builders.registry import make_builder, run_build
+from agent_team.builders.sandbox import Sandbox, SandboxPolicy, make_sandbox
+from agent_team.builders.sandbox_limits import Limits
 from agent_team.common.testhooks import Hooks
 from agent_team.config import Settings, load_hooks
 from agent_team.coordinator import Coordinator
@@ -32,6 +35,7 @@ from agent_team.integrations.confluence.lane import lane_from_settings
 from agent_team.integrations.confluence.settings import ConfluenceSettings
 from agent_team.integrations.github.integration import publishes
 from agent_team.integrations.github.settings import GitHubSettings
+from agent_team.models.build_spend import build_spend_watch
 from agent_team.models.caller import ModelCaller
 from agent_team.models.registry import make_chat_model
 from agent_team.nodes.common import GraphDeps
@@ -40,7 +44,13 @@ from agent_team.requests.task_requests import default_deadlines
 from agent_team.transports.base import Transport
 from agent_team.transports.local import LocalTransport
 
-__all__ = ["Runtime", "build_coordinator", "build_runtime", "open_ready_ledger"]
+__all__ = [
+    "Runtime",
+    "build_coordinator",
+    "build_runtime",
+    "open_ready_ledger",
+    "sandbox_from_settings",
+]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +68,34 @@ def _close_quietly(close: Callable[[], None], what: str) -> None:
         close()
     except Exception:  # one part failing to close must not keep the others open
         log.exception("closing %s failed", what)
+
+
+def sandbox_from_settings(settings: Settings, state_dir: Path) -> Sandbox:
+    """The sandbox builds run in (`AGENT_TEAM_SANDBOX*`), checked to run here.
+
+    Hidden besides the state folder: the SQLite ledger's folder and the
+    daemon's home (the build's worktree and git folder are bound back).
+
+    Raises:
+        ConfigError: the sandbox cannot run here and the builder needs one.
+    """
+    hide = [Path.home()]
+    if not isinstance(settings.ledger_target, str):
+        hide.append(settings.db_path.expanduser().resolve().parent)
+    policy = SandboxPolicy(
+        state_dir=state_dir,
+        hide=tuple(hide),
+        allow_hosts=tuple(settings.sandbox_allow_hosts),
+        env_names=tuple(settings.sandbox_env),
+        limits=Limits(
+            max_procs=settings.sandbox_max_procs,
+            max_open_files=settings.sandbox_max_open_files,
+            max_memory_mb=settings.sandbox_max_memory_mb,
+            max_address_space_mb=settings.sandbox_max_address_space_mb,
+            max_cpu_s=settings.sandbox_max_cpu_s,
+        ),
+    )
+    return make_sandbox(settings.sandbox, policy, runs_processes=settings.builder != "offline")
 
 
 def build_coordinator(
@@ -97,17 +135,27 @@ def build_coordinator(
             outbox=settings.ledger_outbox,
             clock=now,
         )
+        state_dir = settings.state_dir or settings.db_path.parent / "state"
+        sandbox = sandbox_from_settings(settings, state_dir)
         builder = make_builder(
             settings.builder,
             build_command=settings.build_command,
             build_timeout_s=settings.build_timeout_s,
             claude_bin=settings.claude_bin,
             billing_mode=settings.billing_mode,
+            sandbox=sandbox,
+            claude_max_turns=settings.claude_max_turns,
+            spend=build_spend_watch(
+                ledger,
+                billing_mode=settings.billing_mode,
+                daily_budget_usd=settings.daily_budget_usd,
+                prices=settings.prices,
+                clock=now,
+            ),
         )
         lane = lane_from_settings(ConfluenceSettings.from_settings(settings))
         if lane is not None:
             resources.callback(lane.close)
-        state_dir = settings.state_dir or settings.db_path.parent / "state"
         if publish is None and publishes(GitHubSettings.from_settings(settings)):
             publish = PublishHook()
         chosen = transport or LocalTransport()
@@ -124,6 +172,7 @@ def build_coordinator(
             outbox=settings.ledger_outbox,
             confluence=lane,
             publish=publish,
+            sandbox=sandbox.describe(),
         )
         checkpointer = ledger.checkpointer(flush_only=DURABLE_CHANNELS)
         graph = build_graph(deps, checkpointer)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -69,7 +68,9 @@ class Cli:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_TEAM_")}
+    from tests.e2e.daemon_process import clean_env  # it imports this module
+
+    env = clean_env()  # builds unsandboxed, as everywhere but the sandbox's own tests
     env["AGENT_TEAM_STATE_DIR"] = str(tmp_path / "state")
     env["AGENT_TEAM_LOG_LEVEL"] = "warning"
     return Cli(home=tmp_path, env=env)

@@ -51,12 +51,18 @@ def free_port() -> int:
 
 
 def clean_env() -> dict[str, str]:
-    """The test's environment without any agent-team or systemd setting."""
-    return {
+    """The test's environment without any agent-team or systemd setting.
+
+    But one: builds run unsandboxed (`AGENT_TEAM_SANDBOX=none`), as in
+    `tests/conftest.py::isolated_env`; a test of the sandbox sets it itself.
+    """
+    env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("AGENT_TEAM_", "NOTIFY_", "WATCHDOG_"))
     }
+    env["AGENT_TEAM_SANDBOX"] = "none"
+    return env
 
 
 def daemon_env(home: Path, port: int) -> dict[str, str]:

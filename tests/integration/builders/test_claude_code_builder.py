@@ -20,7 +20,9 @@ from agent_team.builders import (
     prepare_worktree,
     run_build,
 )
-from agent_team.exceptions import BuildError, BuilderUnavailableError
+from agent_team.builders.base import SpendWatch
+from agent_team.builders.proc import forget_stop
+from agent_team.exceptions import BuildError, BuilderUnavailableError, TaskStoppedError
 from tests.integration.builders.helpers import changed_files
 
 PLAN = "# Plan\n\n1. Create feature.txt.\n"
@@ -99,7 +101,8 @@ def test_a_successful_run_is_committed_with_its_usage(
     assert usage.billing_mode == "api"
 
     argv = _log(tmp_path)["argv"]
-    assert argv[0] == "-p" and argv[2:4] == ["--output-format", "json"]
+    assert argv[0] == "-p"
+    assert argv[2:7] == ["--output-format", "stream-json", "--verbose", "--max-turns", "50"]
     assert PLAN.strip() in argv[1] and "Commit nothing" in argv[1] and task.title in argv[1]
     assert Path(_log(tmp_path)["cwd"]) == wt.path
 
@@ -220,3 +223,71 @@ def test_a_missing_binary_parks_the_task(task: BuildTask, state_dir: Path, tmp_p
     message = str(caught.value)
     assert "AGENT_TEAM_CLAUDE_BIN" in message and "AGENT_TEAM_BUILDER=offline" in message
     assert "install Claude Code" in message
+
+
+def _assistant(message_id: str, input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """One streamed `assistant` line, as `--output-format stream-json --verbose` prints it."""
+    return {
+        "type": "assistant",
+        "message": {
+            "id": message_id,
+            "model": MODEL,
+            "role": "assistant",
+            "content": [{"type": "text", "text": "working"}],
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        },
+        "session_id": "s",
+    }
+
+
+def _per_mtok(model: str, i: int, o: int, cache_read: int, cache_write: int) -> float:
+    """$1 per million input tokens, $10 per million output tokens, for the test's model."""
+    assert model == MODEL
+    return (i + cache_read + cache_write) / 1e6 + o * 10 / 1e6
+
+
+def test_a_streamed_cost_past_what_is_left_today_stops_the_run(
+    task: BuildTask, state_dir: Path, tmp_path: Path
+) -> None:
+    marker = "600.5151"
+    # Two lines of one response (same id: counted once), then a second response, then it
+    # would go on for ten minutes: $0.01 + $0.01 + ($0.02 + $0.01) = $0.04 > $0.025 left.
+    lines = [
+        _assistant("msg_1", 10_000, 0),
+        _assistant("msg_1", 10_000, 0),
+        _assistant("msg_2", 20_000, 1_000),
+    ]
+    body = "".join(f"printf '%s\\n' {shlex.quote(json.dumps(line))}\n" for line in lines)
+    fake = _fake_claude(tmp_path, body + f"echo partial > partial.txt\nsleep {marker}\n")
+    spend = SpendWatch(remaining_usd=lambda: 0.025, price_usd=_per_mtok)
+    builder = ClaudeCodeBuilder(str(fake), 600, "api", spend=spend)
+
+    with pytest.raises(TaskStoppedError) as stopped:
+        run_build(builder, task, PLAN, repo_path=None, state_dir=state_dir)
+
+    assert stopped.value.reason == "budget"
+    assert "today's cap" in str(stopped.value)
+    usage = stopped.value.usage
+    assert isinstance(usage, BuildUsage)
+    assert (usage.input_tokens, usage.output_tokens) == (30_000, 1_000)
+    assert usage.usd_cost == pytest.approx(0.04)
+    assert usage.model == f"claude-code:{MODEL}"
+    forget_stop(task.task_id)
+
+
+def test_a_streamed_cost_within_what_is_left_lets_the_run_finish(
+    task: BuildTask, state_dir: Path, tmp_path: Path
+) -> None:
+    body = f"printf '%s\\n' {shlex.quote(json.dumps(_assistant('msg_1', 1_000, 10)))}\n"
+    fake = _fake_claude(tmp_path, body + _printing(SUCCESS))
+    spend = SpendWatch(remaining_usd=lambda: 1.0, price_usd=_per_mtok)
+
+    result = run_build(
+        ClaudeCodeBuilder(str(fake), 60, "api", spend=spend),
+        task,
+        PLAN,
+        repo_path=None,
+        state_dir=state_dir,
+    )
+
+    assert result.usage is not None and result.usage.usd_cost == pytest.approx(0.0421)

@@ -1,0 +1,92 @@
+"""The daemon on its default sandbox (`auto`): a build runs in bubblewrap, or the start stops."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent_team import db
+from agent_team.builders.live_log import read_build_log
+from agent_team.requests import inbox
+from tests.e2e.conftest import LONG_BODY
+from tests.e2e.daemon_process import daemon_env, free_port, reap, run_daemon, start_daemon
+from tests.waiting import wait_for
+
+SECRET = "ghp_" + "S" * 36
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None and not os.environ.get("CI"),
+    reason="bubblewrap is not installed (CI installs it)",
+)
+def test_the_default_sandbox_runs_the_build_in_bubblewrap(tmp_path: Path) -> None:
+    port = free_port()
+    env = daemon_env(tmp_path, port)
+    env.update(
+        AGENT_TEAM_SANDBOX="auto",
+        AGENT_TEAM_BUILDER="command",
+        AGENT_TEAM_BUILD_COMMAND=(
+            "echo built > out.txt; echo HOST=$(hostname); echo TOKEN=${GITHUB_TOKEN:-none}; "
+            f"ls {tmp_path}/agent-team.db 2>&1 || true"
+        ),
+        GITHUB_TOKEN=SECRET,
+        AGENT_TEAM_LOG_LEVEL="info",
+    )
+    ledger = tmp_path / "agent-team.db"
+    db.init_db(ledger)
+    conn = db.open_ledger(ledger)
+    try:
+        task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
+        proc = start_daemon(env=env, cwd=tmp_path, output=tmp_path / "daemon.log")
+        try:
+            wait_for(
+                lambda: bool(db.list_questions(conn, status="open", thread_id=task_id)),
+                what="the plan question",
+                timeout_s=60,
+            )
+            facts = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
+            assert str(facts["facts"]["sandbox"]).startswith("bwrap"), facts
+            (question,) = db.list_questions(conn, status="open", thread_id=task_id)
+            inbox.submit_answer(
+                conn, question.question_id, "approve", via="cli:t", now=db.utc_now()
+            )
+            wait_for(
+                lambda: (t := db.get_task(conn, task_id)) is not None and t.status == "done",
+                what="the sandboxed build to finish",
+                timeout_s=60,
+            )
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        finally:
+            reap(proc)
+    finally:
+        conn.close()
+    kept = read_build_log(tmp_path / "state", task_id)
+    assert kept is not None
+    assert "HOST=agent-team-sandbox" in kept.text and "TOKEN=none" in kept.text
+    assert SECRET not in kept.text and "No such file" in kept.text  # the ledger is hidden
+    assert "builds run in: bwrap" in (tmp_path / "daemon.log").read_text()
+
+
+def test_a_sandbox_that_cannot_run_stops_the_start_with_one_line(tmp_path: Path) -> None:
+    env = daemon_env(tmp_path, free_port())
+    # A PATH without bwrap (git and sh stay reachable by their absolute paths in the code).
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    env.update(
+        AGENT_TEAM_SANDBOX="bwrap", AGENT_TEAM_BUILDER="command", AGENT_TEAM_BUILD_COMMAND="true"
+    )
+    env["PATH"] = f"{bin_dir}:{os.path.dirname(sys.executable)}"
+
+    done = run_daemon(env=env, cwd=tmp_path)
+
+    assert done.returncode == 2, done
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "apt install bubblewrap" in lines[0], done.stderr

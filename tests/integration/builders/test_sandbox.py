@@ -1,0 +1,302 @@
+"""Builds in a real bubblewrap sandbox: what the agent can reach, and what it cannot.
+
+Each test runs the `command` builder through `run_build` with a script that
+tries something a coding agent must not do, and asserts it was refused or
+contained, and that an ordinary build still commits its work.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent_team.builders import BuildTask, run_build
+from agent_team.builders.command import CommandBuilder
+from agent_team.builders.live_log import read_build_log
+from agent_team.builders.proc import forget_stop, stop_tagged
+from agent_team.builders.sandbox import Bubblewrap, SandboxPolicy, make_sandbox
+from agent_team.builders.sandbox_limits import Limits, cgroup_support
+from agent_team.exceptions import BuildError, ConfigError, TaskStoppedError
+from tests.integration.builders.helpers import git, make_repo
+from tests.waiting import wait_for
+
+if shutil.which("bwrap") is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("bubblewrap is missing; .ci/run installs it (apt install bubblewrap)")
+    pytest.skip("bubblewrap is not installed", allow_module_level=True)
+
+PY = f"{sys.executable} -I -S"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    """A repository, a state folder, a ledger folder and a home, as a daemon has them."""
+    ledger_dir = tmp_path / "var"
+    ledger_dir.mkdir()
+    (ledger_dir / "agent-team.db").write_text("LEDGER-CONTENT\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".netrc").write_text("HOME-SECRET\n")
+    return {
+        "repo": make_repo(tmp_path / "repo"),
+        "state": tmp_path / "state",
+        "ledger_dir": ledger_dir,
+        "home": home,
+    }
+
+
+def sandbox_for(world: dict[str, Path], **policy: object) -> Bubblewrap:
+    made = make_sandbox(
+        "bwrap",
+        SandboxPolicy(
+            state_dir=world["state"],
+            hide=(world["ledger_dir"], world["home"]),
+            **policy,  # type: ignore[arg-type]
+        ),
+        runs_processes=True,
+    )
+    assert isinstance(made, Bubblewrap)
+    return made
+
+
+def build(
+    world: dict[str, Path],
+    script: str,
+    task_id: str = "t1",
+    timeout_s: float = 60,
+    **policy: object,
+) -> str:
+    """Run `script` as the build command of `task_id`; returns the build's output."""
+    builder = CommandBuilder(script, timeout_s, sandbox=sandbox_for(world, **policy))
+    result = run_build(
+        builder,
+        BuildTask(task_id, "sandboxed"),
+        "the plan",
+        repo_path=world["repo"],
+        state_dir=world["state"],
+    )
+    return result.output
+
+
+def test_an_ordinary_build_commits_its_work(world: dict[str, Path]) -> None:
+    output = build(world, "echo built > out.txt && git status --short && echo done")
+
+    assert "done" in output and "?? out.txt" in output
+    assert git(world["repo"], "show", "agent-team/t1:out.txt") == "built"
+
+
+def test_it_cannot_read_other_worktrees_the_ledger_the_home_or_the_daemons_secrets(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(world, "echo OTHER-TASK-WORK > mine.txt", task_id="other")
+    other = world["state"] / "worktrees" / "other"
+    (other / "unsaved.txt").write_text("OTHER-TASK-UNSAVED\n")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_SECRETSECRET")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-SECRET")
+    monkeypatch.setenv("EXTRA_KEY", "handed-in")
+
+    output = build(
+        world,
+        f"cat {other}/unsaved.txt {other}/mine.txt; "
+        f"cat {world['ledger_dir']}/agent-team.db; "
+        f"echo WT:$(ls -A {world['state']}/worktrees | tr '\\n' ,); "
+        f"cat {world['home']}/.netrc; env; ls -A /run; echo END",
+        env_names=("EXTRA_KEY",),
+    )
+
+    assert "END" in output
+    for secret in (
+        "OTHER-TASK",
+        "LEDGER-CONTENT",
+        "HOME-SECRET",
+        "ghp_SECRETSECRET",
+        "xoxb-SECRET",
+        "GITHUB_TOKEN",
+    ):
+        assert secret not in output
+    assert "EXTRA_KEY=handed-in" in output  # what the operator named does enter
+    assert "WT:t1," in output  # of the state folder, only its own worktree
+
+
+def test_it_cannot_write_outside_its_worktree(world: dict[str, Path], tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    repo_file = world["repo"] / "README.md"
+
+    output = build(
+        world,
+        f"echo x > /etc/agent-team-was-here; echo x > {outside}; echo x >> {repo_file}; "
+        f"echo x > {world['state']}/planted; echo END",
+    )
+
+    assert "END" in output
+    assert "Read-only file system" in output
+    assert not Path("/etc/agent-team-was-here").exists()
+    assert not outside.exists() and not (world["state"] / "planted").exists()
+    assert repo_file.read_text() == "hello\n"
+
+
+@pytest.fixture
+def web() -> Iterator[tuple[int, list[str]]]:
+    """A loopback HTTP server on the host; yields its port and the paths it was asked for."""
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            body = b"HELLO-FROM-THE-HOST"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_it_has_no_network_not_even_the_hosts_loopback(
+    world: dict[str, Path], web: tuple[int, list[str]]
+) -> None:
+    port, seen = web
+    probe = (
+        "import socket\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=5); print('CONNECTED')\n"
+        "except OSError as e: print('REFUSED', e)\n"
+    )
+    (world["repo"] / "probe.py").write_text(probe)
+    git(world["repo"], "add", "probe.py")
+    git(world["repo"], "commit", "-q", "-m", "probe")
+
+    output = build(world, f"{PY} probe.py")
+
+    assert "REFUSED" in output and "CONNECTED" not in output
+    assert seen == []
+
+
+def test_the_proxy_lets_listed_hosts_through_and_logs_the_others(
+    world: dict[str, Path], web: tuple[int, list[str]]
+) -> None:
+    port, seen = web
+    fetch = (
+        "import sys, urllib.request, urllib.error\n"
+        "for url in sys.argv[1:]:\n"
+        "    try:\n"
+        "        print(url, urllib.request.urlopen(url, timeout=20).read().decode())\n"
+        "    except urllib.error.HTTPError as e:\n"
+        "        print(url, 'HTTP', e.code)\n"
+    )
+    (world["repo"] / "fetch.py").write_text(fetch)
+    git(world["repo"], "add", "fetch.py")
+    git(world["repo"], "commit", "-q", "-m", "fetch")
+
+    output = build(
+        world,
+        f"{PY} fetch.py http://localhost:{port}/allowed http://127.0.0.1:{port}/refused",
+        allow_hosts=("localhost",),
+    )
+
+    assert f"http://localhost:{port}/allowed HELLO-FROM-THE-HOST" in output
+    assert f"http://127.0.0.1:{port}/refused HTTP 403" in output
+    assert seen == ["/allowed"]
+    kept = read_build_log(world["state"], "t1")  # what people watch
+    assert kept is not None and f"refused a connection to 127.0.0.1:{port}" in kept.text
+
+
+def test_it_cannot_start_processes_past_its_limit(world: dict[str, Path]) -> None:
+    if "pids" not in cgroup_support() and os.geteuid() == 0:
+        pytest.skip("root without a pids cgroup: the process limit cannot bind here")
+    forker = (
+        "import os, signal, time\n"
+        "kids = []\n"
+        "for _ in range(64):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(600); os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "print('FORKED', len(kids))\n"
+        "for pid in kids: os.kill(pid, signal.SIGKILL)\n"
+    )
+    (world["repo"] / "fork.py").write_text(forker)
+    git(world["repo"], "add", "fork.py")
+    git(world["repo"], "commit", "-q", "-m", "fork")
+
+    output = build(world, f"{PY} fork.py", limits=Limits(max_procs=16))
+
+    forked = int(output.split("FORKED", 1)[1].split()[0])
+    assert forked < 16
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_build_that_outlives_its_timeout_is_killed_with_everything_it_started(
+    world: dict[str, Path],
+) -> None:
+    marker = "600.4242"
+    with pytest.raises(BuildError, match="timed out after 1 s"):
+        build(world, f"sleep {marker} & sleep {marker}", timeout_s=1)
+
+    wait_for(lambda: not _processes_with(marker), "the sandbox's processes to be gone", 10)
+
+
+def test_a_stop_kills_the_running_build_at_once(world: dict[str, Path]) -> None:
+    marker = "600.4343"
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            build(world, f"sleep {marker}", task_id="stop-me")
+        except BaseException as exc:
+            errors.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        wait_for(lambda: _processes_with(marker), "the build to start", 30)
+        stop_tagged("stop-me", "cancelled")
+        runner.join(timeout=5)
+        assert not runner.is_alive()
+    finally:
+        forget_stop("stop-me")
+    (error,) = errors
+    assert isinstance(error, TaskStoppedError) and error.reason == "cancelled"
+    wait_for(lambda: not _processes_with(marker), "the sandbox's processes to be gone", 10)
+
+
+def test_an_unknown_sandbox_or_a_missing_bwrap_stops_the_start_with_one_line(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = SandboxPolicy(state_dir=world["state"])
+    with pytest.raises(ConfigError, match="unknown sandbox 'podmn'"):
+        make_sandbox("podmn", policy, runs_processes=True)
+    monkeypatch.setenv("PATH", str(world["home"]))
+    with pytest.raises(ConfigError, match=r"apt install bubblewrap.*AGENT_TEAM_SANDBOX=none"):
+        make_sandbox("auto", policy, runs_processes=True)
+    # The offline builder runs no process: `auto` needs no bwrap for it.
+    assert make_sandbox("auto", policy, runs_processes=False).name == "none"
