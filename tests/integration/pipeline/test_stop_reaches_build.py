@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -40,19 +41,27 @@ def printed(state_dir: Path, task_id: str, text: str) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_a_cancel_from_another_instance_stops_the_running_build(
-    make_coordinator: MakeCoordinator, tmp_path: Path
+    make_coordinator: MakeCoordinator, tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    marker = "600.7777"
+    marker = f"600.7777{len(backend)}"
+    # Two daemons on one PostgreSQL database, as in production; or two instances on one file.
+    shared = {"database_url": request.getfixturevalue("pg_url")} if backend == "postgres" else {}
     running = make_coordinator(
-        builder="command", build_command=f"echo BUILD-RUNNING; sleep {marker}", sandbox=SANDBOX
+        builder="command",
+        build_command=f"echo BUILD-RUNNING; sleep {marker}",
+        sandbox=SANDBOX,
+        **shared,
     )
     task_id, question_id = waiting_on_plan(running)
     running.answer(question_id, "approve", via="cli:tester")
     run = threading.Thread(target=running.run_pending)
     run.start()
     other = build_coordinator(
-        load_settings(db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state-other"),
+        load_settings(
+            db_path=tmp_path / "agent-team.db", state_dir=tmp_path / "state-other", **shared
+        ),
         clock=Clock(),
     )
     try:
@@ -104,3 +113,43 @@ def test_the_task_time_limit_stops_the_build_and_says_so(
     assert last.note is not None and "AGENT_TEAM_TASK_TIMEOUT" in last.note
     assert printed(tmp_path / "state", task_id, "BUILD-RUNNING")
     assert not processes_with(marker)
+
+
+@pytest.mark.slow
+def test_a_streamed_cost_past_todays_cap_stops_claude_code_and_parks_the_task(
+    make_coordinator: MakeCoordinator, tmp_path: Path
+) -> None:
+    marker = "600.9999"
+    model = "claude-sonnet-4-5-20250929"  # $3 / $15 per million tokens (models/pricing.py)
+
+    def assistant(message_id: str, input_tokens: int, output_tokens: int) -> str:
+        usage = {"input_tokens": input_tokens, "output_tokens": output_tokens}
+        line = {"type": "assistant", "message": {"id": message_id, "model": model, "usage": usage}}
+        return f"printf '%s\\n' '{json.dumps(line)}'\n"
+
+    fake = tmp_path / "bin" / "claude"
+    fake.parent.mkdir()
+    # $0.30, then $0.30 + $0.15: $0.75 streamed against $0.50 left; then ten minutes of work.
+    fake.write_text(
+        "#!/bin/sh\n"
+        + assistant("msg_1", 100_000, 0)
+        + assistant("msg_2", 100_000, 10_000)
+        + f"sleep {marker}\n"
+    )
+    fake.chmod(0o755)
+    coordinator = make_coordinator(
+        builder="claude-code", claude_bin=str(fake), sandbox=SANDBOX, daily_budget_usd=0.5
+    )
+    task_id, question_id = waiting_on_plan(coordinator)
+    coordinator.answer(question_id, "approve", via="cli:tester")
+
+    coordinator.tick(until_idle=True, timeout_s=120)
+
+    task = task_of(coordinator, task_id)
+    assert (task.status, task.parked_reason, task.phase) == ("parked", "budget_exhausted", "build")
+    assert not processes_with(marker)
+    (build_row,) = [
+        r for r in db.task_usage(coordinator.ledger, thread_id=task_id) if r.stage == "build"
+    ]
+    assert build_row.usd_cost == pytest.approx(0.75)
+    assert (build_row.input_tokens, build_row.output_tokens) == (200_000, 10_000)
