@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent_team.builders.proc import OutputSink
+from agent_team.builders.sandbox_bridge import relay
 from agent_team.common.hostnames import host_allowed
 
 __all__ = ["EgressProxy"]
@@ -33,7 +34,6 @@ log = logging.getLogger(__name__)
 
 _HEAD_MAX = 16384
 _CONNECT_TIMEOUT_S = 15.0
-_RELAY_CHUNK = 65536
 
 
 def _split_host_port(target: str, default_port: int) -> tuple[str, int] | None:
@@ -61,22 +61,6 @@ def _target_of(method: str, uri: str) -> tuple[str, int] | None:
         return None
     authority = uri[len("http://") :].split("/", 1)[0].rsplit("@", 1)[-1]
     return _split_host_port(authority, 80)
-
-
-def _relay(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while True:
-            chunk = source.recv(_RELAY_CHUNK)
-            if not chunk:
-                break
-            sink.sendall(chunk)
-    except OSError:
-        pass
-    finally:
-        try:
-            sink.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -126,9 +110,9 @@ class _Handler(socketserver.BaseRequestHandler):
                 _, sep, rest = head.partition(b"\r\n")
                 request_line = f"{parts[0]} {path} {parts[2]}".encode("latin-1")
                 upstream.sendall(request_line + sep + rest)
-            back = threading.Thread(target=_relay, args=(upstream, client), daemon=True)
+            back = threading.Thread(target=relay, args=(upstream, client), daemon=True)
             back.start()
-            _relay(client, upstream)
+            relay(client, upstream)
             back.join()
 
 

@@ -60,6 +60,10 @@ def stop_tagged(tag: str, reason: str) -> int:
     with _running_lock:
         _stop_reasons.setdefault(tag, reason)
         groups = list(_tagged.get(tag, ()))
+    return _kill_groups(groups)
+
+
+def _kill_groups(groups: list[int]) -> int:
     for group in groups:
         try:
             os.killpg(group, signal.SIGKILL)
@@ -88,12 +92,7 @@ def kill_running_children() -> int:
     """
     with _running_lock:
         groups = list(_running_groups)
-    for group in groups:
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return len(groups)
+    return _kill_groups(groups)
 
 
 # Variables that point git at another repository; a build must see its own worktree.

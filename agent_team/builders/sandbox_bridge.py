@@ -20,10 +20,16 @@ import subprocess
 import sys
 import threading
 
+__all__ = ["main", "relay"]
+
 _CHUNK = 65536
 
 
-def _relay(source: socket.socket, sink: socket.socket) -> None:
+def relay(source: socket.socket, sink: socket.socket) -> None:
+    """Copy `source` to `sink` until `source` ends, then end `sink`'s writing side.
+
+    The egress proxy on the host uses it too.
+    """
     try:
         while True:
             chunk = source.recv(_CHUNK)
@@ -47,9 +53,9 @@ def _serve_one(client: socket.socket, proxy_path: str) -> None:
         except OSError:
             return
         with upstream:
-            back = threading.Thread(target=_relay, args=(upstream, client), daemon=True)
+            back = threading.Thread(target=relay, args=(upstream, client), daemon=True)
             back.start()
-            _relay(client, upstream)
+            relay(client, upstream)
             back.join()
 
 

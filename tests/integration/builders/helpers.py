@@ -81,3 +81,16 @@ def git_words(argv: list[str]) -> list[str]:
     while words and words[0] in {"--no-pager", "-c"}:
         words = words[2:] if words[0] == "-c" else words[1:]
     return words
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids of the processes on this host whose command line holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

@@ -24,7 +24,7 @@ from agent_team.builders.proc import forget_stop, stop_tagged
 from agent_team.builders.sandbox import Bubblewrap, SandboxPolicy, make_sandbox
 from agent_team.builders.sandbox_limits import Limits, cgroup_support
 from agent_team.exceptions import BuildError, ConfigError, TaskStoppedError
-from tests.integration.builders.helpers import git, make_repo
+from tests.integration.builders.helpers import git, make_repo, processes_with
 from tests.waiting import wait_for
 
 if shutil.which("bwrap") is None:
@@ -243,18 +243,6 @@ def test_it_cannot_start_processes_past_its_limit(world: dict[str, Path]) -> Non
     assert forked < 16
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
 def test_a_build_that_outlives_its_timeout_is_killed_with_everything_it_started(
     world: dict[str, Path],
 ) -> None:
@@ -262,7 +250,7 @@ def test_a_build_that_outlives_its_timeout_is_killed_with_everything_it_started(
     with pytest.raises(BuildError, match="timed out after 1 s"):
         build(world, f"sleep {marker} & sleep {marker}", timeout_s=1)
 
-    wait_for(lambda: not _processes_with(marker), "the sandbox's processes to be gone", 10)
+    wait_for(lambda: not processes_with(marker), "the sandbox's processes to be gone", 10)
 
 
 def test_a_stop_kills_the_running_build_at_once(world: dict[str, Path]) -> None:
@@ -278,7 +266,7 @@ def test_a_stop_kills_the_running_build_at_once(world: dict[str, Path]) -> None:
     runner = threading.Thread(target=run)
     runner.start()
     try:
-        wait_for(lambda: _processes_with(marker), "the build to start", 30)
+        wait_for(lambda: processes_with(marker), "the build to start", 30)
         stop_tagged("stop-me", "cancelled")
         runner.join(timeout=5)
         assert not runner.is_alive()
@@ -286,7 +274,7 @@ def test_a_stop_kills_the_running_build_at_once(world: dict[str, Path]) -> None:
         forget_stop("stop-me")
     (error,) = errors
     assert isinstance(error, TaskStoppedError) and error.reason == "cancelled"
-    wait_for(lambda: not _processes_with(marker), "the sandbox's processes to be gone", 10)
+    wait_for(lambda: not processes_with(marker), "the sandbox's processes to be gone", 10)
 
 
 def test_an_unknown_sandbox_or_a_missing_bwrap_stops_the_start_with_one_line(

@@ -15,24 +15,13 @@ from agent_team.builders.live_log import read_build_log
 from agent_team.builders.worktree import task_key
 from agent_team.config import load_settings
 from agent_team.service.wiring import build_coordinator
+from tests.integration.builders.helpers import processes_with
 from tests.integration.pipeline.conftest import Clock, MakeCoordinator, task_of
 from tests.integration.pipeline.test_failures import waiting_on_plan
 from tests.waiting import wait_for
 
 # With bubblewrap the build runs in its sandbox, as in production; the stop is the same.
 SANDBOX = "bwrap" if shutil.which("bwrap") else "none"
-
-
-def processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def printed(state_dir: Path, task_id: str, text: str) -> bool:
