@@ -12,6 +12,7 @@ import shutil
 import socket
 
 from agent_team import db
+from agent_team.common.hostnames import host_allowed
 from agent_team.common.invocation import command
 from agent_team.config import Settings
 from agent_team.db.url import redact_url
@@ -248,6 +249,17 @@ def check_sandbox(settings: Settings) -> CheckResult:
     except ConfigError as exc:
         return CheckResult(
             "sandbox", False, str(exc), "install bubblewrap or set AGENT_TEAM_SANDBOX"
+        )
+    if (
+        settings.builder == "claude-code"
+        and sandbox.name != "none"
+        and not host_allowed("api.anthropic.com", settings.sandbox_allow_hosts)
+    ):
+        return CheckResult(
+            "sandbox",
+            False,
+            f"{sandbox.describe()}; Claude Code cannot reach api.anthropic.com from it",
+            "add api.anthropic.com to AGENT_TEAM_SANDBOX_ALLOW_HOSTS",
         )
     return CheckResult("sandbox", True, sandbox.describe())
 

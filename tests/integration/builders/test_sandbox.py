@@ -23,7 +23,9 @@ from agent_team.builders.live_log import read_build_log
 from agent_team.builders.proc import forget_stop, stop_tagged
 from agent_team.builders.sandbox import Bubblewrap, SandboxPolicy, make_sandbox
 from agent_team.builders.sandbox_limits import Limits, cgroup_support
+from agent_team.config import load_settings
 from agent_team.exceptions import BuildError, ConfigError, TaskStoppedError
+from agent_team.service.doctor import check_sandbox
 from tests.integration.builders.helpers import git, make_repo, processes_with
 from tests.waiting import wait_for
 
@@ -288,3 +290,20 @@ def test_an_unknown_sandbox_or_a_missing_bwrap_stops_the_start_with_one_line(
         make_sandbox("auto", policy, runs_processes=True)
     # The offline builder runs no process: `auto` needs no bwrap for it.
     assert make_sandbox("auto", policy, runs_processes=False).name == "none"
+
+
+def test_doctor_names_the_sandbox_and_a_claude_code_that_cannot_reach_its_api(
+    tmp_path: Path,
+) -> None:
+    def check(**settings: object) -> tuple[bool, str]:
+        result = check_sandbox(
+            load_settings(db_path=tmp_path / "agent-team.db", builder="claude-code", **settings)
+        )
+        return result.ok, result.detail
+
+    ok, detail = check(sandbox="bwrap")
+    assert not ok and "cannot reach api.anthropic.com" in detail and detail.startswith("bwrap")
+    ok, detail = check(sandbox="bwrap", sandbox_allow_hosts=["api.anthropic.com"])
+    assert ok and "egress only to api.anthropic.com" in detail
+    ok, detail = check(sandbox="none")
+    assert ok and detail.startswith("none")
