@@ -196,17 +196,28 @@ class Bubblewrap:
             if self.cgroups
             else "no cgroup (rlimits only: the process limit does not bind root)"
         )
+        root = (
+            "; the daemon runs as root, so a build can read what root can (run it as its "
+            "own user, deploy/agent-team.service)"
+            if os.geteuid() == 0
+            else ""
+        )
         return (
             f"bwrap ({self.bwrap}): {network}; at most {limits.max_procs} processes, "
-            f"{limits.max_memory_mb} MiB, {limits.max_cpu_s} s CPU; {cgroup}"
+            f"{limits.max_memory_mb} MiB, {limits.max_cpu_s} s CPU; {cgroup}{root}"
         )
 
     def _hidden(self) -> list[Path]:
         state = self.policy.state_dir.expanduser().resolve()
         hidden = [state, *(p.expanduser().resolve() for p in self.policy.hide)]
-        # An outer folder hides an inner one anyway; binding both would undo nothing.
+        # An outer folder hides an inner one anyway; one that is not there hides nothing
+        # (and could not be a mount point on the read-only root).
         return sorted(
-            {p for p in hidden if p != Path("/") and not any(o in p.parents for o in hidden)}
+            {
+                p
+                for p in hidden
+                if p != Path("/") and p.is_dir() and not any(o in p.parents for o in hidden)
+            }
         )
 
     def _binds(self, worktree: Worktree, home: Path, binaries: Sequence[str]) -> list[str]:

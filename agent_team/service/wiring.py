@@ -73,13 +73,14 @@ def _close_quietly(close: Callable[[], None], what: str) -> None:
 def sandbox_from_settings(settings: Settings, state_dir: Path) -> Sandbox:
     """The sandbox builds run in (`AGENT_TEAM_SANDBOX*`), checked to run here.
 
-    Hidden besides the state folder: the SQLite ledger's folder and the
-    daemon's home (the build's worktree and git folder are bound back).
+    Hidden besides the state folder: the SQLite ledger's folder, the daemon's
+    home and `/etc/agent-team` (where deploy/ keeps the secrets file); the
+    build's worktree and git folder are bound back.
 
     Raises:
         ConfigError: the sandbox cannot run here and the builder needs one.
     """
-    hide = [Path.home()]
+    hide = [Path.home(), Path("/etc/agent-team")]  # the unit's EnvironmentFile folder
     if not isinstance(settings.ledger_target, str):
         hide.append(settings.db_path.expanduser().resolve().parent)
     policy = SandboxPolicy(
