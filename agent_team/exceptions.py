@@ -35,7 +35,8 @@ operator as one line with no traceback.
     │   └── UnknownAutomationError  no automation with that id or name
     ├── ParkingError                the task must wait for an operator or time;
     │   │                           `parked_reason` says which
-    │   ├── BudgetExhaustedError    today's cap would be exceeded
+    │   ├── BudgetExhaustedError    today's cap would be exceeded (or is reached, for a
+    │   │                           priced build)
     │   ├── BuilderUnavailableError the configured builder cannot run here
     │   ├── ConfluenceRefusedError  a Confluence change we will not make (bad ADF,
     │   │                           missing page, wrong space, a guard refused)
@@ -221,7 +222,8 @@ class PublishFailedError(ParkingError):
 
 
 class BudgetExhaustedError(ParkingError):
-    """Today's spend plus this call's estimate would exceed the daily cap."""
+    """Today's spend plus this call's estimate would exceed the daily cap, or a priced
+    build would start on a day whose cap is already reached."""
 
     parked_reason = "budget_exhausted"
 

@@ -42,9 +42,12 @@ from agent_team.builders.worktree import (
 )
 from agent_team.exceptions import ConfigError
 
-__all__ = ["BUILDER_NAMES", "make_builder", "run_build"]
+__all__ = ["BUILDER_NAMES", "PRICED_BUILDERS", "is_priced", "make_builder", "run_build"]
 
 BUILDER_NAMES = ("offline", "command", "claude-code")
+# Builders that report what their model calls cost: the day's cap is checked before
+# they start (`nodes.build`). `offline` and `command` report no cost.
+PRICED_BUILDERS = frozenset({"claude-code"})
 _BILLING_MODES = ("api", "subscription")
 
 
@@ -101,6 +104,11 @@ def make_builder(
     raise ConfigError(
         f"AGENT_TEAM_BUILDER: unknown builder {name!r}; choose one of {', '.join(BUILDER_NAMES)}"
     )
+
+
+def is_priced(builder: Builder) -> bool:
+    """Whether `builder` spends from the daily budget (see `PRICED_BUILDERS`)."""
+    return builder.name in PRICED_BUILDERS
 
 
 def run_build(

@@ -696,9 +696,14 @@ def cancel(
 
 @app.command()
 def retry(
-    ctx: typer.Context, task_id: Annotated[str, typer.Argument(help="The parked task's id.")]
+    ctx: typer.Context,
+    task_id: Annotated[str, typer.Argument(help="The id of the parked or failed task.")],
 ) -> None:
-    """Continue a parked task from where it stopped, after fixing what parked it."""
+    """Continue a parked or failed task from where it stopped, after fixing the cause.
+
+    Answers already given are kept: nothing is asked again. A failed task can be
+    retried until its checkpoints are pruned (AGENT_TEAM_CHECKPOINT_RETENTION).
+    """
     with open_ready(ctx) as ledger:
         _requests(ctx, ledger).retry(task_id, actor=cli_actor())
     out.print(localize(f"{task_id} queued again; the daemon (or `agent-team tick`) continues it"))

@@ -177,7 +177,7 @@ class Coordinator:
         return self.requests.reopen(question_id, deadline=deadline, actor=actor)
 
     def retry(self, task_id: str, *, actor: Actor = INTERNAL) -> None:
-        """Continue a parked task through `requests`."""
+        """Continue a parked or failed task from its last checkpoint through `requests`."""
         self.requests.retry(task_id, actor=actor)
 
     def cancel(self, task_id: str, *, actor: Actor = INTERNAL) -> None:

@@ -113,6 +113,16 @@ class GraphRunner:
         if task is None or task.status in TERMINAL_STATUSES:
             return
         snapshot = self.graph.get_state(thread_config(task.id))
+        if not snapshot.values and task.phase != Phase.INTAKE:
+            # It ran before, yet its thread has no checkpoints: the retention pass pruned
+            # them as a retry queued it. Starting over would meet its gates' old answers
+            # (same question ids) and could build a plan nobody read.
+            self.park(
+                task.id,
+                "needs_operator",
+                "the task's checkpoints were pruned, so it cannot continue; submit it again",
+            )
+            return
         if not snapshot.values:
             initial: TaskState = {
                 "task_id": task.id,
@@ -233,7 +243,10 @@ class GraphRunner:
 
             message = tail(redact(f"{type(exc).__name__}: {exc}"), 2000)
             log.warning("task %s failed: %s", task_id, message)
-            self._finish(task_id, TaskStatus.FAILED, message)
+            # The note keeps the error; the notice adds how to go on from here.
+            self._finish(
+                task_id, TaskStatus.FAILED, message, text=reports.failed_notice(task_id, message)
+            )
             return
         self._after_run(task_id, _Stop.of_output(output))
 

@@ -92,9 +92,11 @@ class Sweeper:
     def prune_checkpoints(self, *, limit: int = CHECKPOINT_BATCH) -> int:
         """Delete the LangGraph threads of tasks finished longer than the retention ago.
 
-        A finished task never runs again (only parked tasks are retried), and
-        everything `show`, the API and the dashboard read of it is in our own
-        tables, so its checkpoints are dead weight once the retention has passed.
+        A done or cancelled task never runs again, a failed one only through a
+        retry, which refuses it once the retention has passed (in the same
+        compare-and-set that queues it, `db.requeue_task`), and everything
+        `show`, the API and the dashboard read of it is in our own tables, so
+        its checkpoints are dead weight once the retention has passed.
         Live tasks (queued, running, waiting, parked) are never touched. The
         thread is deleted before the task is marked, so a crash in between only
         repeats a delete of nothing; the marks are one transaction. A retention

@@ -50,7 +50,8 @@ class StartCommand:
     payload_json: str = "{}"
 
 
-# Tasks that never run again, so their checkpoints are history (retry takes parked ones only).
+# Finished tasks: their checkpoints are history once the retention has passed (a failed
+# task is retried only before that, `transitions.requeue_task`).
 _FINISHED = "('done', 'failed', 'cancelled')"
 
 # LIKE's wildcards and its escape character, each made literal.

@@ -62,24 +62,48 @@ def requeue_task(
     command_id: str,
     note: str,
     audit: AuditEntry | None = None,
+    from_status: str = TaskStatus.PARKED.value,
+    changed_since: datetime | None = None,
 ) -> bool:
-    """parked -> queued, its history row, a `start` command and the audit row: one transaction.
+    """parked or failed -> queued, its history row, a `start` command and the audit row:
+    one transaction, and a compare-and-set on the status the caller saw.
+
+    The `start` command continues the graph from its last checkpoint, so the
+    task must still have its checkpoints: a task whose checkpoints were pruned
+    (`checkpoints_pruned_at`) is never queued. A failed task is finished in
+    the retention pass's eyes, so the caller passes `changed_since` (now minus
+    the checkpoint retention): a task last changed before it may be pruned at
+    this moment and is refused too. Two retries racing queue one command; the
+    other finds the status changed and writes nothing.
+
+    Args:
+        from_status: `parked` or `failed`: the status the task must still have.
+        changed_since: refuse a task whose `updated_at` is before this (None: no bound).
 
     Returns:
-        False if the task is not parked (nothing written).
+        False if the task no longer qualifies (nothing written).
     """
+    if from_status not in (TaskStatus.PARKED, TaskStatus.FAILED):
+        raise LedgerInputError(f"requeue_task takes a parked or failed task, not {from_status!r}")
+    since_sql, since = (
+        ("", ()) if changed_since is None else (" AND updated_at >= ?", (to_iso(changed_since),))
+    )
 
     def work(tx: Transaction) -> bool:
         row = tx.fetch_one(
-            "SELECT phase FROM tasks WHERE id = ? AND status = ?", (task_id, TaskStatus.PARKED)
+            "SELECT phase FROM tasks WHERE id = ? AND status = ? "
+            f"AND checkpoints_pruned_at IS NULL{since_sql}",
+            (task_id, from_status, *since),
         )
         if row is None:
             return False
+        phase = str(row["phase"])
         tx.execute(
             "UPDATE tasks SET status = ?, parked_reason = NULL, updated_at = ? WHERE id = ?",
             (TaskStatus.QUEUED.value, to_iso(utc_now()), task_id),
         )
-        _transition(tx, task_id, str(row["phase"]), TaskStatus.QUEUED.value, note)
+        # A failed task's last row is closed: the new one still says where it came from.
+        _transition(tx, task_id, phase, TaskStatus.QUEUED.value, note, closed_in=phase)
         insert_command(tx, ledger.dialect, command_id, CommandKind.START.value, task_id, "{}")
         if audit is not None:
             append_audit(tx, audit)
@@ -127,8 +151,19 @@ def reopen_for_task(
 
 
 def _transition(
-    tx: Transaction, thread_id: str, to_phase: str, status: str, note: str | None
+    tx: Transaction,
+    thread_id: str,
+    to_phase: str,
+    status: str,
+    note: str | None,
+    *,
+    closed_in: str | None = None,
 ) -> int:
+    """Inside a write: close the open row and open one for `to_phase` (see `record_transition`).
+
+    `closed_in` is the `from_phase` of the new row when the task has no open row
+    (it ended in that phase and is taken up again).
+    """
     current = tx.execute(
         "SELECT transition_id, to_phase, status FROM task_transitions "
         "WHERE thread_id = ? AND exited_at IS NULL",
@@ -138,7 +173,7 @@ def _transition(
     # write lock is held by now; PostgreSQL's snapshot is set, and a row committed after it
     # conflicts with ours (the transaction runs again, with a later time).
     now = to_iso(utc_now())
-    from_phase = None
+    from_phase = closed_in
     if current is not None:
         if current[1] == to_phase and current[2] == status:
             return int(current[0])

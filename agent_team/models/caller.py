@@ -17,12 +17,17 @@ Caps, per UTC day of the injected clock and per billing mode:
 The estimate is ceil(prompt characters / 4) input tokens plus the caller's
 `expected_output_tokens`. Calls already running in this process count against
 the cap too, so parallel workers cannot all pass the check at once.
+
+A priced builder (`claude-code`) spends from the same day and is checked the
+same way before it starts (`check_remaining`), with the same cap: its cost is
+not known in advance, so only a day already at or over the cap stops it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,7 +45,7 @@ from agent_team.models.pricing import Price, cost_usd, price_for
 from agent_team.models.tokens import estimate_tokens, message_text, reply_text
 from agent_team.task_model import BillingMode
 
-__all__ = ["ModelCaller", "Usage"]
+__all__ = ["ModelCaller", "Remaining", "Usage"]
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -53,6 +58,29 @@ class Usage(BaseModel):
     input_tokens: int
     output_tokens: int
     usd_cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class Remaining:
+    """What today's cap still allows, in the unit of the cap that applies (always > 0).
+
+    Attributes:
+        unit: `usd` (a priced model in `api` billing) or `tokens` (otherwise).
+        amount: USD or tokens left today, calls in flight in this process counted.
+    """
+
+    unit: str
+    amount: float
+
+    @property
+    def usd(self) -> float | None:
+        """USD left today, or None when the day is capped in tokens."""
+        return self.amount if self.unit == "usd" else None
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens left today, or None when the day is capped in USD."""
+        return int(self.amount) if self.unit == "tokens" else None
 
 
 def _shorten(text: str) -> str:
@@ -198,14 +226,61 @@ class ModelCaller:
             )
         return parsed
 
+    def check_remaining(self, stage: str) -> Remaining:
+        """What today's cap leaves for spend of unknown size, such as a priced build.
+
+        The cap is the one a model call is checked against (USD for a priced
+        model in `api` billing, tokens otherwise), and calls in flight in this
+        process count. Nothing is reserved and nothing is counted as a call:
+        the spend this guards reports its cost only when it ends.
+
+        Args:
+            stage: the pipeline stage asking (e.g. `build`), for the message.
+
+        Returns:
+            What is left today (a later change stops a build that passes it).
+
+        Raises:
+            BudgetExhaustedError: today's spend is already at or over the cap;
+                the task parks and continues after UTC midnight.
+        """
+        day = db.day_bucket(self._clock())
+        mode = self._mode.value
+        with self._lock:
+            if self._capped_in_usd():
+                spent = db.spent(self._ledger, day=day, billing_mode=mode) + self._inflight_usd
+                if spent >= self._budget_usd:
+                    raise BudgetExhaustedError(
+                        f"daily budget reached: ${spent:.4f} spent on {day} (UTC, {mode} "
+                        f"billing), at or over the ${self._budget_usd:.2f} cap, so the {stage} "
+                        "does not start; the task resumes after UTC midnight or when "
+                        "AGENT_TEAM_DAILY_BUDGET_USD is raised"
+                    )
+                return Remaining("usd", self._budget_usd - spent)
+            used = db.tokens_spent(self._ledger, day=day, billing_mode=mode) + self._inflight_tokens
+            if used >= self._token_cap:
+                raise BudgetExhaustedError(
+                    f"daily token cap reached: {used} tokens used on {day} (UTC, {mode} billing), "
+                    f"at or over the {self._token_cap} cap that applies to {self._model} "
+                    f"({self._token_cap_why()}), so the {stage} does not start; the task resumes "
+                    "after UTC midnight or when AGENT_TEAM_DAILY_TOKEN_CAP is raised"
+                )
+            return Remaining("tokens", float(self._token_cap - used))
+
     # -- steps ------------------------------------------------------------------------------
+
+    def _capped_in_usd(self) -> bool:
+        return self._price is not None and capped_in_usd(self._price, self._mode.value)
+
+    def _token_cap_why(self) -> str:
+        return "subscription billing" if self._price is not None else "no price known"
 
     def _reserve(self, stage: str, input_tokens: int, output_tokens: int) -> tuple[float, int]:
         """Check the cap for this call's estimate and hold it as in flight; (usd, tokens) held."""
         day = db.day_bucket(self._clock())
         mode = self._mode.value
         with self._lock:
-            if self._price is not None and capped_in_usd(self._price, mode):
+            if self._price is not None and self._capped_in_usd():
                 usd = cost_usd(self._price, input_tokens, output_tokens)
                 spent = db.spent(self._ledger, day=day, billing_mode=mode) + self._inflight_usd
                 if spent + usd > self._budget_usd:
@@ -221,12 +296,11 @@ class ModelCaller:
             tokens = input_tokens + output_tokens
             used = db.tokens_spent(self._ledger, day=day, billing_mode=mode) + self._inflight_tokens
             if used + tokens > self._token_cap:
-                why = "subscription billing" if self._price is not None else "no price known"
                 raise BudgetExhaustedError(
                     f"daily token cap reached: {used} tokens used on {day} (UTC, {mode} billing) "
                     f"and the {stage} call may use {tokens}, over the {self._token_cap} cap "
-                    f"that applies to {self._model} ({why}); the task resumes after UTC "
-                    "midnight or when AGENT_TEAM_DAILY_TOKEN_CAP is raised"
+                    f"that applies to {self._model} ({self._token_cap_why()}); the task resumes "
+                    "after UTC midnight or when AGENT_TEAM_DAILY_TOKEN_CAP is raised"
                 )
             self._inflight_tokens += tokens
             self.calls += 1

@@ -3,6 +3,13 @@
 The builder records its result in git (a commit carrying the plan's hash),
 and `run_build` looks for that commit first, so a restart after a crash
 reuses the build instead of running it again.
+
+A priced builder (`GraphDeps.build_priced`: `claude-code`) spends from the
+day's budget, so it starts only while today's cap is not reached
+(`ModelCaller.check_remaining`); otherwise the task parks `budget_exhausted`
+and continues after UTC midnight. The check comes before `run_build`, so a
+build recorded before a crash also waits for the next day when today's cap is
+reached meanwhile: a delay, never a second build.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ def build(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         body=state.get("body", ""),
         repo=Path(repo) if repo else None,
     )
+    if deps.build_priced:
+        # Raises BudgetExhaustedError (a ParkingError) before any build process starts.
+        deps.caller.check_remaining(Phase.BUILD.value)
     try:
         result = deps.build(task, Plan.model_validate(state["plan"]).to_markdown())
     except (BuildError, TaskStoppedError) as exc:

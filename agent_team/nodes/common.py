@@ -39,6 +39,8 @@ class GraphDeps:
     caller: ModelCaller
     build: Callable[[BuildTask, str], BuildResult]
     clock: Callable[[], datetime]
+    # The builder reports a cost (`claude-code`): today's cap is checked before it starts.
+    build_priced: bool = False
     transport: str = "local"
     billing_mode: str = "api"
     max_clarify_rounds: int = 2

@@ -32,6 +32,7 @@ __all__ = [
     "build_note",
     "completion_notice",
     "expired_notice",
+    "failed_notice",
     "lane_off_notice",
     "parked_notice",
     "read_task_report",
@@ -98,6 +99,15 @@ def parked_notice(task_id: str, reason: str, why: str) -> str:
     if reason == "budget_exhausted":
         return why
     return f"{why}; then continue it: agent-team retry {task_id}"
+
+
+def failed_notice(task_id: str, why: str) -> str:
+    """What a person reads when a run fails: the error, and how to continue the task.
+
+    The task keeps its checkpoints and answers, so a retry after the fix runs
+    the step that failed again and asks nothing again (`requests.inbox.retry_task`).
+    """
+    return f"{why}; fix the cause, then continue it: agent-team retry {task_id}"
 
 
 def lane_off_notice(task_id: str) -> str:

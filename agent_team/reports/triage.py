@@ -37,6 +37,8 @@ OVERDUE_GRACE = timedelta(minutes=5)
 _PARKED_FIX = {
     "budget_exhausted": "resumes by itself after UTC midnight; or raise "
     "AGENT_TEAM_DAILY_BUDGET_USD / AGENT_TEAM_DAILY_TOKEN_CAP",
+    # Its checkpoints are missing (`coordinator.runner`): a retry has nothing to continue.
+    "needs_operator": "its checkpoints are missing; submit the task again: agent-team submit ...",
 }
 
 
@@ -105,7 +107,7 @@ def _failed(rows: db.TriageRows) -> list[TriageItem]:
             since=task.updated_at,
             title=task.title,
             detail=f"failed in {task.phase}",
-            fix=f"agent-team show {task.id}",
+            fix=f"see why: agent-team show {task.id}; fix it, then: agent-team retry {task.id}",
             task_id=task.id,
         )
         for task in rows.failed

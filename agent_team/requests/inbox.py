@@ -140,45 +140,95 @@ def cancel_task(ledger: db.Ledger, task_id: str, *, actor: Actor = INTERNAL) -> 
     )
 
 
-def retry_task(ledger: db.Ledger, task_id: str, *, actor: Actor = INTERNAL) -> str:
-    """Continue a parked task from its last checkpoint, once the operator fixed the cause.
+def retry_task(
+    ledger: db.Ledger,
+    task_id: str,
+    *,
+    actor: Actor = INTERNAL,
+    failed_since: datetime | None = None,
+) -> str:
+    """Continue a parked or failed task from its last checkpoint, once the operator fixed the cause.
 
-    For a builder that could not run, a refused write, a task whose checkpoints
-    stopped short: the task is queued again and a `start` command continues the
-    graph where it stopped (finished steps are not repeated). A task parked on
-    an expired question is reopened instead, so the question gets a deadline.
+    The task is queued again and a `start` command continues the graph where it
+    stopped: LangGraph re-runs the node that parked or raised, and finished
+    steps are not repeated. Answers already given stay given, so nothing is
+    asked again. A task parked on an expired question is reopened instead, so
+    the question gets a deadline.
+
+    Any failed task can be retried, not only one that failed in the build: a
+    task fails only when one of its nodes raised (`coordinator.runner`), so it
+    never has an outcome (its `done` node did not run), and its last checkpoint
+    lies before the node that raised. Every node is written to be re-run from
+    its first line (the crash rules already re-run any of them after a
+    `kill -9`, docs/architecture.md §4): a failed model call is made again, a
+    failed build runs again, a publish or Confluence write checks its recorded
+    side effect first. What a retry needs is the checkpoints, so a failed task
+    whose checkpoints were pruned, or are due for it (last changed before
+    `failed_since`, i.e. longer ago than the retention), is refused: submit it
+    again. `done` and `cancelled` tasks are finished and refused.
+
+    Args:
+        failed_since: now minus the checkpoint retention (None: the checkpoints
+            are kept for ever).
 
     Returns:
         The id of the queued command.
 
     Raises:
         UnknownTaskError: no such task.
-        TaskRefusedError: the task is not parked, or parked on an expired question.
+        TaskRefusedError: the task is not parked or failed, is parked on an
+            expired question, or lost its checkpoints.
     """
     task = db.get_task(ledger, task_id)
     if task is None:
         raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
-    if task.status != TaskStatus.PARKED:
-        raise TaskRefusedError(f"task {task_id} is {task.status}; only parked tasks are retried")
-    if task.parked_reason == "question_expired":
-        expired = [
-            q.question_id
-            for q in db.list_questions(ledger, thread_id=task_id)
-            if q.status == QuestionStatus.EXPIRED
-        ]
-        which = expired[-1] if expired else "<question id>"
+    if task.status == TaskStatus.PARKED:
+        if task.parked_reason == "question_expired":
+            expired = [
+                q.question_id
+                for q in db.list_questions(ledger, thread_id=task_id)
+                if q.status == QuestionStatus.EXPIRED
+            ]
+            which = expired[-1] if expired else "<question id>"
+            raise TaskRefusedError(
+                f"task {task_id} waits on an expired question; reopen it: agent-team reopen {which}"
+            )
+        was = f"was parked: {task.parked_reason}"
+        detail: dict[str, Any] = {"parked_reason": task.parked_reason}
+    elif task.status == TaskStatus.FAILED:
+        if task.checkpoints_pruned_at is not None or (
+            failed_since is not None and db.from_iso(task.updated_at) < failed_since
+        ):
+            raise TaskRefusedError(
+                f"task {task_id} failed longer ago than AGENT_TEAM_CHECKPOINT_RETENTION, so its "
+                "checkpoints are pruned and it cannot continue; submit it again"
+            )
+        was = f"failed in {task.phase}"
+        detail = {"status": task.status, "phase": task.phase}
+    elif task.status in TERMINAL_STATUSES:
         raise TaskRefusedError(
-            f"task {task_id} waits on an expired question; reopen it: agent-team reopen {which}"
+            f"task {task_id} is {task.status}; only parked and failed tasks are retried "
+            "(submit it again for new work)"
+        )
+    else:
+        raise TaskRefusedError(
+            f"task {task_id} is {task.status}: it is still going, and only parked and failed "
+            f"tasks are retried; follow it with `agent-team show {task_id}`"
         )
     command_id = f"retry:{task_id}:{uuid.uuid4().hex[:8]}"
     if not db.requeue_task(
         ledger,
         task_id=task_id,
         command_id=command_id,
-        note=f"retried by an operator (was parked: {task.parked_reason})",
-        audit=actor.entry("retry", task_id, {"parked_reason": task.parked_reason}),
+        note=f"retried by an operator ({was})",
+        audit=actor.entry("retry", task_id, detail),
+        from_status=task.status,
+        changed_since=failed_since if task.status == TaskStatus.FAILED else None,
     ):
-        raise TaskRefusedError(f"task {task_id} is no longer parked; nothing was queued")
+        raise TaskRefusedError(
+            f"task {task_id} is no longer {task.status} (retried or changed meanwhile); "
+            "nothing was queued"
+        )
     return command_id
 
 

@@ -57,6 +57,7 @@ class TaskRequests:
         clock: Callable[[], datetime] = wall_clock,
         confluence_enabled: bool = False,
         deadlines: Mapping[str, timedelta] | None = None,
+        checkpoint_retention: timedelta | None = None,
         wake: Callable[[], None] = _nothing,
         deliver: Callable[[str], object] = _no_delivery,
     ) -> None:
@@ -64,6 +65,9 @@ class TaskRequests:
         self.clock = clock
         self.confluence_enabled = confluence_enabled
         self.deadlines = dict(deadlines or {})
+        # How long a finished task keeps its checkpoints (None or 0: for ever); a failed
+        # task is retried only within it (`inbox.retry_task`).
+        self.checkpoint_retention = checkpoint_retention
         self._wake = wake
         self._deliver = deliver
 
@@ -77,12 +81,14 @@ class TaskRequests:
         wake: Callable[[], None] = _nothing,
         deliver: Callable[[str], object] = _no_delivery,
     ) -> TaskRequests:
-        """The requests of a process configured by `settings` (the docs lane, the deadlines)."""
+        """The requests of a process configured by `settings` (the docs lane, the deadlines,
+        the checkpoint retention)."""
         return cls(
             ledger,
             clock=clock,
             confluence_enabled=settings.confluence_enabled,
             deadlines=default_deadlines(settings),
+            checkpoint_retention=settings.checkpoint_retention,
             wake=wake,
             deliver=deliver,
         )
@@ -142,10 +148,23 @@ class TaskRequests:
         return reopened
 
     def retry(self, task_id: str, *, actor: Actor = INTERNAL) -> str:
-        """Continue a parked task from its checkpoint (see `inbox.retry_task`)."""
-        command_id = inbox.retry_task(self.ledger, task_id, actor=actor)
+        """Continue a parked or failed task from its checkpoint (see `inbox.retry_task`)."""
+        command_id = inbox.retry_task(
+            self.ledger, task_id, actor=actor, failed_since=self._pruning_before()
+        )
         self._wake()
         return command_id
+
+    def _pruning_before(self) -> datetime | None:
+        """Finished tasks last changed before this lose their checkpoints to the retention
+        pass (the sweeper's cutoff, `Sweeper.prune_checkpoints`); None: nothing is pruned."""
+        keep = self.checkpoint_retention
+        if keep is None or keep <= timedelta(0):
+            return None
+        try:
+            return self.clock() - keep
+        except OverflowError:  # a retention longer than the calendar: nothing is that old
+            return None
 
     def cancel(self, task_id: str, *, actor: Actor = INTERNAL) -> None:
         """Queue a cancel (see `inbox.cancel_task`)."""

@@ -23,7 +23,7 @@ import httpx
 
 from agent_team import db
 from agent_team.builders.cleanup import FinishedWorktrees
-from agent_team.builders.registry import make_builder, run_build
+from agent_team.builders.registry import is_priced, make_builder, run_build
 from agent_team.builders.sandbox import Sandbox, SandboxPolicy, make_sandbox
 from agent_team.builders.sandbox_limits import Limits
 from agent_team.common.testhooks import Hooks
@@ -164,6 +164,7 @@ def build_coordinator(
             ledger=ledger,
             caller=caller,
             build=partial(run_build, builder, repo_path=settings.repo_path, state_dir=state_dir),
+            build_priced=is_priced(builder),
             clock=now,
             transport=chosen.name,
             billing_mode=settings.billing_mode,

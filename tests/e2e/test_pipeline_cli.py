@@ -266,4 +266,4 @@ def test_a_builder_that_cannot_run_parks_and_retry_finishes_after_the_fix(
     report = cli.show(task_id)
     assert report["task"]["status"] == "done"
     again = cli.run("retry", task_id, check=False)
-    assert again.returncode == 1 and "only parked tasks" in again.stderr
+    assert again.returncode == 1 and "only parked and failed tasks" in again.stderr

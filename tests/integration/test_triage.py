@@ -137,7 +137,11 @@ EXPECTED = [
     ("parked", "Expired question", "agent-team reopen tB:q1"),
     ("automation", "failing", "agent-team automation show aY"),
     ("question", "Waiting <b>task</b>", "agent-team answer tA:q1 ..."),
-    ("failed", "Broke this week", "agent-team show tD"),
+    (
+        "failed",
+        "Broke this week",
+        "see why: agent-team show tD; fix it, then: agent-team retry tD",
+    ),
     ("automation", "overdue", "start the daemon, or run `agent-team tick`"),
     ("parked", "Out of budget", triage._PARKED_FIX["budget_exhausted"]),
     ("budget", "daily budget 90% used", None),

@@ -291,6 +291,68 @@ def test_calls_in_flight_count_against_the_cap(conn: db.Ledger) -> None:
     assert call(caller) == EXPECTED
 
 
+# --- what is left, before a priced build ------------------------------------------------
+
+
+def test_check_remaining_gives_the_usd_left_and_refuses_at_the_cap(conn: db.Ledger) -> None:
+    spend(conn, usd=12.5)
+    spend(conn, usd=100.0, mode="subscription", at=DAY - timedelta(hours=2))  # not capped here
+    caller = make_caller(conn, plan_fake(), budget=20.0)
+    left = caller.check_remaining("build")
+    assert (left.unit, left.usd, left.tokens) == ("usd", pytest.approx(7.5), None)
+
+    # Exactly at the cap: the build's cost is unknown, so it is refused.
+    spend(conn, usd=7.5, at=DAY - timedelta(hours=1))
+    with pytest.raises(BudgetExhaustedError) as caught:
+        caller.check_remaining("build")
+    message = str(caught.value)
+    assert "$20.0000 spent on 2030-01-01" in message and "$20.00 cap" in message
+    assert "the build does not start" in message and "AGENT_TEAM_DAILY_BUDGET_USD" in message
+    assert caught.value.parked_reason == "budget_exhausted"
+    assert caller.calls == 0, "a check is not a call"
+    assert [row.calls for row in summary(conn)] == [2, 1], "nothing recorded"
+
+
+def test_check_remaining_counts_tokens_when_the_day_is_capped_in_tokens(conn: db.Ledger) -> None:
+    spend(conn, tokens=900)
+    caller = make_caller(conn, OfflineChatModel(), model="offline", token_cap=1000)
+    left = caller.check_remaining("build")
+    assert (left.unit, left.tokens, left.usd) == ("tokens", 100, None)
+    spend(conn, tokens=150, at=DAY - timedelta(hours=1))
+    with pytest.raises(BudgetExhaustedError, match="AGENT_TEAM_DAILY_TOKEN_CAP") as caught:
+        caller.check_remaining("build")
+    assert "1050 tokens used" in str(caught.value) and "no price known" in str(caught.value)
+    subscription = make_caller(conn, plan_fake(), billing_mode="subscription", token_cap=5000)
+    assert subscription.check_remaining("build").unit == "tokens"
+
+
+def test_check_remaining_counts_calls_in_flight_and_the_next_day_is_fresh(
+    conn: db.Ledger,
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    slow = ToolFake(
+        responses=[tool_reply("Plan", PLAN_ARGS, (10, 10))], entered=entered, release=release
+    )
+    cap = math.ceil(len(message_text(MESSAGES)) / 4) + 1024  # one call's estimate
+    clock = Clock(DAY)
+    caller = make_caller(conn, slow, model="offline", token_cap=cap, clock=clock)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(call, caller)
+        try:
+            assert entered.wait(timeout=30)
+            with pytest.raises(BudgetExhaustedError):
+                caller.check_remaining("build")  # the call's estimate fills the cap
+        finally:
+            release.set()
+        assert first.result(timeout=30) == EXPECTED
+    assert caller.check_remaining("build").tokens == cap - 20  # the call's real usage
+    spend(conn, tokens=10_000_000)
+    with pytest.raises(BudgetExhaustedError):
+        caller.check_remaining("build")
+    clock.now = DAY + timedelta(seconds=2)  # past UTC midnight
+    assert caller.check_remaining("build").tokens == cap
+
+
 # --- errors ------------------------------------------------------------------------------
 
 

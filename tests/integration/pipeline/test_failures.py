@@ -184,7 +184,7 @@ def test_a_missing_claude_cli_parks_the_task_with_how_to_fix_it(
     assert [q.question_id for q in db.list_questions(fixed.ledger, thread_id=task_id)] == [
         question_id
     ]
-    with pytest.raises(TaskRefusedError, match="only parked tasks"):
+    with pytest.raises(TaskRefusedError, match="only parked and failed tasks"):
         fixed.retry(task_id)
 
 
