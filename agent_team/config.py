@@ -198,10 +198,15 @@ class Settings(BaseSettings):
     )
 
     # The sandbox builds run in (docs/architecture.md §4, README "Sandbox")
-    sandbox: Literal["auto", "bwrap", "none"] = Field(
+    sandbox: Literal["auto", "bwrap", "podman", "docker", "none"] = Field(
         default="auto",
-        description="Where a builder's process runs: `bwrap` (bubblewrap), `none` (on the "
-        "host), or `auto`: bwrap for a builder that runs a process, none for the offline one.",
+        description="Where a builder's process runs: `bwrap` (bubblewrap), `podman` or "
+        "`docker` (a container of AGENT_TEAM_SANDBOX_IMAGE), `none` (on the host), or `auto`: "
+        "bwrap for a builder that runs a process, none for the offline one.",
+    )
+    sandbox_image: str | None = Field(
+        default=None,
+        description="The container image builds run in with AGENT_TEAM_SANDBOX=podman|docker.",
     )
     sandbox_allow_hosts: CommaList = Field(
         default_factory=list,

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from agent_team.builders import BuildTask, run_build
 from agent_team.builders.command import CommandBuilder
-from agent_team.builders.sandbox import NoSandbox, SandboxPolicy, make_sandbox
+from agent_team.builders.sandbox import NoSandbox, SandboxPolicy
+from agent_team.builders.sandbox_choice import make_sandbox
 
 _CLIENT = """
 import sys, time, urllib.request, json

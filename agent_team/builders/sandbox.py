@@ -23,9 +23,11 @@ and environment and the network in reach. Inside one (docs/architecture.md §4
   (`agent_team.builders.sandbox_limits`).
 
 `AGENT_TEAM_SANDBOX=auto` (the default) takes bubblewrap where it can run;
-`none` is an explicit choice. For a builder that runs a process, a sandbox
-that cannot run stops the daemon's start (`require_sandbox`); it never falls
-back to none silently. The offline builder runs no process and needs none.
+`none` is an explicit choice; a container runtime is another
+(`agent_team.builders.sandbox_container`). For a builder that runs a
+process, a sandbox that cannot run stops the daemon's start
+(`agent_team.builders.sandbox_choice.make_sandbox`); it never falls back to
+none silently. The offline builder runs no process and needs none.
 
 A builder asks for its jail with `Sandbox.enter(...)` and runs
 `jail.argv(command)` with `jail.env` (`agent_team.builders.proc.run_process`).
@@ -35,7 +37,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -49,19 +50,17 @@ from agent_team.builders.base import Worktree
 from agent_team.builders.egress import EgressProxy
 from agent_team.builders.proc import allowed_env, inherited_env
 from agent_team.builders.sandbox_limits import Limits, cgroup_support, open_cgroup
-from agent_team.exceptions import ConfigError
 
 __all__ = [
-    "SANDBOX_NAMES",
+    "PROXY_PORT",
     "Bubblewrap",
     "Jail",
     "NoSandbox",
     "Sandbox",
     "SandboxPolicy",
-    "make_sandbox",
+    "child_env",
+    "git_mounts",
 ]
-
-SANDBOX_NAMES = ("auto", "bwrap", "none")
 # The loopback port the bridge listens on inside the sandbox (its own network namespace).
 PROXY_PORT = 3128
 _INSIDE_RUN = Path("/run/agent-team")
@@ -121,6 +120,10 @@ class Sandbox(Protocol):
         """One line for the start-up log, `doctor` and `/healthz`."""
         ...
 
+    def sweep(self) -> list[str]:
+        """Remove what builds of an earlier run of the daemon left behind (containers)."""
+        ...
+
     def enter(
         self,
         worktree: Worktree,
@@ -154,6 +157,9 @@ class NoSandbox:
     def describe(self) -> str:
         return "none (builds run on the host as the daemon's user; AGENT_TEAM_SANDBOX=none)"
 
+    def sweep(self) -> list[str]:
+        return []  # nothing outlives a build: its process group is killed with it
+
     @contextmanager
     def enter(
         self,
@@ -165,8 +171,45 @@ class NoSandbox:
         drop: Sequence[str] = (),
         binaries: Sequence[str] = (),
     ) -> Iterator[Jail]:
-        child_env = {k: v for k, v in inherited_env().items() if k not in drop}
-        yield Jail(prefix=[], env=child_env | dict(env))
+        host_env = {k: v for k, v in inherited_env().items() if k not in drop}
+        yield Jail(prefix=[], env=host_env | dict(env))
+
+
+def child_env(
+    policy: SandboxPolicy,
+    *,
+    home: Path,
+    keys: Sequence[str],
+    drop: Sequence[str],
+    env: Mapping[str, str],
+) -> dict[str, str]:
+    """A sandboxed build's whole environment: the allow-list, a private home, the builder's own.
+
+    From the daemon's environment only `PATH`, the locale, the builder's `keys`
+    and `AGENT_TEAM_SANDBOX_ENV` (less `drop`); with hosts allowed, the proxy
+    variables pointing at the bridge.
+    """
+    names = [n for n in (*keys, *policy.env_names) if n not in drop]
+    inside = allowed_env(_BASE_ENV, _BASE_PREFIXES, names)
+    inside |= {"HOME": str(home), "TMPDIR": "/tmp", "USER": "agent-team"}
+    if policy.allow_hosts:
+        inside |= dict.fromkeys(_PROXY_VARS, f"http://127.0.0.1:{PROXY_PORT}")
+        inside |= {"NO_PROXY": "", "no_proxy": ""}
+    return inside | dict(env)
+
+
+def git_mounts(worktree: Path) -> list[tuple[Path, bool]]:
+    """What the worktree's git needs besides the worktree: (folder, writable).
+
+    The repository's git folder read-only (objects, refs, config, hooks: a build
+    must not plant a hook or a remote), then the worktree's own admin folder
+    (`.git/worktrees/<id>`: its index and HEAD) writable, in that order.
+    """
+    admin = _git_admin(worktree)
+    if admin is None:
+        return []
+    common = _common_of(admin)
+    return [*([(common, False)] if common is not None else []), (admin, True)]
 
 
 def _visible_parent(path: Path) -> Path:
@@ -207,6 +250,9 @@ class Bubblewrap:
             f"{limits.max_memory_mb} MiB, {limits.max_cpu_s} s CPU; {cgroup}{root}"
         )
 
+    def sweep(self) -> list[str]:
+        return []  # a sandbox dies with its build (--die-with-parent); cgroups are removed
+
     def _hidden(self) -> list[Path]:
         state = self.policy.state_dir.expanduser().resolve()
         hidden = [state, *(p.expanduser().resolve() for p in self.policy.hide)]
@@ -229,14 +275,8 @@ class Bubblewrap:
         def under_hidden(path: Path) -> bool:
             return any(path == h or h in path.parents for h in hidden)
 
-        # The worktree's git: its own admin folder is writable (index, HEAD), the rest of
-        # the repository's git folder is read-only (objects, refs, config, hooks).
-        admin = _git_admin(worktree.path)
-        if admin is not None:
-            common = _common_of(admin)
-            if common is not None:
-                args += ["--ro-bind", str(common), str(common)]
-            args += ["--bind", str(admin), str(admin)]
+        for folder, writable in git_mounts(worktree.path):
+            args += ["--bind" if writable else "--ro-bind", str(folder), str(folder)]
         for binary in binaries:
             for path in {Path(binary), Path(binary).resolve()}:
                 folder = _visible_parent(path)
@@ -268,10 +308,7 @@ class Bubblewrap:
         scratch.mkdir(parents=True)
         with ExitStack() as stack:
             stack.callback(shutil.rmtree, run, True)
-            names = [*keys, *self.policy.env_names]
-            child_env = allowed_env(_BASE_ENV, _BASE_PREFIXES, [n for n in names if n not in drop])
-            child_env |= {"HOME": str(home), "TMPDIR": "/tmp", "USER": "agent-team"}
-            child_env |= dict(env)
+            inside = child_env(self.policy, home=home, keys=keys, drop=drop, env=env)
             prefix: list[str] = []
             cgroup = open_cgroup(f"agent-team-{worktree.key}-{run.name[-8:]}", self.policy.limits)
             if cgroup is not None:
@@ -317,9 +354,6 @@ class Bubblewrap:
                     str(bridge),
                     str(_INSIDE_RUN / "bridge.py"),
                 ]
-                url = f"http://127.0.0.1:{PROXY_PORT}"
-                child_env |= dict.fromkeys(_PROXY_VARS, url)
-                child_env |= {"NO_PROXY": "", "no_proxy": ""}
             prefix += ["--chdir", str(worktree.path), "--cap-drop", "ALL", "--"]
             if proxy is not None:
                 prefix += [
@@ -330,7 +364,7 @@ class Bubblewrap:
                     str(_INSIDE_RUN / "proxy.sock"),
                     str(PROXY_PORT),
                 ]
-            yield Jail(prefix=prefix, env=child_env, home=home, proxy=proxy)
+            yield Jail(prefix=prefix, env=inside, home=home, proxy=proxy)
 
 
 def _git_admin(worktree: Path) -> Path | None:
@@ -350,55 +384,3 @@ def _common_of(admin: Path) -> Path | None:
     except (OSError, UnicodeDecodeError):
         return None
     return (admin / text).resolve()
-
-
-def _bwrap_runs(bwrap: str) -> str | None:
-    """None when `bwrap` can make its namespaces here, else what it said."""
-    try:
-        done = subprocess.run(
-            [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
-    return None if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")
-
-
-def make_sandbox(name: str, policy: SandboxPolicy, *, runs_processes: bool) -> Sandbox:
-    """The sandbox the settings ask for, checked to run here.
-
-    Args:
-        name: `auto`, `bwrap` or `none` (`AGENT_TEAM_SANDBOX`).
-        policy: what it allows.
-        runs_processes: whether the builder runs an agent or a command; the
-            offline builder does not, and gets `none` from `auto` without a check.
-
-    Raises:
-        ConfigError: an unknown name, or a sandbox that cannot run here while
-            the builder needs one; one line naming the package or the setting.
-    """
-    if name not in SANDBOX_NAMES:
-        raise ConfigError(
-            f"AGENT_TEAM_SANDBOX: unknown sandbox {name!r}; choose one of "
-            f"{', '.join(SANDBOX_NAMES)}"
-        )
-    if name == "none" or (name == "auto" and not runs_processes):
-        return NoSandbox()
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        raise ConfigError(
-            "AGENT_TEAM_SANDBOX: bubblewrap (`bwrap`) is not installed, so builds cannot run "
-            "in a sandbox; install it (apt install bubblewrap) or choose "
-            "AGENT_TEAM_SANDBOX=none to run builds unsandboxed"
-        )
-    problem = _bwrap_runs(bwrap)
-    if problem is not None:
-        raise ConfigError(
-            f"AGENT_TEAM_SANDBOX: bubblewrap cannot make its namespaces here ({problem}); "
-            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) "
-            "or choose AGENT_TEAM_SANDBOX=none"
-        )
-    return Bubblewrap(policy, bwrap=bwrap)

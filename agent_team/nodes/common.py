@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from agent_team import db
 from agent_team.builders.base import BuildResult, BuildTask
 from agent_team.builders.proc import stop_requested, stopped_error
+from agent_team.builders.sandbox import NoSandbox, Sandbox
 from agent_team.common.testhooks import CRASH_EXIT_CODE, crash_if
 from agent_team.integrations.confluence.lane import ConfluenceLane
 from agent_team.models.caller import ModelCaller
@@ -53,8 +54,8 @@ class GraphDeps:
     # The Confluence documentation lane (AGENT_TEAM_CONFLUENCE_ENABLED); None: no lane,
     # and the graph is exactly the one without it.
     confluence: ConfluenceLane | None = None
-    # Where builds run, in one line (`Sandbox.describe`), for the start-up line and /healthz.
-    sandbox: str = "none"
+    # Where builds run (`AGENT_TEAM_SANDBOX`): the daemon names it at start and sweeps it.
+    sandbox: Sandbox = field(default_factory=NoSandbox)
 
 
 def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:

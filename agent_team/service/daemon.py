@@ -111,7 +111,7 @@ class Daemon:
         )
         self.health.set_fact("dashboard_writes", self.ctx.auth.tokens.enabled)
         self.health.set_fact("instance", self.coordinator.instance)
-        self.health.set_fact("sandbox", self.coordinator.deps.sandbox)
+        self.health.set_fact("sandbox", self.coordinator.deps.sandbox.describe())
         self.routes: list[BaseRoute] = []
         self.loops: list[Loop] = [Loop("worker", self._worker)]
         if settings.pg_notify and self.coordinator.ledger.dialect.announce_commands:
@@ -294,6 +294,8 @@ class Daemon:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
+        # Before any run starts: what builds of a killed earlier run left (containers).
+        self.coordinator.deps.sandbox.sweep()
         sweep = self.coordinator.recovery_sweep()
         log.info("recovery sweep: %s", sweep)
         freeze_startup_heap()
@@ -305,7 +307,7 @@ class Daemon:
             thread.start()
             self._threads.append(thread)
         self.notifier.ready(self._status_line())
-        log.info("builds run in: %s", self.coordinator.deps.sandbox)
+        log.info("builds run in: %s", self.coordinator.deps.sandbox.describe())
         self.announce(f"agent-team is running: {self.url}")
         self._main_loop()
         return self._shutdown()

@@ -24,7 +24,8 @@ import httpx
 from agent_team import db
 from agent_team.builders.cleanup import FinishedWorktrees
 from agent_team.builders.registry import is_priced, make_builder, run_build
-from agent_team.builders.sandbox import Sandbox, SandboxPolicy, make_sandbox
+from agent_team.builders.sandbox import Sandbox, SandboxPolicy
+from agent_team.builders.sandbox_choice import make_sandbox
 from agent_team.builders.sandbox_limits import Limits
 from agent_team.common.testhooks import Hooks
 from agent_team.config import Settings, load_hooks
@@ -96,7 +97,12 @@ def sandbox_from_settings(settings: Settings, state_dir: Path) -> Sandbox:
             max_cpu_s=settings.sandbox_max_cpu_s,
         ),
     )
-    return make_sandbox(settings.sandbox, policy, runs_processes=settings.builder != "offline")
+    return make_sandbox(
+        settings.sandbox,
+        policy,
+        runs_processes=settings.builder != "offline",
+        image=settings.sandbox_image,
+    )
 
 
 def build_coordinator(
@@ -174,7 +180,7 @@ def build_coordinator(
             outbox=settings.ledger_outbox,
             confluence=lane,
             publish=publish,
-            sandbox=sandbox.describe(),
+            sandbox=sandbox,
         )
         checkpointer = ledger.checkpointer(flush_only=DURABLE_CHANNELS)
         graph = build_graph(deps, checkpointer)

@@ -21,7 +21,8 @@ from agent_team.builders import BuildTask, run_build
 from agent_team.builders.command import CommandBuilder
 from agent_team.builders.live_log import read_build_log
 from agent_team.builders.proc import forget_stop, stop_tagged
-from agent_team.builders.sandbox import Bubblewrap, SandboxPolicy, make_sandbox
+from agent_team.builders.sandbox import Bubblewrap, SandboxPolicy
+from agent_team.builders.sandbox_choice import make_sandbox
 from agent_team.builders.sandbox_limits import Limits, cgroup_support
 from agent_team.config import load_settings
 from agent_team.exceptions import BuildError, ConfigError, TaskStoppedError
