@@ -7,7 +7,6 @@ reuses the build instead of running it again.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from agent_team import db
@@ -27,7 +26,7 @@ def build(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         task_id=state["task_id"],
         title=state["title"],
         body=state.get("body", ""),
-        repo=Path(repo) if repo else None,
+        repo=repo or None,  # a path, a URL or owner/name (common.repo_spec)
     )
     try:
         result = deps.build(task, Plan.model_validate(state["plan"]).to_markdown())

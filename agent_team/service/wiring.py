@@ -23,6 +23,7 @@ import httpx
 from agent_team import db
 from agent_team.builders.cleanup import FinishedWorktrees
 from agent_team.builders.registry import make_builder, run_build
+from agent_team.common.git_host import GitHost
 from agent_team.common.testhooks import Hooks
 from agent_team.config import Settings, load_hooks
 from agent_team.coordinator import Coordinator
@@ -40,7 +41,7 @@ from agent_team.requests.task_requests import default_deadlines
 from agent_team.transports.base import Transport
 from agent_team.transports.local import LocalTransport
 
-__all__ = ["Runtime", "build_coordinator", "build_runtime", "open_ready_ledger"]
+__all__ = ["Runtime", "build_coordinator", "build_runtime", "git_host_of", "open_ready_ledger"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,12 @@ def open_ready_ledger(settings: Settings) -> db.Ledger:
     db.init_db(target)
     db.assert_ready(target)
     return db.open_ledger(target, files_dir=settings.db_path.parent)
+
+
+def git_host_of(settings: Settings) -> GitHost:
+    """Where `owner/name` repositories live (the GitHub API's git host), with the token."""
+    token = settings.github_token.get_secret_value() if settings.github_token else None
+    return GitHost.of(settings.github_api_url, token)
 
 
 def _close_quietly(close: Callable[[], None], what: str) -> None:
@@ -107,14 +114,20 @@ def build_coordinator(
         lane = lane_from_settings(ConfluenceSettings.from_settings(settings))
         if lane is not None:
             resources.callback(lane.close)
-        state_dir = settings.state_dir or settings.db_path.parent / "state"
+        state_dir = settings.state_folder()
         if publish is None and publishes(GitHubSettings.from_settings(settings)):
             publish = PublishHook()
         chosen = transport or LocalTransport()
         deps = GraphDeps(
             ledger=ledger,
             caller=caller,
-            build=partial(run_build, builder, repo_path=settings.repo_path, state_dir=state_dir),
+            build=partial(
+                run_build,
+                builder,
+                repo_path=settings.repo_path,
+                state_dir=state_dir,
+                git_host=git_host_of(settings),
+            ),
             clock=now,
             transport=chosen.name,
             billing_mode=settings.billing_mode,
