@@ -28,7 +28,9 @@ operator as one line with no traceback.
     │   ├── InvalidAnswerError      an answer outside the question's grammar
     │   ├── QuestionClosedError     answering a question that is no longer open
     │   └── TaskRefusedError        a submission we will not run (e.g. a lane that is off)
-    │       └── TaskTooLargeError   a title or body over the task limits
+    │       ├── TaskTooLargeError   a title or body over the task limits
+    │       └── InvalidRepoError    a repository in a form we do not take, or a missing
+    │                               path (CLI exit 2, HTTP 422; also a ValueError)
     ├── AutomationError             an automation request we cannot carry out
     │   ├── InvalidAutomationError  a bad field (names it; CLI exit 2, HTTP 422;
     │   │                           also a ValueError); nothing was stored
@@ -41,7 +43,8 @@ operator as one line with no traceback.
     │   ├── ConfluenceRefusedError  a Confluence change we will not make (bad ADF,
     │   │                           missing page, wrong space, a guard refused)
     │   ├── ConfluenceError         Confluence failed (auth, errors after retries)
-    │   └── PublishFailedError      a finished build could not be pushed / its PR opened
+    │   ├── PublishFailedError      a finished build could not be pushed / its PR opened
+    │   └── RepoUnavailableError    a task's remote repository could not be fetched
     ├── ModelError                  a model call failed or returned unusable output
     │   └── ModelUnavailableError   the provider package (extra) is not installed
     ├── BuildError                  the builder ran and failed
@@ -68,6 +71,7 @@ __all__ = [
     "FencedError",
     "InvalidAnswerError",
     "InvalidAutomationError",
+    "InvalidRepoError",
     "LedgerBusyError",
     "LedgerCorruptError",
     "LedgerError",
@@ -82,6 +86,7 @@ __all__ = [
     "ParkingError",
     "PublishFailedError",
     "QuestionClosedError",
+    "RepoUnavailableError",
     "SchemaTooNewError",
     "TaskError",
     "TaskRefusedError",
@@ -189,6 +194,14 @@ class TaskTooLargeError(TaskRefusedError):
         self.field = field
 
 
+class InvalidRepoError(TaskRefusedError, ValueError):
+    """A repository we will not build in: not a form we take, or a path that is not there.
+
+    Refused when the task is submitted (and an automation created), so nothing
+    is stored; the message names the forms we take (`agent_team.common.repo_spec`).
+    """
+
+
 class AutomationError(AgentTeamError):
     """An automation request we cannot carry out."""
 
@@ -219,6 +232,17 @@ class PublishFailedError(ParkingError):
     """
 
     parked_reason = "publish_failed"
+
+
+class RepoUnavailableError(ParkingError):
+    """A task's remote repository could not be fetched (gone, unreachable, access refused).
+
+    Parked rather than failed: the plan is approved and kept in the checkpoint,
+    so once the repository (or the token) is back, `agent-team retry` builds.
+    The message carries git's own words, redacted.
+    """
+
+    parked_reason = "repo_unavailable"
 
 
 class BudgetExhaustedError(ParkingError):

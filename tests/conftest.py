@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 
 from agent_team import db
 from agent_team.config import ENV_PREFIX
+from tests.git_server import GitServer
 from tests.pg_server import PgServer, PgServerError
 
 # The daemon answers only to the Host names it knows (DNS rebinding); Starlette's test
@@ -96,3 +97,14 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
         yield url
     finally:
         pg_server.drop_database(url)
+
+
+@pytest.fixture
+def git_server(tmp_path: Path) -> Iterator[GitServer]:
+    """A loopback git host (smart HTTP through `git http-backend`) over `tmp_path/git-host`.
+
+    Add remotes with `git_server.add("owner/name")`; set `token` to make it
+    private and `gone` to make it answer 503 (see `tests/git_server.py`).
+    """
+    with GitServer(tmp_path / "git-host") as server:
+        yield server

@@ -24,8 +24,10 @@ from agent_team.automations.schedule import (
     parse_moment,
     parse_timezone,
 )
+from agent_team.common.repo_spec import checked_repo
 from agent_team.exceptions import (
     InvalidAutomationError,
+    InvalidRepoError,
     LedgerIntegrityError,
     TaskTooLargeError,
     UnknownAutomationError,
@@ -46,7 +48,6 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,79}$")
-_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 @dataclass(frozen=True)
@@ -173,9 +174,18 @@ def _checked_kind(kind: str, *, confluence_enabled: bool) -> str:
 
 
 def _checked_repo(repo: str | None) -> str | None:
-    if repo is not None and not _REPO.match(repo):
-        raise InvalidAutomationError("repo", f"{repo[:60]!r} is not owner/name")
-    return repo
+    """A repository its runs' tasks are submitted with: every form a task takes.
+
+    Checked as a submit checks it (`common.repo_spec.checked_repo`: an absolute
+    path to a folder that is there, a URL, `owner/name`), so a bad one is
+    refused now rather than at each run.
+    """
+    if repo is None:
+        return None
+    try:
+        return checked_repo(repo)
+    except InvalidRepoError as exc:
+        raise InvalidAutomationError("repo", str(exc)) from None
 
 
 def find(reader: db.Reader, key: str) -> db.Automation:

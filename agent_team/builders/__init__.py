@@ -5,6 +5,10 @@
 each build is recorded as a git commit with an `Agent-Team-Plan` trailer and
 looked up before the builder runs. `remove_worktree()` removes a finished
 task's worktree (the branch stays).
+
+A task's repository is a local clone, the default one, or a remote built
+from a mirror fetched before each new task branch (`repos`); which one the
+task names is read by `agent_team.common.repo_spec`.
 """
 
 from __future__ import annotations

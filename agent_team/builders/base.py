@@ -42,13 +42,15 @@ class BuildTask:
         task_id: the task's id (the LangGraph thread id); may hold any characters.
         title: one line for people (commit subjects, the offline plan header).
         body: the task's description.
-        repo: the repository this task builds in; `None` means the configured default.
+        repo: the repository this task builds in, as stored with the task: a
+            path, a URL or `owner/name` (`agent_team.common.repo_spec`); a `Path`
+            is a local path; `None` means the configured default.
     """
 
     task_id: str
     title: str
     body: str = ""
-    repo: Path | None = None
+    repo: Path | str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,8 @@ class Worktree:
     """A task's working copy, as `run_build` prepared it for a builder.
 
     Attributes:
-        repo: the repository the worktree belongs to.
+        repo: the repository the worktree belongs to (a clone's top folder, or a
+            bare mirror of a remote).
         path: the worktree folder (`state_dir/worktrees/<key>`).
         branch: its branch, `agent-team/<key>`.
         key: the task id made safe for paths and branch names (see `task_key`).
@@ -84,14 +87,17 @@ class TaskBranch:
     (`FileBuilder`); `find_build` and `note_build` take it as they take a `Worktree`.
 
     Attributes:
-        repo: the repository.
+        repo: the repository (a clone's top folder, or a bare mirror).
         branch: the task branch, `agent-team/<key>`.
         key: the task id made safe for paths and branch names (see `task_key`).
+        start: where the branch starts if it is new: `HEAD`, or a mirror's
+            fetched head (`agent_team.builders.repos.REMOTE_HEAD`).
     """
 
     repo: Path
     branch: str
     key: str
+    start: str = "HEAD"
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,11 @@ import uuid
 from pathlib import Path
 from typing import Protocol
 
+from agent_team.builders.gitcmd import registry_lock
 from agent_team.builders.worktree import (
     _admin_dir,
     _read,
     _registered_at,
-    _registry_lock,
     task_key,
     try_task_lock,
 )
@@ -118,7 +118,7 @@ def remove_worktree(task_id: str, *, state_dir: Path) -> bool:
         if admin is None or common is None:
             os.rename(path, trash)  # a stray folder: no registration to change
         else:
-            with _registry_lock(state_dir, common):
+            with registry_lock(state_dir, common):
                 ours = _registered_at(admin) == path / ".git"
                 os.rename(path, trash)
                 if ours:  # not the registration of another folder this one was copied from
@@ -142,7 +142,7 @@ def sweep_removed(state_dir: Path) -> int:
         admin = _admin_dir(leftover) if not leftover.is_symlink() else None
         common = _common_dir_of(admin)
         if admin is not None and common is not None:
-            with _registry_lock(state_dir.expanduser().resolve(), common):
+            with registry_lock(state_dir.expanduser().resolve(), common):
                 target = _registered_at(admin)
                 # Only a registration whose worktree is gone: the task may have a new one by now.
                 if admin.is_dir() and (target is None or not target.exists()):

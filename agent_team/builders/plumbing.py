@@ -5,7 +5,8 @@ such as the offline builder), a worktree per task was most of the build's
 cost: `git worktree add` (three git processes and a checkout of the whole
 tree), then `add` and `commit`, and about 18 files left on disk per task.
 Here one `git fast-import` writes the blobs, the trees and the commit on top
-of the branch's tip (the repository's HEAD for a new branch) into the
+of the branch's tip (for a new branch the repository's HEAD, or a mirror's
+fetched head: `TaskBranch.start`) into the
 repository's object store and moves the branch. Below `fastimport.unpackLimit`
 objects it stores them loose, as `git commit` does, so `git gc --auto`
 (`note_build`) treats them the same; it does not leave a pack per record.
@@ -46,18 +47,16 @@ from agent_team.builders.base import (
     TaskBranch,
     plan_hash,
 )
+from agent_team.builders.gitcmd import AUTHOR_EMAIL, AUTHOR_NAME, run_git
+from agent_team.builders.repos import repo_lock, resolve_repo
 from agent_team.builders.worktree import (
-    AUTHOR_EMAIL,
-    AUTHOR_NAME,
     BRANCH_PREFIX,
-    _git,
-    _repo_lock,
-    _resolve_repo,
     find_build,
     record_message,
     record_parts,
     task_key,
 )
+from agent_team.common.git_host import GitHost
 from agent_team.common.redact import redact, tail
 from agent_team.exceptions import BuildError, BuilderUnavailableError
 
@@ -78,26 +77,39 @@ _BAD_PATH_CHAR = re.compile(r"[\x00-\x1f\x7f]")
 _FAST_IMPORT_CONFIG = ("fastimport.unpackLimit=100", "core.logAllRefUpdates=false")
 
 
-def open_branch(task: BuildTask, *, repo_path: Path | None, state_dir: Path) -> TaskBranch:
+def open_branch(
+    task: BuildTask,
+    *,
+    repo_path: Path | None,
+    state_dir: Path,
+    git_host: GitHost | None = None,
+) -> TaskBranch:
     """The task's branch and repository, ready to record on; nothing is checked out.
 
     The repository is chosen as for a worktree (`task.repo`, else `repo_path`,
-    else the default one under `state_dir`, created if missing). The caller
-    holds the task lock (`task_lock`).
+    else the default one under `state_dir`, created if missing; a remote one
+    is fetched into its mirror first). The caller holds the task lock (`task_lock`).
 
     Raises:
         BuildError: the repository is missing, not a git repository or has no commits.
+        RepoUnavailableError: a remote repository could not be fetched.
         BuilderUnavailableError: git is not installed.
     """
     state_dir = state_dir.expanduser().resolve()
     key = task_key(task.task_id)
     branch = f"{BRANCH_PREFIX}{key}"
-    repo = _resolve_repo(task, repo_path, state_dir)
+    repo = resolve_repo(
+        task,
+        branch=branch,
+        repo_path=repo_path,
+        state_dir=state_dir,
+        git_host=git_host or GitHost(),
+    )
     stale = repo.common_dir / "refs" / "heads" / f"{branch}.lock"
     if stale.exists():  # left by a git of this task that was killed: none runs now
-        with _repo_lock(state_dir, repo):
+        with repo_lock(state_dir, repo):
             stale.unlink(missing_ok=True)
-    return TaskBranch(repo=repo.path, branch=branch, key=key)
+    return TaskBranch(repo=repo.path, branch=branch, key=key, start=repo.start)
 
 
 def build_on_branch(
@@ -105,7 +117,7 @@ def build_on_branch(
 ) -> BuildResult:
     """Build once: the recorded build of this plan if the branch has one, else a new record.
 
-    Asks git for the branch's tip and the repository's HEAD (one process),
+    Asks git for the branch's tip and where a new branch starts (one process),
     looks for a record only when the branch exists (a new branch has none),
     else asks the builder for its files and records them (one more process).
     If the branch moved while recording, it looks again: another racer's
@@ -164,7 +176,7 @@ def record_files(
         plan_markdown: the plan that was built.
         work: what the builder made.
         builder: the builder's name (the `Agent-Team-Builder` trailer).
-        base: the commit to build on: the branch's tip, or HEAD for a new branch.
+        base: the commit to build on: the branch's tip, or `target.start` for a new branch.
 
     Returns:
         The new build, or None when the branch had moved elsewhere and kept its
@@ -179,7 +191,7 @@ def record_files(
     )
     text = record_message(message, target.key, digest, trailers)
     stream = _stream(f"refs/heads/{target.branch}", base, text, work.files)
-    done = _git(
+    done = run_git(
         target.repo,
         "fast-import",
         "--quiet",
@@ -223,19 +235,22 @@ def record_files(
 
 
 def _tips(target: TaskBranch) -> tuple[str | None, str]:
-    """The branch's tip (None when it does not exist) and the repository's HEAD, in one call."""
-    done = _git(
+    """The branch's tip (None when it does not exist) and where a new one starts, in one call."""
+    done = run_git(
         target.repo,
         "cat-file",
         "--batch-check=%(objectname) %(objecttype)",
-        stdin_text=f"refs/heads/{target.branch}\nHEAD\n",
+        stdin_text=f"refs/heads/{target.branch}\n{target.start}\n",
     )
     # Each line is `<sha> commit`, or `<name> missing` for a branch not made yet.
     lines = [*done.stdout.splitlines(), "", ""][:2]
     tip, head = (line.split(" ")[0] if line.endswith(" commit") else None for line in lines)
     if head is None:
+        if tip is not None:
+            return tip, tip  # an existing branch needs no start
         raise BuildError(
-            f"HEAD of {target.repo} is not a commit; check out a branch with commits there"
+            f"{target.start} of {target.repo} is not a commit; check out a branch with "
+            "commits there"
         )
     return tip, head
 

@@ -5,7 +5,8 @@ crash: the build is recorded as a commit on the task branch and looked up
 before the builder runs (docs/architecture.md §4), under a per-task lock so two
 processes cannot both build the same task. Builds of different tasks run at
 the same time; those sharing a repository take its lock only while a worktree
-is added or removed (see `agent_team.builders.worktree`).
+is added or removed, or its mirror fetched (see `agent_team.builders.worktree`
+and `agent_team.builders.repos`).
 
 A builder that needs no checkout (`needs_checkout`, the offline builder) gets
 no worktree: its files are recorded on the branch with git plumbing
@@ -40,6 +41,7 @@ from agent_team.builders.worktree import (
     note_build,
     task_lock,
 )
+from agent_team.common.git_host import GitHost
 from agent_team.exceptions import ConfigError
 
 __all__ = ["BUILDER_NAMES", "PRICED_BUILDERS", "is_priced", "make_builder", "run_build"]
@@ -118,6 +120,7 @@ def run_build(
     *,
     repo_path: Path | None,
     state_dir: Path,
+    git_host: GitHost | None = None,
 ) -> BuildResult:
     """Build an approved plan once: reuse the recorded build if there is one.
 
@@ -135,7 +138,9 @@ def run_build(
         task: the task.
         plan_markdown: the approved plan.
         repo_path: the configured repository, used when the task names none.
-        state_dir: where worktrees and generated repositories live.
+        state_dir: where worktrees, mirrors and generated repositories live.
+        git_host: the GitHub host (where `owner/name` lives) and the token git
+            may send there (None: github.com, no token).
 
     Returns:
         The build.
@@ -144,17 +149,20 @@ def run_build(
         BuildError: the builder or git failed; nothing was recorded, so the
             next call runs the builder again.
         BuilderUnavailableError: the builder (or git) cannot run here.
+        RepoUnavailableError: the task's remote repository could not be fetched
+            (nothing was built; the task parks).
     """
     digest = plan_hash(plan_markdown)
+    git_host = git_host or GitHost()
     if builds_without_checkout(builder):
         # No build log either: such a builder runs no process, so nothing prints to watch.
         with task_lock(state_dir, task.task_id):
-            target = open_branch(task, repo_path=repo_path, state_dir=state_dir)
+            target = open_branch(task, repo_path=repo_path, state_dir=state_dir, git_host=git_host)
             built = build_on_branch(builder, task, plan_markdown, target)
         note_build(target, state_dir)
         return built
     with task_lock(state_dir, task.task_id):
-        worktree = _prepare(task, repo_path=repo_path, state_dir=state_dir)
+        worktree = _prepare(task, repo_path=repo_path, state_dir=state_dir, git_host=git_host)
         found = find_build(worktree, digest)
         if found is not None:
             return found

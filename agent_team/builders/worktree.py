@@ -6,13 +6,12 @@ together. After a crash (builder finished, LangGraph never checkpointed) the
 build node finds the commit by its `Agent-Team-Plan` trailer and does not run
 the builder again (docs/architecture.md §4, "checked before they are repeated").
 
-Layout under `state_dir`:
+Layout under `state_dir` (the repositories themselves: `agent_team.builders.repos`;
+the locks: `agent_team.builders.gitcmd`):
 
-    repos/default/            a repository we create when no task or setting names one
     worktrees/<key>/          the task's worktree, on branch `agent-team/<key>`
     locks/<key>.lock          held while a task's worktree is prepared or built
     locks/repos/<id>.lock     held while a repository's worktree registry changes
-    locks/repos/default.lock  held while the default repository is created
 
 Why a repository lock besides the task lock: every worktree is registered in
 its repository's `.git/worktrees/<id>/`, which all tasks share, and
@@ -33,9 +32,8 @@ from the files git itself reads (`<worktree>/.git` and the back-pointer
 `.git/worktrees/<id>/gitdir`) instead of `git worktree list`, whose cost grows
 with the number of worktrees, and a repository is checked once per process.
 
-Every git call runs with a fixed environment: no terminal prompts, no pager,
-no system or global git config (so an operator's `commit.gpgSign` or hooks
-path cannot change what we do), no hooks, and our identity given with `-c`.
+Every git call runs through `gitcmd.run_git`: a fixed environment, no system
+or global config, no hooks, our identity.
 """
 
 from __future__ import annotations
@@ -48,9 +46,8 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -63,9 +60,17 @@ from agent_team.builders.base import (
     Worktree,
     plan_hash,
 )
-from agent_team.builders.proc import Completed, ProcessTimeout, inherited_env, run_process
+from agent_team.builders.gitcmd import AUTHOR_EMAIL, AUTHOR_NAME, file_lock, run_git
+from agent_team.builders.repos import (
+    GitRepo,
+    known_repo,
+    ref_exists,
+    repo_lock,
+    resolve_repo,
+)
+from agent_team.common.git_host import GitHost
 from agent_team.common.redact import redact, tail
-from agent_team.exceptions import BuildError, BuilderUnavailableError
+from agent_team.exceptions import BuildError
 
 __all__ = [
     "AUTHOR_EMAIL",
@@ -89,8 +94,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-AUTHOR_NAME = "agent-team"
-AUTHOR_EMAIL = "agent-team@localhost"
 BRANCH_PREFIX = "agent-team/"
 PLAN_TRAILER = "Agent-Team-Plan"
 TASK_TRAILER = "Agent-Team-Task"
@@ -98,9 +101,6 @@ BUILDER_TRAILER = "Agent-Team-Builder"
 USAGE_TRAILER = "Agent-Team-Usage"
 # Scratch space inside a worktree (the plan file for a builder); never committed.
 SCRATCH_DIR = ".agent-team"
-GIT_TIMEOUT_S = 300.0
-# A fixed date makes the generated default repository's first commit the same everywhere.
-_INITIAL_DATE = "2000-01-01T00:00:00+0000"
 _KEY_MAX = 60
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -135,117 +135,7 @@ def task_key(task_id: str) -> str:
     return f"{cleaned or 'task'}-{digest}"
 
 
-# --- git ---------------------------------------------------------------------------------------
-
-
-def _git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {
-        "PATH": inherited_env().get("PATH", os.defpath),
-        "LC_ALL": "C",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_ASKPASS": "",
-        "GIT_PAGER": "cat",
-        "PAGER": "cat",
-        "GIT_EDITOR": ":",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-    }
-    env.update(extra or {})
-    return env
-
-
-def _git(
-    cwd: Path,
-    *args: str,
-    check: bool = True,
-    stdin_text: str | None = None,
-    extra_env: Mapping[str, str] | None = None,
-    config: Sequence[str] = (),
-    timeout_s: float = GIT_TIMEOUT_S,
-) -> Completed:
-    git = shutil.which("git")
-    if git is None:
-        raise BuilderUnavailableError(
-            "git was not found on PATH; install git (2.31 or newer) so builders can make worktrees"
-        )
-    argv = [
-        git,
-        "--no-pager",
-        "-c",
-        f"user.name={AUTHOR_NAME}",
-        "-c",
-        f"user.email={AUTHOR_EMAIL}",
-        "-c",
-        "commit.gpgSign=false",
-        "-c",
-        f"core.hooksPath={os.devnull}",
-        "-c",
-        "color.ui=false",
-        # A commit would start `git maintenance run --auto`, whose gc prunes worktrees
-        # outside our repository lock; `note_build` runs gc under the lock instead.
-        "-c",
-        "maintenance.auto=false",
-    ]
-    for setting in config:
-        argv += ["-c", setting]
-    argv += args
-    what = " ".join(args[:2])
-    try:
-        done = run_process(
-            argv, cwd=cwd, env=_git_env(extra_env), timeout_s=timeout_s, stdin_text=stdin_text
-        )
-    except ProcessTimeout:
-        raise BuildError(
-            f"`git {what}` in {cwd} did not finish within {timeout_s:g} s; check that no other "
-            "git process holds the repository and retry"
-        ) from None
-    except OSError as exc:
-        raise BuildError(
-            f"could not run git in {cwd}: {exc}; check that the folder exists"
-        ) from exc
-    if check and done.returncode != 0:
-        detail = redact(tail((done.stderr or done.stdout).strip(), 1000))
-        raise BuildError(f"`git {what}` failed in {cwd} (exit {done.returncode}): {detail}")
-    return done
-
-
-def _common_dir(path: Path) -> Path | None:
-    """The git folder of the repository whose top folder is `path`, or `None` if it is none."""
-    # The ceiling stops git from walking up: a plain folder inside some other
-    # checkout must not count as a repository.
-    done = _git(
-        path,
-        "rev-parse",
-        "--path-format=absolute",
-        "--git-common-dir",
-        check=False,
-        extra_env={"GIT_CEILING_DIRECTORIES": str(path.parent)},
-    )
-    return Path(done.stdout.strip()).resolve() if done.returncode == 0 else None
-
-
-def _has_commit(repo: Path) -> bool:
-    return (
-        _git(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False).returncode == 0
-    )
-
-
-def _ref_exists(repo: Path, ref: str) -> bool:
-    return _git(repo, "rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0
-
-
 # --- locks -------------------------------------------------------------------------------------
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 @contextmanager
@@ -283,101 +173,8 @@ def task_lock(state_dir: Path, task_id: str) -> Iterator[None]:
         state_dir: the state folder (`locks/` is made inside it).
         task_id: the task's id.
     """
-    with _file_lock(state_dir.resolve() / "locks" / f"{task_key(task_id)}.lock"):
+    with file_lock(state_dir.resolve() / "locks" / f"{task_key(task_id)}.lock"):
         yield
-
-
-# --- repositories ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Repo:
-    """A checked repository: the folder we run git in, and where its worktrees are registered."""
-
-    path: Path
-    common_dir: Path
-
-
-# Repositories this process has checked (a git folder, a first commit), by resolved path.
-_KNOWN_REPOS: dict[Path, _Repo] = {}
-
-
-def _known(path: Path) -> _Repo | None:
-    repo = _KNOWN_REPOS.get(path)
-    if repo is not None and repo.path.is_dir() and (repo.common_dir / "HEAD").is_file():
-        return repo
-    return None
-
-
-@contextmanager
-def _repo_lock(state_dir: Path, repo: _Repo) -> Iterator[None]:
-    """Hold the lock of `repo`'s worktree registry: no other add, prune or gc runs meanwhile.
-
-    Keyed by the repository's git folder, where the registry (`worktrees/`) lives.
-    """
-    with _registry_lock(state_dir, repo.common_dir):
-        yield
-
-
-@contextmanager
-def _registry_lock(state_dir: Path, common_dir: Path) -> Iterator[None]:
-    """`_repo_lock` by the repository's git folder (resolved), for a caller that knows only that."""
-    digest = hashlib.sha256(str(common_dir).encode("utf-8")).hexdigest()[:16]
-    with _file_lock(state_dir / "locks" / "repos" / f"{digest}.lock"):
-        yield
-
-
-def _default_repo(state_dir: Path) -> _Repo:
-    path = state_dir / "repos" / "default"
-    known = _known(path)
-    if known is not None:
-        return known
-    with _file_lock(state_dir / "locks" / "repos" / "default.lock"):
-        path.mkdir(parents=True, exist_ok=True)
-        common_dir = _common_dir(path)
-        if common_dir is None:
-            _git(path, "init", "-q", "-b", "main")
-            common_dir = path / ".git"
-        if not _has_commit(path):
-            _git(
-                path,
-                "commit",
-                "-q",
-                "--allow-empty",
-                "-m",
-                "agent-team: start of the default repository",
-                extra_env={"GIT_AUTHOR_DATE": _INITIAL_DATE, "GIT_COMMITTER_DATE": _INITIAL_DATE},
-            )
-    repo = _KNOWN_REPOS[path] = _Repo(path, common_dir)
-    return repo
-
-
-def _resolve_repo(task: BuildTask, repo_path: Path | None, state_dir: Path) -> _Repo:
-    if task.repo is not None:
-        path, source = task.repo, "the task's repository"
-    elif repo_path is not None:
-        path, source = repo_path, "AGENT_TEAM_REPO_PATH"
-    else:
-        return _default_repo(state_dir)
-    path = path.expanduser().resolve()
-    known = _known(path)
-    if known is not None:
-        return known
-    if not path.is_dir():
-        raise BuildError(f"{source} {path} does not exist; point it at a git repository")
-    common_dir = _common_dir(path)
-    if common_dir is None:
-        raise BuildError(
-            f"{source} {path} is not a git repository (no .git there); run `git init` in it "
-            "or point it at the top folder of a clone"
-        )
-    if not _has_commit(path):
-        raise BuildError(
-            f"{source} {path} has no commits yet; make a first commit so task branches "
-            "can start from HEAD"
-        )
-    repo = _KNOWN_REPOS[path] = _Repo(path, common_dir)
-    return repo
 
 
 # --- worktrees ---------------------------------------------------------------------------------
@@ -408,7 +205,7 @@ def _registered_at(admin: Path) -> Path | None:
     return _pointer(admin, _read(admin / "gitdir"))
 
 
-def _healthy(repo: _Repo, path: Path, branch: str) -> Path | None:
+def _healthy(repo: GitRepo, path: Path, branch: str) -> Path | None:
     """The registry entry of the worktree at `path` if it is complete and on `branch`.
 
     These are the files git reads to find a worktree, so no git process is
@@ -442,7 +239,7 @@ def _clear_stale_git_locks(admin: Path, common_dir: Path, branch: str) -> None:
         stale.unlink(missing_ok=True)
 
 
-def _discard(repo: _Repo, path: Path, key: str) -> None:
+def _discard(repo: GitRepo, path: Path, key: str) -> None:
     """Remove what is at the worktree's place and its registration (hold the repository lock)."""
     registry = repo.common_dir / "worktrees"
     for entry in registry.iterdir() if registry.is_dir() else ():
@@ -457,40 +254,49 @@ def _discard(repo: _Repo, path: Path, key: str) -> None:
         path.unlink()
     elif path.exists():
         shutil.rmtree(path)
-    _git(repo.path, "worktree", "prune")
+    run_git(repo.path, "worktree", "prune")
 
 
-def _add(repo: _Repo, path: Path, branch: str, *, pruned: bool) -> None:
-    """`git worktree add` on a new or existing branch (hold the repository lock)."""
-    added = _git(repo.path, "worktree", "add", "-q", "-b", branch, str(path), "HEAD", check=False)
+def _add(repo: GitRepo, path: Path, branch: str, *, pruned: bool) -> None:
+    """`git worktree add` on a new or existing branch (hold the repository lock).
+
+    A new branch starts at `repo.start`: the repository's HEAD, or a mirror's fetched head.
+    """
+    added = run_git(
+        repo.path, "worktree", "add", "-q", "-b", branch, str(path), repo.start, check=False
+    )
     if added.returncode == 0:
         return
     # The branch exists (it holds the records of earlier builds, so it is checked
     # out as it is), or a stale registration still claims the folder or the branch.
     if not pruned:
-        _git(repo.path, "worktree", "prune")
-    if _ref_exists(repo.path, f"refs/heads/{branch}"):
-        _git(repo.path, "worktree", "add", "-q", str(path), branch)
+        run_git(repo.path, "worktree", "prune")
+    if ref_exists(repo.path, f"refs/heads/{branch}"):
+        run_git(repo.path, "worktree", "add", "-q", str(path), branch)
     else:
-        _git(repo.path, "worktree", "add", "-q", "-b", branch, str(path), "HEAD")
+        run_git(repo.path, "worktree", "add", "-q", "-b", branch, str(path), repo.start)
 
 
-def _prepare(task: BuildTask, *, repo_path: Path | None, state_dir: Path) -> Worktree:
+def _prepare(
+    task: BuildTask, *, repo_path: Path | None, state_dir: Path, git_host: GitHost
+) -> Worktree:
     """`prepare_worktree` without the task lock (the caller holds it)."""
     state_dir = state_dir.expanduser().resolve()
     key = task_key(task.task_id)
     branch = f"{BRANCH_PREFIX}{key}"
-    repo = _resolve_repo(task, repo_path, state_dir)
+    repo = resolve_repo(
+        task, branch=branch, repo_path=repo_path, state_dir=state_dir, git_host=git_host
+    )
     path = state_dir / "worktrees" / key
     worktree = Worktree(repo=repo.path, path=path, branch=branch, key=key)
     admin = _healthy(repo, path, branch)
     if admin is not None:
         # Leftovers of a run that never recorded its commit must not leak into the next one.
         _clear_stale_git_locks(admin, repo.common_dir, branch)
-        _git(path, "reset", "-q", "--hard", "HEAD")
-        _git(path, "clean", "-q", "-f", "-d")
+        run_git(path, "reset", "-q", "--hard", "HEAD")
+        run_git(path, "clean", "-q", "-f", "-d")
         return worktree
-    with _repo_lock(state_dir, repo):
+    with repo_lock(state_dir, repo):
         broken = (
             path.exists() or path.is_symlink() or (repo.common_dir / "worktrees" / key).exists()
         )
@@ -503,14 +309,22 @@ def _prepare(task: BuildTask, *, repo_path: Path | None, state_dir: Path) -> Wor
     return worktree
 
 
-def prepare_worktree(task: BuildTask, *, repo_path: Path | None, state_dir: Path) -> Worktree:
+def prepare_worktree(
+    task: BuildTask,
+    *,
+    repo_path: Path | None,
+    state_dir: Path,
+    git_host: GitHost | None = None,
+) -> Worktree:
     """Make (or reuse) the task's worktree, ready for a builder.
 
     The repository is `task.repo`, else `repo_path`, else one created under
-    `state_dir/repos/default` with an empty first commit. The worktree is
-    `state_dir/worktrees/<key>` on branch `agent-team/<key>`, started from the
-    repository's HEAD when the branch is new and kept as it is when it exists
-    (its history is the build record). Calling this again is safe: a healthy
+    `state_dir/repos/default` with an empty first commit; a remote one is
+    fetched into its mirror first (`agent_team.builders.repos`). The worktree
+    is `state_dir/worktrees/<key>` on branch `agent-team/<key>`, started from
+    the repository's HEAD (a mirror's: the remote's, as just fetched) when the
+    branch is new and kept as it is when it exists (its history is the build
+    record). Calling this again is safe: a healthy
     worktree is reused with uncommitted leftovers discarded (`reset --hard`,
     `clean -fd`); a half-made one (a killed `git worktree add`, a deleted
     folder, stale git locks) is removed and made again. Making and removing
@@ -521,6 +335,7 @@ def prepare_worktree(task: BuildTask, *, repo_path: Path | None, state_dir: Path
         task: the task; its id names the folder and branch (see `task_key`).
         repo_path: the configured repository (`AGENT_TEAM_REPO_PATH`), if any.
         state_dir: where worktrees and generated repositories live.
+        git_host: the GitHub host and its token (None: github.com, no token).
 
     Returns:
         The worktree.
@@ -528,10 +343,13 @@ def prepare_worktree(task: BuildTask, *, repo_path: Path | None, state_dir: Path
     Raises:
         BuildError: the repository is missing, not a git repository, has no
             commits, or a git command failed.
+        RepoUnavailableError: a remote repository could not be fetched.
         BuilderUnavailableError: git is not installed.
     """
     with task_lock(state_dir, task.task_id):
-        return _prepare(task, repo_path=repo_path, state_dir=state_dir)
+        return _prepare(
+            task, repo_path=repo_path, state_dir=state_dir, git_host=git_host or GitHost()
+        )
 
 
 def open_worktree(path: Path, task: BuildTask) -> Worktree:
@@ -542,11 +360,11 @@ def open_worktree(path: Path, task: BuildTask) -> Worktree:
     Raises:
         BuildError: `path` is not a git worktree or is not on a branch.
     """
-    top = Path(_git(path, "rev-parse", "--show-toplevel").stdout.strip()).resolve()
-    common = _git(path, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    top = Path(run_git(path, "rev-parse", "--show-toplevel").stdout.strip()).resolve()
+    common = run_git(path, "rev-parse", "--path-format=absolute", "--git-common-dir")
     common_dir = Path(common.stdout.strip()).resolve()
     repo = common_dir.parent if common_dir.name == ".git" else common_dir
-    head = _git(path, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    head = run_git(path, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     if head.returncode != 0:
         raise BuildError(f"worktree {top} is not on a branch; prepare it with prepare_worktree()")
     return Worktree(repo=repo, path=top, branch=head.stdout.strip(), key=task_key(task.task_id))
@@ -570,7 +388,7 @@ def note_build(worktree: Worktree | TaskBranch, state_dir: Path) -> None:
         worktree: the worktree or branch the build was recorded in.
         state_dir: the state folder (for the repository's lock).
     """
-    repo = _KNOWN_REPOS.get(worktree.repo)
+    repo = known_repo(worktree.repo)
     if repo is None:
         return
     with _builds_lock:
@@ -580,8 +398,8 @@ def note_build(worktree: Worktree | TaskBranch, state_dir: Path) -> None:
     if not due:
         return
     try:
-        with _repo_lock(state_dir.expanduser().resolve(), repo):
-            done = _git(
+        with repo_lock(state_dir.expanduser().resolve(), repo):
+            done = run_git(
                 repo.path, "gc", "--auto", "--quiet", check=False, config=["gc.autoDetach=false"]
             )
         problem = redact(tail(done.stderr.strip(), 500)) if done.returncode else ""
@@ -704,7 +522,7 @@ def find_build(worktree: Worktree | TaskBranch, plan_hash: str) -> BuildResult |
     """
     # A branch that does not exist yet has no records: `--ignore-missing` makes
     # that an empty answer instead of an error, in the same one git call.
-    done = _git(
+    done = run_git(
         worktree.repo,
         "log",
         "--ignore-missing",
@@ -766,9 +584,9 @@ def commit_all(
     Returns:
         The new commit's sha.
     """
-    _git(worktree.path, "add", "-A", "--", ".", f":(exclude){SCRATCH_DIR}")
+    run_git(worktree.path, "add", "-A", "--", ".", f":(exclude){SCRATCH_DIR}")
     full = record_message(message, worktree.key, plan_hash, trailers)
-    done = _git(
+    done = run_git(
         worktree.path,
         "commit",
         "--allow-empty",
@@ -781,7 +599,7 @@ def commit_all(
     )
     # The commit names itself in its first line of output; rev-parse only if that changes.
     named = _COMMITTED.match(done.stdout)
-    sha = named.group(1) if named else _git(worktree.path, "rev-parse", "HEAD").stdout.strip()
+    sha = named.group(1) if named else run_git(worktree.path, "rev-parse", "HEAD").stdout.strip()
     worktree.recorded.append((sha, plan_hash))
     return sha
 

@@ -12,8 +12,9 @@ from agent_team import db
 from agent_team.automations import service
 from agent_team.automations.runner import AutomationRunner, runner_for, schedule_of
 from agent_team.cli.support import context_of, id_table, open_ready, open_writable, out, print_json
+from agent_team.common.repo_spec import checked_repo
 from agent_team.common.timefmt import relative
-from agent_team.exceptions import InvalidAutomationError
+from agent_team.exceptions import InvalidAutomationError, InvalidRepoError
 from agent_team.requests.actors import cli_actor
 
 __all__ = ["automation_app"]
@@ -36,6 +37,16 @@ def _body(body: str | None, body_file: Path | None) -> str | None:
         except (OSError, UnicodeDecodeError) as exc:
             raise InvalidAutomationError("body", f"cannot read {body_file}: {exc}") from None
     return body
+
+
+def _repo(repo: str | None) -> str | None:
+    """`--repo` with a relative path read against this folder (the service takes absolute)."""
+    if not repo or not repo.strip():
+        return repo
+    try:
+        return checked_repo(repo, cwd=Path.cwd())
+    except InvalidRepoError as exc:
+        raise InvalidAutomationError("repo", str(exc)) from None
 
 
 def _schedule_text(automation: db.Automation) -> str:
@@ -100,7 +111,14 @@ def add(
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="One run, at --first-run-at.")] = False,
     kind: Annotated[str, typer.Option("--kind", help="code or confluence.")] = "code",
-    repo: Annotated[str | None, typer.Option("--repo", help="owner/name to build in.")] = None,
+    repo: Annotated[
+        str | None,
+        typer.Option(
+            "--repo",
+            help="The repository to build in: a path, https://host/owner/name, "
+            "git@host:owner/name.git or owner/name (on the GitHub host).",
+        ),
+    ] = None,
     overlap: Annotated[
         str,
         typer.Option(
@@ -114,7 +132,7 @@ def add(
         title=title,
         body=_body(body, body_file),
         kind=kind,
-        repo=repo,
+        repo=_repo(repo),
         every=every,
         cron=cron,
         timezone=timezone,
@@ -232,7 +250,12 @@ def update(
     first_run_at: Annotated[str | None, typer.Option("--first-run-at")] = None,
     once: Annotated[bool, typer.Option("--once")] = False,
     kind: Annotated[str | None, typer.Option("--kind")] = None,
-    repo: Annotated[str | None, typer.Option("--repo", help="owner/name; '' to clear.")] = None,
+    repo: Annotated[
+        str | None,
+        typer.Option(
+            "--repo", help="A path, https://host/owner/name, git@host:… or owner/name; '' clears."
+        ),
+    ] = None,
     overlap: Annotated[str | None, typer.Option("--overlap")] = None,
 ) -> None:
     """Change an automation; a new schedule starts from now (missed slots are not made up)."""
@@ -241,7 +264,7 @@ def update(
         title=title,
         body=_body(body, body_file),
         kind=kind,
-        repo=repo,
+        repo=_repo(repo),
         every=every,
         cron=cron,
         timezone=timezone,

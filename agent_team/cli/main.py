@@ -38,9 +38,15 @@ from agent_team.cli.support import (
 )
 from agent_team.common.invocation import command, localize
 from agent_team.common.redact import redact
+from agent_team.common.repo_spec import checked_repo
 from agent_team.common.timefmt import deadline_text, parse_duration, span
 from agent_team.config import Settings
-from agent_team.exceptions import AgentTeamError, ConfigError, InvalidAutomationError
+from agent_team.exceptions import (
+    AgentTeamError,
+    ConfigError,
+    InvalidAutomationError,
+    InvalidRepoError,
+)
 from agent_team.reports import task as reports
 from agent_team.reports.journey import who_answered
 from agent_team.reports.plandiff import PlanVersion, changes_text
@@ -442,12 +448,19 @@ def submit(
     ] = None,
     kind: Annotated[TaskKind, typer.Option("--kind", help="code or confluence.")] = TaskKind.CODE,
     repo: Annotated[
-        Path | None, typer.Option("--repo", help="The git repository to build in.")
+        str | None,
+        typer.Option(
+            "--repo",
+            help="The repository to build in: a path, https://host/owner/name, "
+            "git@host:owner/name.git or owner/name (on the GitHub host).",
+        ),
     ] = None,
 ) -> None:
     """Submit a task; prints its id. A running daemon or `agent-team tick` runs it."""
     if not title.strip():
         raise typer.BadParameter("--title must not be empty")
+    # A relative path is this folder's; a bad repository is one line, exit 2 (`main`).
+    where = checked_repo(repo, cwd=Path.cwd()) if repo else None
     text = body_file.read_text(encoding="utf-8") if body_file else body
     with open_writable(ctx) as ledger:
         task_id = _requests(ctx, ledger).submit(
@@ -456,7 +469,7 @@ def submit(
             kind=kind.value,
             source="cli",
             actor=cli_actor(),
-            repo=str(repo.resolve()) if repo else None,
+            repo=where,
         )
     sys.stdout.write(task_id + "\n")
 
@@ -869,7 +882,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the app, turning our errors into one line each."""
     try:
         app(args=argv)
-    except (ConfigError, InvalidAutomationError) as exc:  # bad settings or arguments
+    except (ConfigError, InvalidAutomationError, InvalidRepoError) as exc:  # bad settings or args
         err.print(f"agent-team: {localize(str(exc))}", soft_wrap=True)
         sys.exit(2)
     except AgentTeamError as exc:

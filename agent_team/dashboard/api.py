@@ -39,6 +39,7 @@ from agent_team.dashboard.api_common import (
     json_body,
     json_out,
     no_other_fields,
+    repo_field,
     text_field,
 )
 from agent_team.dashboard.auth import AuthRefused, Caller
@@ -335,12 +336,13 @@ class _Api:
     async def submit_task(self, request: Request) -> Response:
         caller = self._authorize(request)
         data = await json_body(request)
-        no_other_fields(data, {"title", "body", "kind"})
+        no_other_fields(data, {"title", "body", "kind", "repo"})
         title = text_field(data, "title", required=True, max_chars=MAX_TITLE_CHARS)
         body = text_field(data, "body", required=False) or ""
         kind = text_field(data, "kind", required=False) or TaskKind.CODE.value
         if kind not in {member.value for member in TaskKind}:
             raise bad_field("kind", f"{kind[:40]!r} is not one of: {', '.join(TaskKind)}")
+        repo = repo_field(data)
         assert title is not None
 
         def work() -> str:
@@ -350,6 +352,7 @@ class _Api:
                     body=body,
                     kind=kind,
                     source="dashboard",
+                    repo=repo,
                     actor=caller.actor(),
                 )
 

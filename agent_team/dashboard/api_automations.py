@@ -31,6 +31,7 @@ from agent_team.dashboard.api_common import (
     json_body,
     json_out,
     no_other_fields,
+    repo_field,
 )
 from agent_team.dashboard.auth import AuthRefused
 from agent_team.dashboard.context import DashboardContext
@@ -73,6 +74,7 @@ def _request_of(data: dict[str, Any]) -> service.AutomationRequest:
         if value is not None and not isinstance(value, str):
             raise ApiError(422, f"{name}: must be a string", extra={"field": name})
         values[name] = value
+    values["repo"] = repo_field(values)  # a URL or owner/name; '' clears it on a change
     once = data.get("once", False)
     if not isinstance(once, bool):
         raise ApiError(422, "once: must be true or false", extra={"field": "once"})

@@ -19,10 +19,12 @@ from starlette.responses import JSONResponse, Response
 
 from agent_team.common.bounded_json import BadJson, loads_bounded
 from agent_team.common.redact import redact_deep
+from agent_team.common.repo_spec import checked_repo
 from agent_team.dashboard.task_filters import BadParameter
 from agent_team.exceptions import (
     InvalidAnswerError,
     InvalidAutomationError,
+    InvalidRepoError,
     LedgerBusyError,
     LedgerError,
     LedgerInputError,
@@ -47,6 +49,7 @@ __all__ = [
     "json_body",
     "json_out",
     "no_other_fields",
+    "repo_field",
     "text_field",
     "translate",
 ]
@@ -217,6 +220,22 @@ def text_field(
     if max_chars is not None and len(value.strip()) > max_chars:
         raise bad_field(name, f"is longer than {max_chars} characters")
     return value
+
+
+def repo_field(data: Mapping[str, Any], name: str = "repo") -> str | None:
+    """A repository the dashboard may name: a URL or `owner/name`, never a path here.
+
+    Why no paths: a dashboard writer must not point builds at folders of the
+    daemon's machine; paths are for the command line and the settings. A
+    refusal is a 422 naming the field (`common.repo_spec.checked_repo` says why).
+    """
+    value = text_field(data, name, required=False)
+    if value is None or not value.strip():
+        return value
+    try:
+        return checked_repo(value, local_paths=False)
+    except InvalidRepoError as exc:
+        raise ApiError(422, f"{name}: {exc}", extra={"field": name}) from None
 
 
 def no_other_fields(data: Mapping[str, Any], allowed: set[str]) -> None:

@@ -14,7 +14,6 @@ reached meanwhile: a delay, never a second build.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from agent_team import db
@@ -34,7 +33,7 @@ def build(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         task_id=state["task_id"],
         title=state["title"],
         body=state.get("body", ""),
-        repo=Path(repo) if repo else None,
+        repo=repo or None,  # a path, a URL or owner/name (common.repo_spec)
     )
     if deps.build_priced:
         # Raises BudgetExhaustedError (a ParkingError) before any build process starts.

@@ -34,11 +34,14 @@ NEAR_CAP = 0.8  # the budget shows from 80 % of the day's cap
 # An automation whose slot is this late was not run: no daemon (or `tick`) is working.
 OVERDUE_GRACE = timedelta(minutes=5)
 
+# What fixes a parked task, by reason (`{task}`: its id); others: fix the cause, then retry.
 _PARKED_FIX = {
     "budget_exhausted": "resumes by itself after UTC midnight; or raise "
     "AGENT_TEAM_DAILY_BUDGET_USD / AGENT_TEAM_DAILY_TOKEN_CAP",
     # Its checkpoints are missing (`coordinator.runner`): a retry has nothing to continue.
     "needs_operator": "its checkpoints are missing; submit the task again: agent-team submit ...",
+    "repo_unavailable": "make its repository reachable (it exists, the address is right, "
+    "AGENT_TEAM_GITHUB_TOKEN may read it), then: agent-team retry {task}",
 }
 
 
@@ -86,7 +89,8 @@ def _parked(rows: db.TriageRows) -> list[TriageItem]:
             question = rows.expired_question_of.get(task.id, "<question id>")
             fix = f"agent-team reopen {question}"
         else:
-            fix = _PARKED_FIX.get(reason, f"fix the cause, then: agent-team retry {task.id}")
+            fix = _PARKED_FIX.get(reason, "fix the cause, then: agent-team retry {task}")
+            fix = fix.replace("{task}", task.id)
         items.append(
             TriageItem(
                 kind="parked",

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agent_team import db
+from agent_team.common.repo_spec import checked_repo
 from agent_team.common.testhooks import wall_clock
 from agent_team.config import Settings
 from agent_team.exceptions import UnknownTaskError
@@ -106,7 +107,17 @@ class TaskRequests:
         confluence_enabled: bool | None = None,
         actor: Actor = INTERNAL,
     ) -> str:
-        """Record a task and its `start` command (see `inbox.submit_task`); returns its id."""
+        """Record a task and its `start` command (see `inbox.submit_task`); returns its id.
+
+        `repo` is checked first (`common.repo_spec.checked_repo`: a form we
+        take, an absolute path to a folder that is there; no network) and
+        stored as it reads then.
+
+        Raises:
+            InvalidRepoError: `repo` is no form we take, or a path that is not there.
+            TaskRefusedError, TaskTooLargeError: see `inbox.submit_task`.
+        """
+        repo = checked_repo(repo) if repo else None
         new_id = inbox.submit_task(
             self.ledger,
             title=title,

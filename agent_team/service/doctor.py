@@ -243,7 +243,7 @@ def check_builder(settings: Settings) -> CheckResult:
 
 @check
 def check_sandbox(settings: Settings) -> CheckResult:
-    state_dir = settings.state_dir or settings.db_path.parent / "state"
+    state_dir = settings.state_folder()
     try:
         sandbox = sandbox_from_settings(settings, state_dir)
     except ConfigError as exc:

@@ -27,6 +27,7 @@ from agent_team.builders.registry import is_priced, make_builder, run_build
 from agent_team.builders.sandbox import Sandbox, SandboxPolicy
 from agent_team.builders.sandbox_choice import make_sandbox
 from agent_team.builders.sandbox_limits import Limits
+from agent_team.common.git_host import GitHost
 from agent_team.common.testhooks import Hooks
 from agent_team.config import Settings, load_hooks
 from agent_team.coordinator import Coordinator
@@ -49,6 +50,7 @@ __all__ = [
     "Runtime",
     "build_coordinator",
     "build_runtime",
+    "git_host_of",
     "open_ready_ledger",
     "sandbox_from_settings",
 ]
@@ -62,6 +64,12 @@ def open_ready_ledger(settings: Settings) -> db.Ledger:
     db.init_db(target)
     db.assert_ready(target)
     return db.open_ledger(target, files_dir=settings.db_path.parent)
+
+
+def git_host_of(settings: Settings) -> GitHost:
+    """Where `owner/name` repositories live (the GitHub API's git host), with the token."""
+    token = settings.github_token.get_secret_value() if settings.github_token else None
+    return GitHost.of(settings.github_api_url, token)
 
 
 def _close_quietly(close: Callable[[], None], what: str) -> None:
@@ -142,7 +150,7 @@ def build_coordinator(
             outbox=settings.ledger_outbox,
             clock=now,
         )
-        state_dir = settings.state_dir or settings.db_path.parent / "state"
+        state_dir = settings.state_folder()
         sandbox = sandbox_from_settings(settings, state_dir)
         builder = make_builder(
             settings.builder,
@@ -169,7 +177,13 @@ def build_coordinator(
         deps = GraphDeps(
             ledger=ledger,
             caller=caller,
-            build=partial(run_build, builder, repo_path=settings.repo_path, state_dir=state_dir),
+            build=partial(
+                run_build,
+                builder,
+                repo_path=settings.repo_path,
+                state_dir=state_dir,
+                git_host=git_host_of(settings),
+            ),
             build_priced=is_priced(builder),
             clock=now,
             transport=chosen.name,

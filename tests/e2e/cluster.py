@@ -86,23 +86,25 @@ def read_runs(runs: Path) -> list[BuildRun]:
 
 
 def builds_recorded(state_dir: Path) -> list[str]:
-    """Task ids of a state folder's build records (commits with an `Agent-Team-Task` trailer)."""
-    repo = state_dir / "repos" / "default"
-    if not (repo / ".git").exists():
-        return []
-    done = subprocess.run(
-        ["git", "log", "--all", "--format=%B%x00"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**base_env(), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull},
-    )
+    """Task ids of a state folder's build records (commits with an `Agent-Team-Task` trailer),
+    in its default repository and in its mirrors of remote ones."""
+    repos = [state_dir / "repos" / "default", *sorted((state_dir / "mirrors").glob("*.git"))]
     tasks = []
-    for message in done.stdout.split("\0"):
-        for line in message.splitlines():
-            if line.startswith("Agent-Team-Task: "):
-                tasks.append(line.removeprefix("Agent-Team-Task: ").strip())
+    for repo in repos:
+        if not ((repo / ".git").exists() or (repo / "HEAD").is_file()):
+            continue
+        done = subprocess.run(
+            ["git", "log", "--all", "--format=%B%x00"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**base_env(), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull},
+        )
+        for message in done.stdout.split("\0"):
+            for line in message.splitlines():
+                if line.startswith("Agent-Team-Task: "):
+                    tasks.append(line.removeprefix("Agent-Team-Task: ").strip())
     return tasks
 
 

@@ -33,6 +33,7 @@ from tests.e2e.cluster import (
 )
 from tests.e2e.conftest import AGENT_TEAM, LONG_BODY, SHORT_BODY
 from tests.fakes.github_api import FakeGitHub
+from tests.git_server import make_remote
 from tests.waiting import wait_for
 
 LEASE_S = "2"  # a killed daemon's tasks are taken over this soon
@@ -102,7 +103,8 @@ def test_three_daemons_share_120_tasks_and_do_each_once(
 ) -> None:
     runs = tmp_path / "runs.txt"
     with FakeGitHub(token=GITHUB_TOKEN) as github:
-        github.add_repo(REPO)
+        # The issues' tasks build from a mirror of the repository (no configured clone).
+        github.add_repo(REPO, remote=make_remote(tmp_path / "remotes", REPO))
         issues = [
             github.add_issue(REPO, title=f"Issue {n}", body=LONG_BODY, labels=("agent-team",))
             for n in range(20)

@@ -11,9 +11,9 @@ branch that exists in the repository's remote, a real bare git repository
 the test pushes to.
 
 The same server is also the git host: `<url>/<owner>/<repo>.git` speaks git's
-smart HTTP protocol through `git http-backend` over the repository's bare
-remote, and only with the token as Basic auth (`x-access-token:<token>`), as
-GitHub does. `git_requests` records who pushed with which header.
+smart HTTP protocol through `git http-backend` (`tests.git_server.http_backend`)
+over the repository's bare remote, and only with the token as Basic auth
+(`x-access-token:<token>`), as GitHub does. `git_requests` records who pushed with which header.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
 import subprocess
 import threading
@@ -31,6 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+from tests.git_server import http_backend
 
 __all__ = ["FakeGitHub", "FakeRepo", "Recorded"]
 
@@ -256,36 +257,15 @@ class FakeGitHub:
             return 401, {"WWW-Authenticate": 'Basic realm="GitHub"'}, b"Bad credentials"
         if repo is None or repo.remote is None or not repo.remote.is_dir():
             return 404, {}, b"Repository not found."
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_PROJECT_ROOT": str(repo.remote.parent),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": f"/{repo.remote.name}{match.group(3)}",
-            "REQUEST_METHOD": method,
-            "QUERY_STRING": query,
-            "CONTENT_TYPE": lowered.get("content-type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            "HTTP_CONTENT_ENCODING": lowered.get("content-encoding", ""),
-            "GIT_PROTOCOL": lowered.get("git-protocol", ""),
-            "REMOTE_USER": "x-access-token",  # lets http-backend accept a push
-            "REMOTE_ADDR": "127.0.0.1",
-        }
-        done = subprocess.run(
-            ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
+        return http_backend(
+            repo.remote.parent,
+            f"/{repo.remote.name}{match.group(3)}",
+            method=method,
+            query=query,
+            headers=lowered,
+            body=body,
+            remote_user="x-access-token",  # lets http-backend accept a push
         )
-        head, sep, data = done.stdout.partition(b"\r\n\r\n")
-        if not sep:
-            head, sep, data = done.stdout.partition(b"\n\n")
-        status, out = 200, {}
-        for line in head.decode("latin-1").splitlines():
-            key, _, value = line.partition(":")
-            if key.lower() == "status":
-                status = int(value.split()[0])
-            elif key:
-                out[key.strip()] = value.strip()
-        return status, out, data
 
     def _rate_headers(self) -> dict[str, str]:
         return {

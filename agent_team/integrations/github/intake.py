@@ -475,9 +475,9 @@ class GitHubIntake:
             "confluence_enabled": self.settings.confluence_enabled,
             "actor": Actor(f"{repo}#{issue.number}", "github"),
         }
+        # A configured clone, else the repository itself: it builds from its mirror.
         checkout = self.checkouts.get(repo.lower())
-        if checkout is not None:
-            request["repo"] = str(checkout)
+        request["repo"] = str(checkout.expanduser().resolve()) if checkout is not None else repo
         return request
 
     def ingest(self, repo: str, issue: GitHubIssue, kind: str) -> str | None:

@@ -73,6 +73,7 @@ def make_publisher(
         repos=settings.repos,
         default_repo_path=settings.repo_path,
         api_url=settings.api_url,
+        state_dir=settings.state_dir,
     )
 
 

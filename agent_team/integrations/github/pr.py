@@ -6,6 +6,13 @@ Both side effects are recorded (`github:push:<task>` with the pushed commit,
 crash may have happened after GitHub created the PR, so the PR is looked up by
 branch before one is created: a task never gets two pull requests.
 
+The checkout is the repository the build was recorded in: the clone the
+task names (`AGENT_TEAM_GITHUB_CHECKOUTS`), else `AGENT_TEAM_REPO_PATH`; for a
+task naming `owner/name` or a URL, the mirror it was built from
+(`agent_team.builders.repos`). The host and the header (`git_host_url`,
+`auth_env`) live in `agent_team.common.git_host`, which the builders' fetch
+shares.
+
 The push hands the token to git, so it must not trust the checkout: the
 builder (a coding agent) works in a worktree that shares the checkout's
 `.git/config` and hooks, and could plant a `pre-push` hook, a
@@ -31,7 +38,6 @@ variables such as `HTTPS_PROXY` are passed on).
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import shutil
@@ -41,11 +47,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from agent_team import db
 from agent_team.builders.proc import Completed, ProcessTimeout, inherited_env, run_process
-from agent_team.exceptions import PublishFailedError
+from agent_team.builders.repos import mirror_path
+from agent_team.common.git_host import auth_env, git_host_url
+from agent_team.common.repo_spec import RemoteRepo, parse_repo
+from agent_team.exceptions import InvalidRepoError, PublishFailedError
 from agent_team.integrations.github.intake import SOURCE, GitHubClient, GitHubError, parse_issue_url
 from agent_team.task_model import TaskState
 
@@ -58,46 +65,6 @@ PUSH_TIMEOUT_S = 300.0
 
 # git reads these from the environment; the push sets its own or none at all.
 _GIT_CONFIG_VARS = ("GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_SYSTEM")
-
-
-def git_host_url(api_url: str) -> str:
-    """The git host of a REST API URL, ending in `/`.
-
-    `https://api.github.com` -> `https://github.com/`; Enterprise
-    `https://ghe.example/api/v3` -> `https://ghe.example/`; `https://api.x.ghe.com`
-    -> `https://x.ghe.com/`; any other URL (a loopback fake) -> the URL itself,
-    which serves git as well.
-    """
-    url = httpx.URL(api_url)
-    if url.host == "api.github.com":
-        return "https://github.com/"
-    if url.host.startswith("api.") and url.host.endswith(".ghe.com"):
-        # GitHub Enterprise Cloud with data residency: api.<name>.ghe.com -> <name>.ghe.com
-        return str(url.copy_with(host=url.host.removeprefix("api."), path="/", query=None))
-    path = url.path.rstrip("/")
-    path = path.removesuffix("/api/v3")
-    return str(url.copy_with(path=path + "/", query=None, fragment=None))
-
-
-def auth_env(token: str | None, host_url: str) -> dict[str, str]:
-    """git configuration through the environment: the auth header, never in argv or a URL.
-
-    The header is scoped to `host_url` (`http.<url>.extraHeader`), so git sends
-    it to no other server, whatever a redirect or a config says.
-    """
-    env = {
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-    }
-    if token:
-        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode("ascii")
-        env |= {
-            "GIT_CONFIG_COUNT": "1",
-            "GIT_CONFIG_KEY_0": f"http.{host_url}.extraHeader",
-            "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
-        }
-    return env
 
 
 def _git_env(extra: dict[str, str]) -> dict[str, str]:
@@ -122,6 +89,8 @@ class PullRequestPublisher:
         default_repo_path: `AGENT_TEAM_REPO_PATH`, used when the task names no repository.
         api_url: `AGENT_TEAM_GITHUB_API_URL`; the git host is derived from it
             (`git_host_url`) and branches are pushed to `<host>/<owner>/<repo>.git`.
+        state_dir: the state folder, where a task that names a remote repository
+            (`owner/name`, a URL) was built, in its mirror (`builders.repos.mirror_path`).
     """
 
     def __init__(
@@ -134,6 +103,7 @@ class PullRequestPublisher:
         repos: Sequence[str],
         default_repo_path: Path | None,
         api_url: str = "https://api.github.com",
+        state_dir: Path | None = None,
     ) -> None:
         self.client = client
         if (ledger is None) == (connect is None):
@@ -145,6 +115,7 @@ class PullRequestPublisher:
         self.repos = {repo.lower() for repo in repos}
         self.default_repo_path = default_repo_path
         self.host_url = git_host_url(api_url)
+        self.state_dir = state_dir
 
     @property
     def ledger(self) -> db.Ledger:
@@ -181,7 +152,7 @@ class PullRequestPublisher:
         repo, number = where
         branch, commit = str(build["branch"]), str(build["commit"])
         named = state.get("repo")
-        checkout = Path(named) if named else self.default_repo_path
+        checkout = self._built_in(named) if named else self.default_repo_path
         if checkout is None:
             raise GitHubError(
                 "cannot push: the task names no repository and AGENT_TEAM_REPO_PATH is not "
@@ -189,6 +160,21 @@ class PullRequestPublisher:
             )
         self.push(task.id, repo, checkout, branch, commit)
         return self.open_pr(task, repo, number, branch)
+
+    def _built_in(self, named: str) -> Path:
+        """The repository the build was recorded in: a local clone, or a remote's mirror."""
+        try:
+            spec = parse_repo(named, github_host=self.host_url)
+        except InvalidRepoError as exc:
+            raise GitHubError(str(exc)) from None
+        if not isinstance(spec, RemoteRepo):
+            return spec.path
+        if self.state_dir is None:
+            raise GitHubError(
+                f"cannot push: the task was built in a mirror of {spec.text}, and this "
+                "publisher was given no state folder (AGENT_TEAM_STATE_DIR)"
+            )
+        return mirror_path(self.state_dir, spec)
 
     # -- push --------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ class GitHubSettings:
     db_path: Path
     ledger_target: str | Path  # what db.open_ledger opens: a SQLite path or a URL
     repo_path: Path | None
+    state_dir: Path  # where mirrors of remote repositories live (`builders.repos`)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GitHubSettings:
@@ -54,6 +55,7 @@ class GitHubSettings:
             db_path=settings.db_path,
             ledger_target=settings.ledger_target,
             repo_path=settings.repo_path,
+            state_dir=settings.state_folder(),
         )
 
     def checkout_paths(self) -> dict[str, Path]:

@@ -415,6 +415,11 @@ class SlackTransport:
                 return line
             if task.parked_reason == "budget_exhausted":
                 how = "it continues by itself after midnight UTC, or raise the daily budget"
+            elif task.parked_reason == "repo_unavailable":
+                how = (
+                    "make the repository reachable (it exists, the address is right, the "
+                    f"token may read it), then `agent-team retry {task.id}`"
+                )
             else:
                 how = (
                     f"fix the cause (`agent-team doctor` helps), then `agent-team retry {task.id}`"

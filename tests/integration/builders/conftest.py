@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent_team.builders import BuildTask
-from agent_team.builders import worktree as worktree_module
+from agent_team.builders import BuildTask, gitcmd
 from agent_team.builders.proc import Completed
 from tests.integration.builders.helpers import git_words
 
@@ -41,9 +40,9 @@ class GitCalls:
 
 @pytest.fixture
 def git_calls(monkeypatch: pytest.MonkeyPatch) -> GitCalls:
-    """Records the git commands of `agent_team.builders.worktree` (builders' own commands not)."""
+    """Records the git commands of `agent_team.builders.gitcmd` (builders' own commands not)."""
     seen = GitCalls()
-    real = worktree_module.run_process
+    real = gitcmd.run_process
 
     def recording(argv: Any, **kwargs: Any) -> Completed:
         words = git_words(list(argv))
@@ -52,5 +51,5 @@ def git_calls(monkeypatch: pytest.MonkeyPatch) -> GitCalls:
             seen.before(words)
         return real(argv, **kwargs)
 
-    monkeypatch.setattr(worktree_module, "run_process", recording)
+    monkeypatch.setattr(gitcmd, "run_process", recording)
     return seen

@@ -349,7 +349,8 @@ def test_submit_defaults_to_a_code_task_with_an_empty_body(client: TestClient) -
         ({"title": "x" * 301}, "title"),
         ({"title": "ok", "body": ["not", "text"]}, "body"),
         ({"title": "ok", "kind": "poem"}, "kind"),
-        ({"title": "ok", "repo": "/etc"}, "repo"),
+        ({"title": "ok", "repo": 7}, "repo"),
+        ({"title": "ok", "branch": "main"}, "branch"),
     ],
 )
 def test_submit_refuses_bad_fields_naming_them(
@@ -833,3 +834,31 @@ def test_huge_integers_are_a_400_naming_the_parameter(client: TestClient, query:
     response = client.get(f"/api/tasks?{query}")
     assert response.status_code == 400
     assert response.json()["parameter"] == query.split("=")[0]
+
+
+@pytest.mark.parametrize(
+    ("repo", "says"),
+    [
+        ("file://x", "file: URLs are not taken"),
+        ("ssh://h/x", "write it as git@host:owner/name.git"),
+        ("https://user:pw@h/o/n", "user name or password"),
+        ("/no/such/clone", "cannot be named here"),
+        ("/etc", "cannot be named here"),  # a folder of the daemon's machine: not from here
+    ],
+)
+def test_submit_refuses_a_repository_it_cannot_take_with_422(
+    client: TestClient, repo: str, says: str
+) -> None:
+    before = client.get("/api/tasks", headers=auth()).json()
+    response = client.post("/api/tasks", json={"title": "ok", "repo": repo}, headers=auth())
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == "repo"
+    assert response.json()["error"].startswith("repo: ") and says in response.json()["error"]
+    assert "pw@" not in response.text
+    assert client.get("/api/tasks", headers=auth()).json() == before
+
+
+def test_submit_takes_a_url_or_owner_name(client: TestClient) -> None:
+    for repo in ("https://git.example/acme/widgets.git", "acme/widgets"):
+        response = client.post("/api/tasks", json={"title": "ok", "repo": repo}, headers=auth())
+        assert response.status_code == 201, response.text

@@ -165,3 +165,20 @@ def test_the_automations_page_shows_each_next_run_and_last_runs(
     assert f'href="/task/{run["task_id"]}"' in html and "run now" in html
     assert "Review &lt;i&gt;bumps&lt;/i&gt;" in html
     assert "no next run while paused" in html
+
+
+@pytest.mark.parametrize(
+    "repo", ["file://x", "ssh://h/x", "https://user:pw@h/o/n", "/no/such/clone", "/etc"]
+)
+def test_a_repository_it_cannot_take_is_422_naming_it(
+    client: TestClient, ledger_path: Path, repo: str
+) -> None:
+    response = client.post("/api/automations", json={**SPEC, "repo": repo}, headers=auth())
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == "repo" and response.json()["error"].startswith("repo: ")
+    assert "pw@" not in response.text
+    assert stored(ledger_path) == (0, 0)
+    made = client.post(
+        "/api/automations", json={**SPEC, "repo": "git@git.example:acme/w.git"}, headers=auth()
+    )
+    assert made.status_code == 201 and made.json()["repo"] == "git@git.example:acme/w.git"

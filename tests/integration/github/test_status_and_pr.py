@@ -343,3 +343,40 @@ def test_a_shallow_checkout_pushes_too(setup: Setup, tmp_path: Path) -> None:
     assert git(setup.bare, "rev-parse", "refs/heads/agent-team/shallow") == commit
     publisher.client.close()
     process.close()
+
+
+def test_an_issue_without_a_configured_clone_builds_from_its_mirror_and_pushes_from_there(
+    tmp_path: Path,
+) -> None:
+    _clone, bare = clone_with_bare_origin(tmp_path)
+    with FakeGitHub(token=TOKEN) as fake:
+        fake.add_repo(APP, remote=bare)
+        number = fake.add_issue(
+            APP, labels=("agent-team",), title="Remember the email", body=LONG_BODY
+        )
+        # No AGENT_TEAM_GITHUB_CHECKOUTS: the task names the issue's repository itself.
+        settings = make_settings(tmp_path, fake, github_repos=APP, github_open_pr=True)
+        process = Process(settings)
+        assert process.github.poll().tasks_created == 1
+        task_id = task_id_for(APP, number)
+        start = db.get_command(process.coordinator.ledger, f"start:{task_id}")
+        assert start is not None and start.payload["repo"] == APP
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        (question,) = db.list_questions(process.coordinator.ledger, status="open")
+        process.coordinator.answer(question.question_id, "approve")
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+
+        task = db.get_task(process.coordinator.ledger, task_id)
+        assert task is not None and task.status == "done", task
+        state = process.coordinator.graph.get_state({"configurable": {"thread_id": task_id}}).values
+        commit = state["build"]["commit"]
+        # Built on the remote's main as fetched (with the token: the fake refuses without it)...
+        (mirror,) = (tmp_path / "state" / "mirrors").glob("acme-app-*.git")
+        assert git(mirror, "rev-parse", f"{commit}^") == git(bare, "rev-parse", "main")
+        fetches = [r for r in fake.git_requests if r.path.endswith("git-upload-pack")]
+        assert fetches and all("authorization" in r.headers for r in fetches)
+        # ...and pushed from the mirror's objects to the issue's repository, with one draft PR.
+        (pull,) = fake.repos[APP].pulls
+        assert git(bare, "rev-parse", f"refs/heads/{pull['head']['ref']}") == commit
+        assert not (tmp_path / "state" / "repos" / "default").exists()
+        process.close()
