@@ -30,6 +30,7 @@ parks `budget_exhausted` with the spend it made recorded.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import threading
 from dataclasses import dataclass
@@ -38,7 +39,6 @@ from typing import Any
 from agent_team.builders.base import BuildResult, BuildTask, BuildUsage, SpendWatch, Worktree
 from agent_team.builders.command import write_plan_file
 from agent_team.builders.proc import (
-    OutputSink,
     ProcessStopped,
     ProcessTimeout,
     run_process,
@@ -50,7 +50,9 @@ from agent_team.builders.worktree import SCRATCH_DIR, record_build
 from agent_team.common.redact import redact, tail
 from agent_team.exceptions import BuildError, BuilderUnavailableError
 
-__all__ = ["ClaudeCodeBuilder", "ClaudeRun", "build_prompt", "parse_claude_output"]
+__all__ = ["ClaudeCodeBuilder", "ClaudeRun", "CostMeter", "build_prompt", "parse_claude_output"]
+
+log = logging.getLogger(__name__)
 
 # One argv string may be at most 128 KiB on Linux (MAX_ARG_STRLEN); a longer
 # plan is given by file instead.
@@ -203,7 +205,7 @@ class CostMeter:
 
     One API response can be printed as several `assistant` lines (one per
     content block) carrying the same message id and usage, so usage is kept
-    per message id. Passed on to `forward` unchanged (the live build log).
+    per message id. It reads stdout alone (`run_process(on_stdout=...)`).
     """
 
     def __init__(
@@ -212,40 +214,43 @@ class CostMeter:
         *,
         limit_usd: float | None,
         price_usd: Any = None,
-        forward: OutputSink | None = None,
     ) -> None:
         self.tag = tag
         self.limit_usd = limit_usd
         self.price_usd = price_usd
-        self.forward = forward
         self.tripped = False
         self._pending = b""
         self._usage: dict[str, tuple[str, dict[str, int]]] = {}
         self._lock = threading.Lock()
 
     def feed(self, chunk: bytes) -> None:
-        if self.forward is not None:
-            self.forward(chunk)
-        with self._lock:
-            self._pending += chunk
-            *lines, self._pending = self._pending.split(b"\n")
-            if len(self._pending) > _LINE_MAX:
-                self._pending = b""
-            for line in lines:
-                self._line(line)
+        """Meter one chunk of stdout; never raises (a raising sink is dropped by `proc`)."""
+        try:
+            with self._lock:
+                self._pending += chunk
+                *lines, self._pending = self._pending.split(b"\n")
+                if len(self._pending) > _LINE_MAX:
+                    self._pending = b""
+                for line in lines:
+                    self._line(line)
+        except Exception:
+            log.exception("claude-code: could not meter a line of its output")
 
     def _line(self, line: bytes) -> None:
         try:
             item = json.loads(line)
         except ValueError:
             return
-        message = item.get("message") if isinstance(item, dict) else None
-        if item.get("type") != "assistant" or not isinstance(message, dict):
+        if not isinstance(item, dict) or item.get("type") != "assistant":
+            return
+        message = item.get("message")
+        if not isinstance(message, dict):
             return
         usage = message.get("usage")
         if not isinstance(usage, dict):
             return
         key = str(message.get("id") or f"#{len(self._usage)}")
+        earlier = self._usage.get(key, ("", {}))[1]
         counts = {
             name: _count(usage.get(name))
             for name in (
@@ -255,6 +260,9 @@ class CostMeter:
                 "cache_creation_input_tokens",
             )
         }
+        # Lines of one response repeat its usage: keep the most any of them said, so a
+        # later line (printed by something else on the same stream) cannot lower it.
+        counts = {name: max(value, earlier.get(name, 0)) for name, value in counts.items()}
         self._usage[key] = (str(message.get("model") or ""), counts)
         if self.limit_usd is not None and not self.tripped and self.cost_usd() > self.limit_usd:
             self.tripped = True
@@ -405,7 +413,6 @@ class ClaudeCodeBuilder:
             task.task_id,
             limit_usd=self.spend.remaining_usd() if self.spend is not None else None,
             price_usd=self.spend.price_usd if self.spend is not None else None,
-            forward=worktree.output,
         )
         node = shutil.which("node")  # its interpreter, if it lives in a hidden folder
         binaries = [executable, *([node] if node else [])]
@@ -418,8 +425,10 @@ class ClaudeCodeBuilder:
                     cwd=worktree.path,
                     env=jail.env,
                     timeout_s=self.timeout_s,
-                    on_output=meter.feed,
+                    on_output=worktree.output,
+                    on_stdout=meter.feed,
                     tag=task.task_id,
+                    on_stop=jail.on_stop,
                 )
         except ProcessStopped as exc:
             run = parse_claude_output(exc.stdout)

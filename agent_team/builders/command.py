@@ -98,6 +98,7 @@ class CommandBuilder:
                     merge_stderr=True,
                     on_output=worktree.output,
                     tag=task.task_id,
+                    on_stop=jail.on_stop,
                 )
         except ProcessStopped as exc:
             raise stopped_error(exc.reason, "build command") from None

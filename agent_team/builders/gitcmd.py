@@ -102,6 +102,10 @@ def run_git(
         f"core.hooksPath={os.devnull}",
         "-c",
         "color.ui=false",
+        # No program named by a repository's config runs under our git (a build could
+        # have written one where its worktree's git reads config).
+        "-c",
+        "core.fsmonitor=false",
         # A commit would start `git maintenance run --auto`, whose gc prunes worktrees
         # outside our repository lock; `note_build` runs gc under the lock instead.
         "-c",

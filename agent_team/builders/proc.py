@@ -49,6 +49,8 @@ _running_lock = threading.Lock()
 # reach a build that is running, and one about to start must not start.
 _tagged: dict[str, set[int]] = {}
 _stop_reasons: dict[str, str] = {}
+# What else a stop must do for a child, by its group: a container outlives its client.
+_stop_hooks: dict[int, Callable[[], None]] = {}
 
 
 def stop_tagged(tag: str, reason: str) -> int:
@@ -69,7 +71,18 @@ def _kill_groups(groups: list[int]) -> int:
             os.killpg(group, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        with _running_lock:
+            hook = _stop_hooks.pop(group, None)
+        if hook is not None:
+            threading.Thread(target=_run_hook, args=(hook,), daemon=True).start()
     return len(groups)
+
+
+def _run_hook(hook: Callable[[], None]) -> None:
+    try:
+        hook()
+    except Exception:
+        log.exception("a process stop hook failed")
 
 
 def stop_requested(tag: str) -> str | None:
@@ -222,7 +235,9 @@ def run_process(
     stdin_text: str | None = None,
     merge_stderr: bool = False,
     on_output: OutputSink | None = None,
+    on_stdout: OutputSink | None = None,
     tag: str | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> Completed:
     """Run a child to completion or kill its process group at the deadline.
 
@@ -237,7 +252,11 @@ def run_process(
         on_output: called with each chunk of output (stdout and stderr) as it is
             read, from the reading threads; it must be quick, and if it raises it
             is not called again (the output is still collected).
+        on_stdout: like `on_output`, for stdout alone (a parser of what the child
+            prints must not see stderr cut into its lines).
         tag: what `stop_tagged` stops this child by (a task id).
+        on_stop: what a stop or a shutdown does besides killing the group (run in
+            a thread): e.g. remove the container the child is the client of.
 
     Returns:
         The exit code and output.
@@ -262,13 +281,15 @@ def run_process(
     )
     with _running_lock:
         _running_groups.add(proc.pid)
+        if on_stop is not None:
+            _stop_hooks[proc.pid] = on_stop
         if tag is not None:
             _tagged.setdefault(tag, set()).add(proc.pid)
         stopped_early = tag is not None and tag in _stop_reasons
     try:
         if stopped_early:  # told to stop between the check above and the start
             _kill_group(proc)
-        done = _finish(proc, stdin_text, timeout_s, on_output)
+        done = _finish(proc, stdin_text, timeout_s, on_output, on_stdout)
     except ProcessTimeout as exc:
         reason = stop_requested(tag) if tag is not None else None
         if reason is None:
@@ -277,6 +298,7 @@ def run_process(
     finally:
         with _running_lock:
             _running_groups.discard(proc.pid)
+            _stop_hooks.pop(proc.pid, None)
             if tag is not None:
                 group = _tagged.get(tag, set())
                 group.discard(proc.pid)
@@ -291,10 +313,11 @@ def run_process(
 class _Pump(threading.Thread):
     """Reads one pipe to its end as data comes, keeping it all and handing it to the sink."""
 
-    def __init__(self, stream: IO[bytes], sink: _Sink) -> None:
+    def __init__(self, stream: IO[bytes], sink: _Sink, also: _Sink | None = None) -> None:
         super().__init__(name="proc-output", daemon=True)
         self.stream = stream
         self.sink = sink
+        self.also = also
         self.data = bytearray()
         self._lock = threading.Lock()
 
@@ -311,6 +334,8 @@ class _Pump(threading.Thread):
                 with self._lock:
                     self.data += chunk
                 self.sink.send(chunk)
+                if self.also is not None:
+                    self.also.send(chunk)
         finally:
             self.stream.close()
 
@@ -355,6 +380,7 @@ def _finish(
     stdin_text: str | None,
     timeout_s: float,
     on_output: OutputSink | None,
+    on_stdout: OutputSink | None = None,
 ) -> Completed:
     """Wait for the child and for its pipes to close, reading them as they fill.
 
@@ -364,7 +390,12 @@ def _finish(
     """
     deadline = time.monotonic() + timeout_s
     sink = _Sink(on_output)
-    pumps = [_Pump(stream, sink) for stream in (proc.stdout, proc.stderr) if stream is not None]
+    stdout_sink = _Sink(on_stdout) if on_stdout is not None else None
+    pumps = [
+        _Pump(stream, sink, stdout_sink if stream is proc.stdout else None)
+        for stream in (proc.stdout, proc.stderr)
+        if stream is not None
+    ]
     helpers: list[threading.Thread] = list(pumps)
     if stdin_text is not None:
         helpers.append(
@@ -376,8 +407,13 @@ def _finish(
         for helper in helpers:
             helper.start()
         timed_out = not _wait_exit(proc, deadline - time.monotonic())
+        pipes_until = deadline
+        if not timed_out and proc.returncode is not None and proc.returncode < 0:
+            # Killed (a stop, a shutdown): what else holds its pipes gets the drain's
+            # grace, not the rest of the build's deadline.
+            pipes_until = min(deadline, time.monotonic() + _DRAIN_S)
         for pump in pumps:
-            pump.join(timeout=max(0.0, deadline - time.monotonic()))
+            pump.join(timeout=max(0.0, pipes_until - time.monotonic()))
     except BaseException:
         _kill_group(proc)
         proc.wait()

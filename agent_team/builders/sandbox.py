@@ -7,8 +7,9 @@ and environment and the network in reach. Inside one (docs/architecture.md §4
 "the sandbox", README "Sandbox"):
 
 - its own user, PID, IPC, UTS and network namespaces; it dies with the daemon;
-- the root file system read-only; writable only the task's worktree, a private
-  temporary folder and the builder's own home under the state folder
+- the root file system read-only; writable only the task's worktree (its
+  `.git` and the repository's git folder stay read-only: `git_mounts`), a
+  private temporary folder and the builder's own home under the state folder
   (`state_dir/sandbox/home/<builder>`: its config and caches, e.g. Claude
   Code's login); the state folder (other worktrees, mirrors), the ledger's
   folder, the daemon's home and `/run` (the host's sockets) are hidden;
@@ -39,7 +40,7 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,12 +101,15 @@ class Jail:
         env: the child's whole environment.
         home: the builder's private home, or None without a sandbox.
         proxy: the egress proxy of this build, if hosts are allowed.
+        on_stop: what a stop must do besides killing the process group (pass it to
+            `run_process`): a container outlives its runtime's client.
     """
 
     prefix: list[str]
     env: dict[str, str]
     home: Path | None = None
     proxy: EgressProxy | None = None
+    on_stop: Callable[[], None] | None = None
 
     def argv(self, command: Sequence[str]) -> list[str]:
         return [*self.prefix, *command]
@@ -198,18 +202,34 @@ def child_env(
     return inside | dict(env)
 
 
-def git_mounts(worktree: Path) -> list[tuple[Path, bool]]:
-    """What the worktree's git needs besides the worktree: (folder, writable).
+def git_mounts(worktree: Path) -> list[Path]:
+    """What the worktree's git reads besides the worktree, all of it to mount read-only.
 
-    The repository's git folder read-only (objects, refs, config, hooks: a build
-    must not plant a hook or a remote), then the worktree's own admin folder
-    (`.git/worktrees/<id>`: its index and HEAD) writable, in that order.
+    The repository's git folder (objects, refs, config, hooks), the worktree's
+    own admin folder (`.git/worktrees/<id>`: its HEAD, `commondir`, `gitdir`)
+    and the worktree's `.git` file, in that order (the file goes over the
+    worktree's own writable mount). Why all read-only: after the build the
+    daemon runs git on the host in this worktree, and git trusts these files;
+    a build that could point `.git` elsewhere, or write `HEAD` or a
+    `config.worktree`, could make that git run its code (`core.fsmonitor`) or
+    move another branch. The build's git writes its index to a private copy
+    instead (`GIT_INDEX_FILE`, `private_index`).
     """
     admin = _git_admin(worktree)
     if admin is None:
         return []
     common = _common_of(admin)
-    return [*([(common, False)] if common is not None else []), (admin, True)]
+    return [*([common] if common is not None else []), admin, worktree / ".git"]
+
+
+def private_index(worktree: Path, folder: Path) -> Path | None:
+    """A copy of the worktree's index in `folder`, for the build's git (`GIT_INDEX_FILE`)."""
+    admin = _git_admin(worktree)
+    if admin is None or not (admin / "index").is_file():
+        return None
+    copy = folder / "git-index"
+    shutil.copyfile(admin / "index", copy)
+    return copy
 
 
 def _visible_parent(path: Path) -> Path:
@@ -275,8 +295,6 @@ class Bubblewrap:
         def under_hidden(path: Path) -> bool:
             return any(path == h or h in path.parents for h in hidden)
 
-        for folder, writable in git_mounts(worktree.path):
-            args += ["--bind" if writable else "--ro-bind", str(folder), str(folder)]
         for binary in binaries:
             for path in {Path(binary), Path(binary).resolve()}:
                 folder = _visible_parent(path)
@@ -286,6 +304,8 @@ class Bubblewrap:
             if under_hidden(prefix):
                 args += ["--ro-bind", str(prefix), str(prefix)]
         args += ["--bind", str(worktree.path), str(worktree.path)]
+        for path in git_mounts(worktree.path):  # after the worktree: its `.git` goes over it
+            args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(home), str(home)]
         return args
 
@@ -309,6 +329,8 @@ class Bubblewrap:
         with ExitStack() as stack:
             stack.callback(shutil.rmtree, run, True)
             inside = child_env(self.policy, home=home, keys=keys, drop=drop, env=env)
+            if private_index(worktree.path, scratch) is not None:
+                inside["GIT_INDEX_FILE"] = "/tmp/git-index"  # scratch is the sandbox's /tmp
             prefix: list[str] = []
             cgroup = open_cgroup(f"agent-team-{worktree.key}-{run.name[-8:]}", self.policy.limits)
             if cgroup is not None:
@@ -343,12 +365,12 @@ class Bubblewrap:
             prefix += self._binds(worktree, home, binaries)
             proxy: EgressProxy | None = None
             if self.policy.allow_hosts:
-                proxy = EgressProxy(run / "proxy.sock", self.policy.allow_hosts, worktree.output)
+                proxy = EgressProxy(self.policy.allow_hosts, worktree.output)
                 stack.callback(proxy.close)
                 bridge = Path(sandbox_bridge.__file__).resolve()
                 prefix += [
                     "--ro-bind",
-                    str(run / "proxy.sock"),
+                    str(proxy.socket_path),
                     str(_INSIDE_RUN / "proxy.sock"),
                     "--ro-bind",
                     str(bridge),

@@ -40,6 +40,7 @@ from agent_team.builders.sandbox import (
     SandboxPolicy,
     child_env,
     git_mounts,
+    private_index,
 )
 
 __all__ = ["ContainerSandbox"]
@@ -173,8 +174,8 @@ class ContainerSandbox:
             "--volume",
             f"{home}:{home}:rw",
         ]
-        for source, writable in git_mounts(worktree.path):
-            flags += ["--volume", f"{source}:{source}:{'rw' if writable else 'ro'}"]
+        for source in git_mounts(worktree.path):
+            flags += ["--volume", f"{source}:{source}:ro"]
         for variable in env_names:
             flags += ["--env", variable]  # by name: its value comes from our environment
         return flags
@@ -201,14 +202,18 @@ class ContainerSandbox:
             stack.callback(self.remove, name)  # after a cancel or a timeout: the container too
             inside = child_env(self.policy, home=home, keys=keys, drop=drop, env=env)
             proxy: EgressProxy | None = None
-            extra: list[str] = []
+            # The build's own folder: its git index copy and, with hosts allowed, the proxy.
+            extra = ["--volume", f"{run}:{_INSIDE_RUN}:rw"]
+            inline = [f"HOME={home}"]
+            if private_index(worktree.path, run) is not None:
+                inline.append(f"GIT_INDEX_FILE={_INSIDE_RUN}/git-index")
             if self.policy.allow_hosts:
-                proxy = EgressProxy(run / "proxy.sock", self.policy.allow_hosts, worktree.output)
+                proxy = EgressProxy(self.policy.allow_hosts, worktree.output)
                 stack.callback(proxy.close)
                 bridge = Path(sandbox_bridge.__file__).resolve()
-                extra = [
+                extra += [
                     "--volume",
-                    f"{run / 'proxy.sock'}:{_INSIDE_RUN}/proxy.sock",
+                    f"{proxy.socket_path}:{_INSIDE_RUN}/proxy.sock",
                     "--volume",
                     f"{bridge}:{_INSIDE_RUN}/bridge.py:ro",
                 ]
@@ -216,7 +221,9 @@ class ContainerSandbox:
             # runtime's environment; the private home is ours to name, so it goes inline.
             by_name = sorted(k for k in inside if k != "HOME")
             flags = self._flags(worktree, home, name, by_name) + extra
-            flags += ["--env", f"HOME={home}", self.image]
+            for item in inline:
+                flags += ["--env", item]
+            flags.append(self.image)
             if proxy is not None:
                 flags += [
                     "python3",
@@ -227,4 +234,10 @@ class ContainerSandbox:
                     str(PROXY_PORT),
                 ]
             runtime_env = self._runtime_env() | {k: inside[k] for k in by_name}
-            yield Jail(prefix=[self.runtime, *flags], env=runtime_env, home=home, proxy=proxy)
+            yield Jail(
+                prefix=[self.runtime, *flags],
+                env=runtime_env,
+                home=home,
+                proxy=proxy,
+                on_stop=lambda: self.remove(name),
+            )

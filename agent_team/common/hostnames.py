@@ -35,6 +35,11 @@ def parse_allow_hosts(entries: Iterable[str]) -> tuple[str, ...]:
                 f"{raw.strip()!r} is not a host name; list names such as api.anthropic.com or "
                 "*.githubusercontent.com (no scheme, port or path)"
             )
+        if entry.startswith("*.") and "." not in entry[2:]:
+            raise ValueError(
+                f"{raw.strip()!r} would open a whole top-level domain; name the domain "
+                "(*.githubusercontent.com)"
+            )
         hosts.append(entry)
     return tuple(dict.fromkeys(hosts))
 

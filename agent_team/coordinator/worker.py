@@ -331,10 +331,17 @@ class Worker:
                 stopped[task_id] = "cancelled"
             elif self.task_timeout_s > 0 and now - began > self.task_timeout_s:
                 stopped[task_id] = "task_timeout"
+        told: dict[str, str] = {}
         for task_id, reason in stopped.items():
-            killed = stop_tagged(task_id, reason)
+            # Only the run that was judged: one that ended meanwhile has forgotten its stop
+            # (`_handle_in_order`), and a reason set now would stop the task's next run.
+            with self._held_guard:
+                if self._started.get(task_id) != started[task_id]:
+                    continue
+                killed = stop_tagged(task_id, reason)
+            told[task_id] = reason
             log.info("task %s: %s; %d running process group(s) stopped", task_id, reason, killed)
-        return stopped
+        return told
 
     def _prune_releases(self) -> None:
         """Forget releases older than two leases, so the map does not grow with every task

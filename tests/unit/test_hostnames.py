@@ -24,6 +24,11 @@ def test_anything_else_is_refused_naming_the_entry(entry: str) -> None:
         parse_allow_hosts([entry])
 
 
+def test_a_wildcard_over_a_whole_top_level_domain_is_refused() -> None:
+    with pytest.raises(ValueError, match="whole top-level domain"):
+        parse_allow_hosts(["*.com"])
+
+
 def test_a_wildcard_matches_names_under_the_domain_not_the_domain() -> None:
     allowed = ("*.githubusercontent.com", "pypi.org")
     assert host_allowed("raw.githubusercontent.com", allowed)

@@ -19,6 +19,7 @@ import pytest
 
 from agent_team.builders import BuildTask, run_build
 from agent_team.builders.command import CommandBuilder
+from agent_team.builders.egress import resolve_target
 from agent_team.builders.live_log import read_build_log
 from agent_team.builders.proc import forget_stop, stop_tagged
 from agent_team.builders.sandbox import Bubblewrap, SandboxPolicy
@@ -308,3 +309,34 @@ def test_doctor_names_the_sandbox_and_a_claude_code_that_cannot_reach_its_api(
     assert ok and "egress only to api.anthropic.com" in detail
     ok, detail = check(sandbox="none")
     assert ok and detail.startswith("none")
+
+
+def test_it_cannot_redirect_its_worktrees_git_or_move_a_branch(world: dict[str, Path]) -> None:
+    """The daemon runs git in the worktree after the build: what git trusts there is read-only."""
+    main_before = git(world["repo"], "rev-parse", "main")
+    admin = git(world["repo"], "rev-parse", "--git-common-dir")  # the repository's .git
+    planted = world["state"].parent / "planted-by-fsmonitor"
+    output = build(
+        world,
+        # Point .git at a folder of its own whose config runs a program on the host's git;
+        # write the worktree's HEAD to move `main`; plant a config.worktree; then use git.
+        "mkdir -p fake && git init -q --bare fake/git && "
+        f"git --git-dir=fake/git config core.fsmonitor 'touch {planted}'; "
+        "echo 'gitdir: fake/git' > .git; "
+        f"echo 'ref: refs/heads/main' > {world['repo']}/.git/worktrees/t1/HEAD; "
+        f"echo '[core]' > {world['repo']}/.git/worktrees/t1/config.worktree; "
+        "echo change > changed.txt; git status --short; git diff --stat HEAD; echo END",
+    )
+
+    assert "END" in output and "Read-only file system" in output
+    assert "?? changed.txt" in output  # its own git still reads the worktree (private index)
+    assert not planted.exists()
+    assert git(world["repo"], "rev-parse", "main") == main_before
+    assert (Path(admin) if Path(admin).is_absolute() else world["repo"] / admin).is_dir()
+    assert "changed.txt" in git(world["repo"], "show", "--stat", "agent-team/t1")
+
+
+def test_a_name_allowed_by_a_wildcard_may_not_lead_to_an_internal_address() -> None:
+    assert resolve_target("localhost", 80, exact=True) in {("127.0.0.1", 80), ("::1", 80)}
+    refused = resolve_target("localhost", 80, exact=False)
+    assert isinstance(refused, str) and "internal address" in refused
