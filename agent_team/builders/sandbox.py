@@ -50,7 +50,7 @@ from agent_team.builders import sandbox_bridge
 from agent_team.builders.base import Worktree
 from agent_team.builders.egress import EgressProxy
 from agent_team.builders.proc import allowed_env, inherited_env
-from agent_team.builders.sandbox_limits import Limits, cgroup_support, open_cgroup
+from agent_team.builders.sandbox_limits import Limits, cgroup_support, open_cgroup, sweep_cgroups
 
 __all__ = [
     "PROXY_PORT",
@@ -81,12 +81,14 @@ class SandboxPolicy:
             build needs inside them (its worktree, the repository's git folder) is bound
             back.
         allow_hosts: hosts the egress proxy lets through (`AGENT_TEAM_SANDBOX_ALLOW_HOSTS`).
+        hide_files: single files to hide (the `.env` the daemon's settings came from).
         env_names: more variables to hand in (`AGENT_TEAM_SANDBOX_ENV`).
         limits: the resource limits.
     """
 
     state_dir: Path
     hide: tuple[Path, ...] = ()
+    hide_files: tuple[Path, ...] = ()
     allow_hosts: tuple[str, ...] = ()
     env_names: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
@@ -271,7 +273,8 @@ class Bubblewrap:
         )
 
     def sweep(self) -> list[str]:
-        return []  # a sandbox dies with its build (--die-with-parent); cgroups are removed
+        """A sandbox dies with its build (`--die-with-parent`); a killed daemon's cgroups stay."""
+        return [str(folder) for folder in sweep_cgroups()]
 
     def _hidden(self) -> list[Path]:
         state = self.policy.state_dir.expanduser().resolve()
@@ -291,6 +294,9 @@ class Bubblewrap:
         hidden = self._hidden()
         for folder in hidden:
             args += ["--tmpfs", str(folder)]
+        for file in self.policy.hide_files:
+            if file.is_file():
+                args += ["--ro-bind", os.devnull, str(file.resolve())]
 
         def under_hidden(path: Path) -> bool:
             return any(path == h or h in path.parents for h in hidden)

@@ -15,14 +15,17 @@ import logging
 import os
 import shutil
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CgroupJail", "Limits", "cgroup_support", "open_cgroup"]
+__all__ = ["CgroupJail", "Limits", "cgroup_support", "open_cgroup", "sweep_cgroups"]
 
 log = logging.getLogger(__name__)
 
 _MIB = 1024 * 1024
+_REMOVE_WAIT_S = 5.0
+_REMOVE_PAUSE_S = 0.01
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -106,25 +109,56 @@ class CgroupJail:
     def close(self) -> None:
         """Kill whatever is left in the cgroups and remove them."""
         for folder in self.dirs:
-            for _ in range(50):
-                try:
-                    pids = [int(p) for p in (folder / "cgroup.procs").read_text().split()]
-                except (OSError, ValueError):
-                    pids = []
-                for pid in pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:  # busy: killed processes are still exiting
-                    os.sched_yield()
-            else:
+            if not _remove_cgroup(folder, wait_s=_REMOVE_WAIT_S):
                 log.warning("sandbox: could not remove the cgroup %s", folder)
+
+
+def _remove_cgroup(folder: Path, *, wait_s: float) -> bool:
+    """Kill a cgroup's processes and remove it; False if it is still busy after `wait_s`.
+
+    A killed process leaves its cgroup only once it has fully exited, a moment
+    after the kill: the removal is tried again, with short pauses, until then.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            pids = [int(p) for p in (folder / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            pids = []
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            folder.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:  # busy: killed processes are still exiting
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_REMOVE_PAUSE_S)
+
+
+def sweep_cgroups() -> list[Path]:
+    """Remove empty build cgroups a killed daemon left (`agent-team-*` beside ours).
+
+    Only empty ones: a cgroup with processes may be another daemon's build on
+    this host.
+    """
+    removed: list[Path] = []
+    own = _own_paths()
+    parents = [d for d in (_v2_dir(own), *(_v1_dir(c, own) for c in ("pids", "memory"))) if d]
+    for parent in parents:
+        for folder in parent.glob("agent-team-*"):
+            try:
+                empty = not (folder / "cgroup.procs").read_text().split()
+            except OSError:
+                continue
+            if empty and _remove_cgroup(folder, wait_s=0):
+                removed.append(folder)
+    return removed
 
 
 def open_cgroup(name: str, limits: Limits) -> CgroupJail | None:

@@ -95,6 +95,7 @@ def sandbox_from_settings(settings: Settings, state_dir: Path) -> Sandbox:
     policy = SandboxPolicy(
         state_dir=state_dir,
         hide=tuple(hide),
+        hide_files=(Path.cwd() / ".env",),  # where the daemon's settings may have come from
         allow_hosts=tuple(settings.sandbox_allow_hosts),
         env_names=tuple(settings.sandbox_env),
         limits=Limits(

@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -26,7 +27,17 @@ SECRET = "ghp_" + "S" * 36
     shutil.which("bwrap") is None and not os.environ.get("CI"),
     reason="bubblewrap is not installed (CI installs it)",
 )
-def test_the_default_sandbox_runs_the_build_in_bubblewrap(tmp_path: Path) -> None:
+def test_the_default_sandbox_runs_the_build_in_bubblewrap() -> None:
+    # Outside /tmp: the sandbox's /tmp is its own, so a ledger under /tmp is out of
+    # its sight anyway; here only the sandbox can hide it.
+    tmp_path = Path(tempfile.mkdtemp(prefix="agent-team-e2e-sandbox-", dir="/var/tmp"))
+    try:
+        _run_default_sandbox(tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _run_default_sandbox(tmp_path: Path) -> None:
     port = free_port()
     env = daemon_env(tmp_path, port)
     env.update(

@@ -11,6 +11,7 @@ import http.server
 import os
 import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from agent_team.builders.live_log import read_build_log
 from agent_team.builders.proc import forget_stop, stop_tagged
 from agent_team.builders.sandbox import Bubblewrap, SandboxPolicy
 from agent_team.builders.sandbox_choice import make_sandbox
-from agent_team.builders.sandbox_limits import Limits, cgroup_support
+from agent_team.builders.sandbox_limits import Limits, cgroup_support, open_cgroup, sweep_cgroups
 from agent_team.config import load_settings
 from agent_team.exceptions import BuildError, ConfigError, TaskStoppedError
 from agent_team.service.doctor import check_sandbox
@@ -40,20 +41,40 @@ PY = f"{sys.executable} -I -S"
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> dict[str, Path]:
+def outside_tmp() -> Iterator[Path]:
+    """A test folder outside /tmp.
+
+    A sandbox has a private /tmp, so anything under pytest's `tmp_path` is out of
+    its sight whatever the sandbox hides: a test that a folder is hidden must put
+    it where the sandbox would otherwise see it.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="agent-team-sandbox-test-", dir="/var/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def world(outside_tmp: Path) -> dict[str, Path]:
     """A repository, a state folder, a ledger folder and a home, as a daemon has them."""
-    ledger_dir = tmp_path / "var"
+    ledger_dir = outside_tmp / "var"
     ledger_dir.mkdir()
     (ledger_dir / "agent-team.db").write_text("LEDGER-CONTENT\n")
-    home = tmp_path / "home"
+    home = outside_tmp / "home"
     home.mkdir()
     (home / ".netrc").write_text("HOME-SECRET\n")
     return {
-        "repo": make_repo(tmp_path / "repo"),
-        "state": tmp_path / "state",
+        "repo": make_repo(outside_tmp / "repo"),
+        "state": outside_tmp / "state",
         "ledger_dir": ledger_dir,
         "home": home,
     }
+
+
+def test_the_test_world_is_in_the_sandboxs_sight_unless_hidden(world: dict[str, Path]) -> None:
+    """What the other tests find hidden is hidden by the sandbox, not by where tests live."""
+    seen = world["ledger_dir"].parent / "seen.txt"
+    seen.write_text("VISIBLE\n")
+    assert "VISIBLE" in build(world, f"cat {seen}")
 
 
 def sandbox_for(world: dict[str, Path], **policy: object) -> Bubblewrap:
@@ -105,14 +126,17 @@ def test_it_cannot_read_other_worktrees_the_ledger_the_home_or_the_daemons_secre
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_SECRETSECRET")
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-SECRET")
     monkeypatch.setenv("EXTRA_KEY", "handed-in")
+    dotenv = world["repo"].parent / ".env"  # the daemon's working folder's settings
+    dotenv.write_text("AGENT_TEAM_GITHUB_TOKEN=DOTENV-SECRET\n")
 
     output = build(
         world,
         f"cat {other}/unsaved.txt {other}/mine.txt; "
         f"cat {world['ledger_dir']}/agent-team.db; "
         f"echo WT:$(ls -A {world['state']}/worktrees | tr '\\n' ,); "
-        f"cat {world['home']}/.netrc; env; ls -A /run; echo END",
+        f"cat {world['home']}/.netrc; cat {dotenv}; env; ls -A /run; echo END",
         env_names=("EXTRA_KEY",),
+        hide_files=(dotenv,),
     )
 
     assert "END" in output
@@ -120,6 +144,7 @@ def test_it_cannot_read_other_worktrees_the_ledger_the_home_or_the_daemons_secre
         "OTHER-TASK",
         "LEDGER-CONTENT",
         "HOME-SECRET",
+        "DOTENV-SECRET",
         "ghp_SECRETSECRET",
         "xoxb-SECRET",
         "GITHUB_TOKEN",
@@ -129,8 +154,8 @@ def test_it_cannot_read_other_worktrees_the_ledger_the_home_or_the_daemons_secre
     assert "WT:t1," in output  # of the state folder, only its own worktree
 
 
-def test_it_cannot_write_outside_its_worktree(world: dict[str, Path], tmp_path: Path) -> None:
-    outside = tmp_path / "outside.txt"
+def test_it_cannot_write_outside_its_worktree(world: dict[str, Path]) -> None:
+    outside = world["repo"].parent / "outside.txt"
     repo_file = world["repo"] / "README.md"
 
     output = build(
@@ -340,3 +365,20 @@ def test_a_name_allowed_by_a_wildcard_may_not_lead_to_an_internal_address() -> N
     assert resolve_target("localhost", 80, exact=True) in {("127.0.0.1", 80), ("::1", 80)}
     refused = resolve_target("localhost", 80, exact=False)
     assert isinstance(refused, str) and "internal address" in refused
+
+
+def test_a_builds_cgroup_is_removed_and_a_killed_daemons_leftovers_are_swept(
+    world: dict[str, Path],
+) -> None:
+    if not cgroup_support():
+        pytest.skip("no cgroup this process may make here: rlimits only")
+    before = {p.name for p in Path("/sys/fs/cgroup").rglob("agent-team-*") if p.is_dir()}
+    build(world, "echo built > out.txt")
+    after = {p.name for p in Path("/sys/fs/cgroup").rglob("agent-team-*") if p.is_dir()}
+    assert after <= before  # the build's own cgroups went with it
+
+    left = open_cgroup("agent-team-left-by-a-killed-daemon", Limits())  # empty, as after kill -9
+    assert left is not None
+    swept = sweep_cgroups()
+    assert {p.name for p in swept} == {"agent-team-left-by-a-killed-daemon"}
+    assert not any(folder.exists() for folder in left.dirs)
