@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -14,9 +15,19 @@ import pytest
 
 from agent_team import db
 from agent_team.builders.live_log import read_build_log
+from agent_team.builders.sandbox import SandboxPolicy
+from agent_team.builders.sandbox_container import ContainerSandbox
 from agent_team.requests import inbox
 from tests.e2e.conftest import LONG_BODY
-from tests.e2e.daemon_process import daemon_env, free_port, reap, run_daemon, start_daemon
+from tests.e2e.daemon_process import (
+    daemon_env,
+    free_port,
+    reap,
+    run_daemon,
+    start_daemon,
+    wait_healthy,
+)
+from tests.fakes.container_runtime import install_fake_runtime
 from tests.waiting import wait_for
 
 SECRET = "ghp_" + "S" * 36
@@ -101,3 +112,36 @@ def test_a_sandbox_that_cannot_run_stops_the_start_with_one_line(tmp_path: Path)
     assert done.returncode == 2, done
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "apt install bubblewrap" in lines[0], done.stderr
+
+
+def test_a_restarted_daemon_removes_the_containers_a_killed_one_left(tmp_path: Path) -> None:
+    records = tmp_path / "runtime"
+    install_fake_runtime(tmp_path / "bin", records)
+    state = tmp_path / "state"
+    ours = ContainerSandbox(
+        SandboxPolicy(state_dir=state), kind="podman", runtime="podman", image="x:1"
+    )
+    (records / "containers").mkdir(parents=True, exist_ok=True)
+    for name, label in (("agent-team-t1-dead0001", ours.label), ("someone-elses", "other")):
+        (records / "containers" / f"{name}.json").write_text(
+            json.dumps({"label": label, "pid": None})
+        )
+    port = free_port()
+    env = daemon_env(tmp_path, port)
+    env.update(
+        AGENT_TEAM_SANDBOX="podman",
+        AGENT_TEAM_SANDBOX_IMAGE="registry.example/builder:1",
+        AGENT_TEAM_BUILDER="command",
+        AGENT_TEAM_BUILD_COMMAND="true",
+    )
+    env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
+    proc = start_daemon(env=env, cwd=tmp_path, output=tmp_path / "daemon.log")
+    try:
+        wait_healthy(port, proc, log=tmp_path / "daemon.log")
+        facts = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()["facts"]
+        assert str(facts["sandbox"]).startswith("podman"), facts
+        assert [p.stem for p in (records / "containers").iterdir()] == ["someone-elses"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        reap(proc)
