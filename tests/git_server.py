@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fakes.http_body import read_body
+
 __all__ = ["GitRequest", "GitServer", "git", "http_backend", "make_remote", "push_commit"]
 
 _ENV = {
@@ -246,21 +248,8 @@ class GitServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def _body(self) -> bytes:
-                if self.headers.get("transfer-encoding", "").lower() == "chunked":
-                    data = b""
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                        if size == 0:
-                            self.rfile.readline()
-                            return data
-                        data += self.rfile.read(size)
-                        self.rfile.readline()
-                length = int(self.headers.get("content-length") or 0)
-                return self.rfile.read(length) if length else b""
-
             def _answer(self, method: str) -> None:
-                body = self._body()
+                body = read_body(self)
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 status, out, data = server._serve(method, self.path, headers, body)
                 self.send_response(status)

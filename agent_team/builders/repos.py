@@ -41,7 +41,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent_team.builders.base import BuildTask
@@ -66,6 +66,8 @@ __all__ = [
 
 # Where a mirror keeps the remote's HEAD as last fetched: new task branches start there.
 REMOTE_HEAD = "refs/agent-team/remote-head"
+# ... and each base branch a task names (`owner/name#develop`), as fetched.
+REMOTE_BASES = "refs/agent-team/remote-bases/"
 # A first fetch of a large repository takes minutes; later ones bring only what is new.
 FETCH_TIMEOUT_S = 1800.0
 # A fixed date makes the generated default repository's first commit the same everywhere.
@@ -198,7 +200,15 @@ def resolve_repo(
         return _default_repo(state_dir)
     if isinstance(spec, RemoteRepo):
         return _mirror(spec, branch=branch, state_dir=state_dir, git_host=git_host)
-    return _local(spec.path, source)
+    local = _local(spec.path, source)
+    if spec.branch is None:
+        return local
+    if not ref_exists(local.path, f"refs/heads/{spec.branch}"):
+        raise BuildError(
+            f"{source} {local.path} has no branch {spec.branch!r} to start from; create it "
+            "or name another base branch"
+        )
+    return replace(local, start=f"refs/heads/{spec.branch}")
 
 
 # --- local repositories ------------------------------------------------------------------------
@@ -291,9 +301,19 @@ def mirror_path(state_dir: Path, spec: RemoteRepo) -> Path:
     return state_dir.expanduser().resolve() / "mirrors" / f"{safe}-{digest}.git"
 
 
+def remote_ref(base: str | None) -> str:
+    """Where a mirror keeps the head of `base` (None: the remote's default branch) as fetched.
+
+    One ref per base branch, so tasks of one repository on different bases do
+    not move each other's start between the fetch and the new branch.
+    """
+    return REMOTE_HEAD if base is None else f"{REMOTE_BASES}{base}"
+
+
 def _mirror(spec: RemoteRepo, *, branch: str, state_dir: Path, git_host: GitHost) -> GitRepo:
     path = mirror_path(state_dir, spec)
-    repo = _KNOWN_REPOS[path] = GitRepo(path, path, start=REMOTE_HEAD)
+    _KNOWN_REPOS[path] = GitRepo(path, path, start=REMOTE_HEAD)
+    repo = GitRepo(path, path, start=remote_ref(spec.branch))
     if (path / "HEAD").is_file() and ref_exists(path, f"refs/heads/{branch}"):
         return repo  # the branch is the build record: kept as it is, nothing to fetch
     with registry_lock(state_dir, path):
@@ -323,7 +343,7 @@ def _network_env(git_host: GitHost, url: str) -> dict[str, str]:
 
 
 def _fetch(path: Path, spec: RemoteRepo, git_host: GitHost) -> None:
-    """Fetch the remote's HEAD into `REMOTE_HEAD` (hold the repository lock)."""
+    """Fetch the remote's HEAD (or the base branch) into `remote_ref` (hold the repository lock)."""
     try:
         done = run_git(
             path,
@@ -333,7 +353,8 @@ def _fetch(path: Path, spec: RemoteRepo, git_host: GitHost) -> None:
             "--no-write-fetch-head",
             "--no-recurse-submodules",
             spec.url,
-            f"+HEAD:{REMOTE_HEAD}",
+            f"+{'HEAD' if spec.branch is None else 'refs/heads/' + spec.branch}:"
+            f"{remote_ref(spec.branch)}",
             check=False,
             extra_env=_network_env(git_host, spec.url),
             config=_FETCH_CONFIG,

@@ -59,6 +59,7 @@ __all__ = [
     "NoSandbox",
     "Sandbox",
     "SandboxPolicy",
+    "build_folders",
     "child_env",
     "git_mounts",
 ]
@@ -204,6 +205,16 @@ def child_env(
     return inside | dict(env)
 
 
+def build_folders(policy: SandboxPolicy, worktree: Worktree, builder: str) -> tuple[Path, Path]:
+    """The builder's home (kept) and this build's own folder (new; the caller removes it)."""
+    state = policy.state_dir.expanduser().resolve()
+    home = state / "sandbox" / "home" / builder
+    home.mkdir(parents=True, exist_ok=True)
+    run = state / "sandbox" / "run" / f"{worktree.key[:40]}-{uuid.uuid4().hex[:8]}"
+    run.mkdir(parents=True)
+    return home, run
+
+
 def git_mounts(worktree: Path) -> list[Path]:
     """What the worktree's git reads besides the worktree, all of it to mount read-only.
 
@@ -326,12 +337,9 @@ class Bubblewrap:
         drop: Sequence[str] = (),
         binaries: Sequence[str] = (),
     ) -> Iterator[Jail]:
-        state = self.policy.state_dir.expanduser().resolve()
-        home = state / "sandbox" / "home" / builder
-        home.mkdir(parents=True, exist_ok=True)
-        run = state / "sandbox" / "run" / f"{worktree.key}-{uuid.uuid4().hex[:8]}"
+        home, run = build_folders(self.policy, worktree, builder)
         scratch = run / "tmp"
-        scratch.mkdir(parents=True)
+        scratch.mkdir()
         with ExitStack() as stack:
             stack.callback(shutil.rmtree, run, True)
             inside = child_env(self.policy, home=home, keys=keys, drop=drop, env=env)

@@ -25,7 +25,6 @@ import logging
 import os
 import shutil
 import subprocess
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -38,6 +37,7 @@ from agent_team.builders.sandbox import (
     PROXY_PORT,
     Jail,
     SandboxPolicy,
+    build_folders,
     child_env,
     git_mounts,
     private_index,
@@ -191,12 +191,8 @@ class ContainerSandbox:
         drop: Sequence[str] = (),
         binaries: Sequence[str] = (),
     ) -> Iterator[Jail]:
-        state = self.policy.state_dir.expanduser().resolve()
-        home = state / "sandbox" / "home" / builder
-        home.mkdir(parents=True, exist_ok=True)
-        name = f"agent-team-{worktree.key[:40]}-{uuid.uuid4().hex[:8]}"
-        run = state / "sandbox" / "run" / name
-        run.mkdir(parents=True)
+        home, run = build_folders(self.policy, worktree, builder)
+        name = f"agent-team-{run.name}"
         with ExitStack() as stack:
             stack.callback(shutil.rmtree, run, True)
             stack.callback(self.remove, name)  # after a cancel or a timeout: the container too

@@ -11,7 +11,15 @@ import typer
 from agent_team import db
 from agent_team.automations import service
 from agent_team.automations.runner import AutomationRunner, runner_for, schedule_of
-from agent_team.cli.support import context_of, id_table, open_ready, open_writable, out, print_json
+from agent_team.cli.support import (
+    REPO_HELP,
+    context_of,
+    id_table,
+    open_ready,
+    open_writable,
+    out,
+    print_json,
+)
 from agent_team.common.repo_spec import checked_repo
 from agent_team.common.timefmt import relative
 from agent_team.exceptions import InvalidAutomationError, InvalidRepoError
@@ -115,8 +123,7 @@ def add(
         str | None,
         typer.Option(
             "--repo",
-            help="The repository to build in: a path, https://host/owner/name, "
-            "git@host:owner/name.git or owner/name (on the GitHub host).",
+            help=REPO_HELP,
         ),
     ] = None,
     overlap: Annotated[

@@ -26,6 +26,7 @@ from agent_team.cli.automation import automation_app
 from agent_team.cli.inbox import audit_app
 from agent_team.cli.inbox import inbox as inbox_command
 from agent_team.cli.support import (
+    REPO_HELP,
     CliContext,
     age,
     context_of,
@@ -451,8 +452,7 @@ def submit(
         str | None,
         typer.Option(
             "--repo",
-            help="The repository to build in: a path, https://host/owner/name, "
-            "git@host:owner/name.git or owner/name (on the GitHub host).",
+            help=REPO_HELP,
         ),
     ] = None,
 ) -> None:

@@ -26,6 +26,7 @@ from agent_team.common.log_format import formatter_for
 from agent_team.config import Settings, load_hooks, load_settings
 
 __all__ = [
+    "REPO_HELP",
     "CliContext",
     "age",
     "context_of",
@@ -42,6 +43,12 @@ out = Console(
     highlight=False, soft_wrap=True, markup=False, width=None if sys.stdout.isatty() else 200
 )
 err = Console(stderr=True, highlight=False, markup=False)
+
+# `--repo` of `submit` and `automation add`: what a task may name (common/repo_spec.py).
+REPO_HELP = (
+    "The repository to build in: a path, https://host/owner/name, "
+    "git@host:owner/name.git or owner/name (on the GitHub host)."
+)
 
 
 @dataclass

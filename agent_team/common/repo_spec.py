@@ -12,6 +12,10 @@ The forms taken (`ACCEPTED`):
   (`AGENT_TEAM_GITHUB_API_URL`, see `common.git_host.git_host_url`). To name a
   folder that looks like that, write `./owner/name`.
 
+Any of them may end in `#<branch>`: the base branch new task branches start
+from (`acme/widgets#develop`); without it, the remote's default branch (a
+local clone's HEAD).
+
 Refused, with one line saying what to write instead: `file://` (give the
 path), `ssh://` (write `git@host:owner/name.git`), a URL carrying a user name
 or password (it would be stored with the task, shown on pages and written
@@ -28,7 +32,7 @@ at its build (`RepoUnavailableError`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -60,6 +64,8 @@ _NETLOC = re.compile(
 _SCP = re.compile(r"^(?P<user>[A-Za-z0-9_.-]+)@(?P<host>[A-Za-z0-9.-]+):(?P<path>.*)$")
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A branch name git takes and a shell or a URL cannot misread (a subset of check-ref-format).
+_BRANCH = re.compile(r"^(?![-/.])(?!.*(?:\.\.|//|@\{|\.lock$|/$|\.$))[A-Za-z0-9._/-]{1,200}$")
 
 
 @dataclass(frozen=True)
@@ -68,14 +74,16 @@ class LocalRepo:
 
     Attributes:
         path: as given (`checked_repo` stores it absolute).
+        branch: the base branch (`#<branch>`), else None: the clone's HEAD.
     """
 
     path: Path
+    branch: str | None = None
 
     @property
     def text(self) -> str:
         """What is stored with the task."""
-        return str(self.path)
+        return str(self.path) + (f"#{self.branch}" if self.branch else "")
 
 
 @dataclass(frozen=True)
@@ -87,12 +95,14 @@ class RemoteRepo:
         name: `owner/name` (the last two parts of its path, without `.git`), for
             people and for the mirror's folder name.
         text: what is stored with the task: `owner/name` as given (so it follows
-            the configured host), else the URL.
+            the configured host), else the URL; with `#<branch>` when one is named.
+        branch: the base branch, else None: the remote's default branch.
     """
 
     url: str
     name: str
     text: str
+    branch: str | None = None
 
 
 RepoSpec = LocalRepo | RemoteRepo
@@ -163,6 +173,23 @@ def parse_repo(text: str, *, github_host: str = DEFAULT_GIT_HOST) -> RepoSpec:
         raise InvalidRepoError("the repository is empty; give " + ACCEPTED)
     if _CONTROL.search(value):
         raise _refuse(value, "it holds control characters; give " + ACCEPTED)
+    value, sep, branch = value.rpartition("#") if "#" in value else (value, "", "")
+    if sep and not _BRANCH.match(branch):
+        raise _refuse(
+            text.strip(),
+            "after `#` comes a branch name (letters, digits, `.`, `_`, `-`, `/`), e.g. "
+            "acme/widgets#develop",
+        )
+    spec = _parse(value, github_host)
+    if not branch:
+        return spec
+    if isinstance(spec, LocalRepo):
+        return replace(spec, branch=branch)
+    return replace(spec, branch=branch, text=f"{spec.text}#{branch}")
+
+
+def _parse(value: str, github_host: str) -> RepoSpec:
+    """`parse_repo` of a text without its `#<branch>`."""
     lowered = value.lower()
     if lowered.startswith("file:"):
         raise _refuse(value, "file: URLs are not taken; give the folder's path itself")
@@ -205,7 +232,7 @@ def checked_repo(text: str, *, cwd: Path | None = None, local_paths: bool = True
             dashboard and its API name remotes only).
 
     Returns:
-        The path made absolute, `owner/name`, or the URL.
+        The path made absolute, `owner/name`, or the URL (each with its `#<branch>`).
 
     Raises:
         InvalidRepoError: not a form we take, a path that is not allowed here,
@@ -231,4 +258,4 @@ def checked_repo(text: str, *, cwd: Path | None = None, local_paths: bool = True
             text.strip(),
             f"{path} is not a folder here; give the path of a clone, or " + ACCEPTED,
         )
-    return str(path)
+    return LocalRepo(path, spec.branch).text

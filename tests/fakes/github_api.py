@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from tests.fakes.http_body import read_body
 from tests.git_server import http_backend
 
 __all__ = ["FakeGitHub", "FakeRepo", "Recorded"]
@@ -187,21 +188,8 @@ class FakeGitHub:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def _read_body(self) -> bytes:
-                if self.headers.get("transfer-encoding", "").lower() == "chunked":
-                    data = b""
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                        if size == 0:
-                            self.rfile.readline()
-                            return data
-                        data += self.rfile.read(size)
-                        self.rfile.readline()
-                length = int(self.headers.get("content-length") or 0)
-                return self.rfile.read(length) if length else b""
-
             def _serve(self, method: str) -> None:
-                raw = self._read_body()
+                raw = read_body(self)
                 parts = urlsplit(self.path)
                 if _GIT_PATH.match(parts.path):
                     self._send(*fake._git(method, parts.path, parts.query, self.headers, raw))

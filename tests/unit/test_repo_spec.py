@@ -114,3 +114,35 @@ def test_the_token_goes_to_the_github_host_alone() -> None:
     assert auth_env(None, host.url) == host.env_for("http://other/a/b")
     assert git_host_url("https://api.github.com") == "https://github.com/"
     assert git_host_url("https://ghe.example/api/v3") == "https://ghe.example/"
+
+
+def test_a_base_branch_follows_a_hash() -> None:
+    named = parse_repo("acme/widgets#develop")
+    assert isinstance(named, RemoteRepo)
+    assert (named.branch, named.text, named.url) == (
+        "develop",
+        "acme/widgets#develop",
+        "https://github.com/acme/widgets.git",
+    )
+    url = parse_repo("https://git.example/acme/widgets.git#release/2.1")
+    assert isinstance(url, RemoteRepo) and url.branch == "release/2.1"
+    assert url.text == "https://git.example/acme/widgets.git#release/2.1"
+    local = parse_repo("/srv/clones/app#hotfix")
+    assert isinstance(local, LocalRepo) and (local.path, local.branch) == (
+        Path("/srv/clones/app"),
+        "hotfix",
+    )
+    assert parse_repo("acme/widgets").branch is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["acme/widgets#", "acme/widgets#-x", "acme/widgets#a..b", "acme/widgets#x.lock", "o/n#a b"],
+)
+def test_a_branch_git_would_refuse_is_refused_at_submit(bad: str) -> None:
+    with pytest.raises(InvalidRepoError, match="branch name"):
+        parse_repo(bad)
+
+
+def test_a_checked_local_path_keeps_its_base_branch(tmp_path: Path) -> None:
+    assert checked_repo(f"{tmp_path}#main") == f"{tmp_path.resolve()}#main"

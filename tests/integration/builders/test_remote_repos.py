@@ -33,7 +33,7 @@ from agent_team.common.repo_spec import RemoteRepo, parse_repo
 from agent_team.exceptions import BuildError, RepoUnavailableError
 from tests.git_server import GitServer, push_commit
 from tests.integration.builders.conftest import GitCalls
-from tests.integration.builders.helpers import changed_files, git
+from tests.integration.builders.helpers import changed_files, git, make_repo
 
 REPO = "acme/widgets"
 TOKEN = "ghp_" + "PrivateRepoToken" * 2
@@ -287,3 +287,57 @@ def test_a_stored_repository_we_do_not_take_fails_the_build_saying_so(state_dir:
     task = BuildTask("t-bad", "Bad", repo="file:///srv/x")
     with pytest.raises(BuildError, match="file: URLs are not taken"):
         run_build(OfflineBuilder(), task, PLAN, repo_path=None, state_dir=state_dir)
+
+
+def test_a_task_naming_a_base_branch_starts_from_its_head(
+    git_server: GitServer, state_dir: Path
+) -> None:
+    bare = git_server.add(REPO)
+    develop = push_commit(bare, "develop work", {"dev.txt": "dev\n"}, branch="develop")
+    url = git_server.url_of(REPO)
+    on_main = BuildTask(task_id="t-main", title="On main", repo=url)
+    on_develop = BuildTask(task_id="t-dev", title="On develop", repo=f"{url}#develop")
+
+    main_build = run_build(OfflineBuilder(), on_main, PLAN, repo_path=None, state_dir=state_dir)
+    dev_build = run_build(OfflineBuilder(), on_develop, PLAN, repo_path=None, state_dir=state_dir)
+
+    mirror = mirror_path(state_dir, spec_of(url))  # one mirror for both bases
+    assert parent(mirror, main_build.commit) == git(bare, "rev-parse", "main")
+    assert parent(mirror, dev_build.commit) == develop
+
+
+def test_a_base_branch_the_remote_lacks_parks_the_task_with_gits_words(
+    git_server: GitServer, state_dir: Path
+) -> None:
+    git_server.add(REPO)
+    task = BuildTask(task_id="t-nobranch", title="x", repo=f"{git_server.url_of(REPO)}#nope")
+
+    with pytest.raises(RepoUnavailableError, match="nope"):
+        run_build(OfflineBuilder(), task, PLAN, repo_path=None, state_dir=state_dir)
+
+
+def test_a_local_clone_with_a_base_branch_starts_there(tmp_path: Path, state_dir: Path) -> None:
+    clone = make_repo(tmp_path / "clone")
+    git(clone, "checkout", "-q", "-b", "release")
+    (clone / "r.txt").write_text("r\n")
+    git(clone, "add", "r.txt")
+    git(clone, "commit", "-q", "-m", "release work")
+    release = git(clone, "rev-parse", "release")
+    git(clone, "checkout", "-q", "main")
+
+    built = run_build(
+        OfflineBuilder(),
+        BuildTask(task_id="t-rel", title="x", repo=f"{clone}#release"),
+        PLAN,
+        repo_path=None,
+        state_dir=state_dir,
+    )
+    assert parent(clone, built.commit) == release
+    with pytest.raises(BuildError, match="no branch 'gone'"):
+        run_build(
+            OfflineBuilder(),
+            BuildTask(task_id="t-gone", title="x", repo=f"{clone}#gone"),
+            PLAN,
+            repo_path=None,
+            state_dir=state_dir,
+        )
