@@ -77,7 +77,8 @@ def live(
     settings = load_settings(
         db_path=tmp_path / "agent-team.db",
         state_dir=tmp_path / "state",
-        **{"dashboard_token": TOKEN, **live_settings},
+        # Builds unsandboxed, as in every test but the sandbox's (tests/conftest.py).
+        **{"dashboard_token": TOKEN, "sandbox": "none", **live_settings},
     )
     coordinator = build_coordinator(settings)
     stop = threading.Event()
