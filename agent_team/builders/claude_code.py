@@ -43,11 +43,11 @@ from agent_team.builders.proc import (
     ProcessTimeout,
     run_process,
     stop_tagged,
-    stopped_error,
 )
 from agent_team.builders.sandbox import NoSandbox, Sandbox
 from agent_team.builders.worktree import SCRATCH_DIR, record_build
 from agent_team.common.redact import redact, tail
+from agent_team.common.stops import stopped_error
 from agent_team.exceptions import BuildError, BuilderUnavailableError
 
 __all__ = ["ClaudeCodeBuilder", "ClaudeRun", "CostMeter", "build_prompt", "parse_claude_output"]

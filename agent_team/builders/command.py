@@ -12,10 +12,11 @@ import shutil
 from pathlib import Path
 
 from agent_team.builders.base import BuildResult, BuildTask, Worktree
-from agent_team.builders.proc import ProcessStopped, ProcessTimeout, run_process, stopped_error
+from agent_team.builders.proc import ProcessStopped, ProcessTimeout, run_process
 from agent_team.builders.sandbox import NoSandbox, Sandbox
 from agent_team.builders.worktree import SCRATCH_DIR, record_build
 from agent_team.common.redact import redact, tail
+from agent_team.common.stops import stopped_error
 from agent_team.exceptions import BuildError
 
 __all__ = ["PLAN_FILE_ENV", "TASK_ID_ENV", "TASK_TITLE_ENV", "CommandBuilder", "write_plan_file"]

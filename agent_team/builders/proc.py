@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from agent_team.exceptions import TaskStoppedError
+from agent_team.common.stops import request_stop, stop_requested
 
 __all__ = [
     "Completed",
@@ -32,13 +32,10 @@ __all__ = [
     "ProcessStopped",
     "ProcessTimeout",
     "allowed_env",
-    "forget_stop",
     "inherited_env",
     "kill_running_children",
     "run_process",
-    "stop_requested",
     "stop_tagged",
-    "stopped_error",
 ]
 
 # Process groups of children still running, so a shutdown that cannot wait for them
@@ -48,19 +45,18 @@ _running_lock = threading.Lock()
 # Groups by tag (a task id), and why a tag was told to stop: a cancel or a limit must
 # reach a build that is running, and one about to start must not start.
 _tagged: dict[str, set[int]] = {}
-_stop_reasons: dict[str, str] = {}
 # What else a stop must do for a child, by its group: a container outlives its client.
 _stop_hooks: dict[int, Callable[[], None]] = {}
 
 
 def stop_tagged(tag: str, reason: str) -> int:
-    """Kill the process groups running under `tag` and keep `reason` for them; returns how many.
+    """Kill the process groups running under `tag` and record `reason`; returns how many.
 
     Runs under the tag that start later are refused with the same reason until
-    `forget_stop(tag)`. The first reason given wins.
+    `forget_stop(tag)` (`agent_team.common.stops`). The first reason given wins.
     """
+    request_stop(tag, reason)
     with _running_lock:
-        _stop_reasons.setdefault(tag, reason)
         groups = list(_tagged.get(tag, ()))
     return _kill_groups(groups)
 
@@ -83,18 +79,6 @@ def _run_hook(hook: Callable[[], None]) -> None:
         hook()
     except Exception:
         log.exception("a process stop hook failed")
-
-
-def stop_requested(tag: str) -> str | None:
-    """Why `tag` was told to stop, or None."""
-    with _running_lock:
-        return _stop_reasons.get(tag)
-
-
-def forget_stop(tag: str) -> None:
-    """Let runs under `tag` start again (the task's run that was stopped has ended)."""
-    with _running_lock:
-        _stop_reasons.pop(tag, None)
 
 
 def kill_running_children() -> int:
@@ -150,21 +134,6 @@ class ProcessStopped(Exception):
         self.reason = reason
         self.stdout = stdout
         self.stderr = stderr
-
-
-_STOPPED = {
-    "cancelled": "an operator cancelled the task; its running {what} was stopped",
-    "task_timeout": "the task's run passed AGENT_TEAM_TASK_TIMEOUT; its running {what} was "
-    "stopped (raise the limit or split the task, then submit it again)",
-    "budget": "its cost passed what was left of today's cap "
-    "(AGENT_TEAM_DAILY_BUDGET_USD); its running {what} was stopped",
-}
-
-
-def stopped_error(reason: str, what: str, *, usage: object | None = None) -> TaskStoppedError:
-    """The task-level error for work `stop_tagged` stopped, with a note that names why."""
-    text = _STOPPED.get(reason, "its running {what} was stopped: " + reason)
-    return TaskStoppedError(reason, text.format(what=what), usage=usage)
 
 
 class ProcessTimeout(Exception):
@@ -285,7 +254,7 @@ def run_process(
             _stop_hooks[proc.pid] = on_stop
         if tag is not None:
             _tagged.setdefault(tag, set()).add(proc.pid)
-        stopped_early = tag is not None and tag in _stop_reasons
+        stopped_early = tag is not None and stop_requested(tag) is not None
     try:
         if stopped_early:  # told to stop between the check above and the start
             _kill_group(proc)

@@ -30,8 +30,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from agent_team import db
-from agent_team.builders.proc import forget_stop, stop_requested, stop_tagged
+from agent_team.builders.proc import stop_tagged
 from agent_team.common.redact import redact
+from agent_team.common.stops import forget_stop, stop_requested
 from agent_team.coordinator.runner import GraphRunner
 from agent_team.exceptions import FencedError
 from agent_team.task_model import CommandKind

@@ -39,7 +39,8 @@ from pydantic import BaseModel
 
 from agent_team import db
 from agent_team.common.redact import redact
-from agent_team.exceptions import BudgetExhaustedError, ConfigError, ModelError
+from agent_team.common.stops import stop_requested, stopped_error, watching
+from agent_team.exceptions import BudgetExhaustedError, ConfigError, ModelError, TaskStoppedError
 from agent_team.models.budget_view import capped_in_usd
 from agent_team.models.pricing import Price, cost_usd, price_for
 from agent_team.models.tokens import estimate_tokens, message_text, reply_text
@@ -196,12 +197,20 @@ class ModelCaller:
             ModelError: the provider failed (nothing recorded) or its answer did
                 not fit `schema` (usage recorded); the message is redacted.
         """
+        told = stop_requested(thread_id)
+        if told is not None:  # stopped before it asked: nothing called, nothing spent
+            raise stopped_error(told, f"{stage} model call")
         estimated_input = estimate_tokens(message_text(messages))
         estimated_usd, estimated_tokens = self._reserve(
             stage, estimated_input, max(0, expected_output_tokens)
         )
         try:
-            result = self._invoke(stage, schema, messages)
+            try:
+                result = self._invoke_stoppable(thread_id, stage, schema, messages)
+            except TaskStoppedError:
+                # Abandoned while the provider worked: its prompt was sent and is counted.
+                self._record(thread_id, stage, None, estimated_input)
+                raise
             self._record(thread_id, stage, result.get("raw"), estimated_input)
         finally:
             # Released only once the row is written, so no other call sees neither.
@@ -305,6 +314,37 @@ class ModelCaller:
             self._inflight_tokens += tokens
             self.calls += 1
             return 0.0, tokens
+
+    def _invoke_stoppable(
+        self, thread_id: str, stage: str, schema: type[BaseModel], messages: Sequence[BaseMessage]
+    ) -> dict[str, Any]:
+        """`_invoke` in a thread of its own, abandoned at once if the task is told to stop.
+
+        Why: a provider can take a minute to answer, and a cancel must not wait
+        for it (docs/architecture.md §4). The abandoned thread ends when the
+        provider answers or its client times out; what it returns is dropped.
+        """
+        wake = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                outcome["result"] = self._invoke(stage, schema, messages)
+            except BaseException as exc:  # handed to the waiting thread
+                outcome["error"] = exc
+            finally:
+                wake.set()
+
+        with watching(thread_id, wake):
+            threading.Thread(target=call, name=f"model-{stage}", daemon=True).start()
+            wake.wait()
+        if "error" in outcome:
+            raise outcome["error"]
+        if "result" not in outcome:
+            told = stop_requested(thread_id) or "cancelled"
+            raise stopped_error(told, f"{stage} model call")
+        result: dict[str, Any] = outcome["result"]
+        return result
 
     def _invoke(
         self, stage: str, schema: type[BaseModel], messages: Sequence[BaseMessage]

@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 from agent_team import db
 from agent_team.builders.base import BuildResult, BuildTask
-from agent_team.builders.proc import stop_requested, stopped_error
 from agent_team.builders.sandbox import NoSandbox, Sandbox
+from agent_team.common.stops import stop_requested, stopped_error
 from agent_team.common.testhooks import CRASH_EXIT_CODE, crash_if
 from agent_team.integrations.confluence.lane import ConfluenceLane
 from agent_team.models.caller import ModelCaller

@@ -21,7 +21,7 @@ from agent_team.builders import (
     run_build,
 )
 from agent_team.builders.base import SpendWatch
-from agent_team.builders.proc import forget_stop
+from agent_team.common.stops import forget_stop
 from agent_team.exceptions import BuildError, BuilderUnavailableError, TaskStoppedError
 from tests.integration.builders.helpers import changed_files
 

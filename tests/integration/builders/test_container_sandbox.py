@@ -16,11 +16,12 @@ import pytest
 
 from agent_team.builders import BuildTask, run_build
 from agent_team.builders.command import CommandBuilder
-from agent_team.builders.proc import forget_stop, stop_tagged
+from agent_team.builders.proc import stop_tagged
 from agent_team.builders.sandbox import SandboxPolicy
 from agent_team.builders.sandbox_choice import make_sandbox
 from agent_team.builders.sandbox_container import ContainerSandbox
 from agent_team.builders.sandbox_limits import Limits
+from agent_team.common.stops import forget_stop
 from agent_team.exceptions import ConfigError, TaskStoppedError
 from tests.fakes.container_runtime import install_fake_runtime, runtime_calls
 from tests.integration.builders.helpers import git, make_repo, processes_with

@@ -22,10 +22,11 @@ from agent_team.builders import BuildTask, run_build
 from agent_team.builders.command import CommandBuilder
 from agent_team.builders.egress import resolve_target
 from agent_team.builders.live_log import read_build_log
-from agent_team.builders.proc import forget_stop, stop_tagged
+from agent_team.builders.proc import stop_tagged
 from agent_team.builders.sandbox import Bubblewrap, SandboxPolicy
 from agent_team.builders.sandbox_choice import make_sandbox
 from agent_team.builders.sandbox_limits import Limits, cgroup_support, open_cgroup, sweep_cgroups
+from agent_team.common.stops import forget_stop
 from agent_team.config import load_settings
 from agent_team.exceptions import BuildError, ConfigError, TaskStoppedError
 from agent_team.service.doctor import check_sandbox

@@ -14,7 +14,8 @@ from langchain_core.language_models.fake_chat_models import FakeMessagesListChat
 from langchain_core.messages import AIMessage, BaseMessage
 
 from agent_team import db
-from agent_team.exceptions import BudgetExhaustedError, ConfigError, ModelError
+from agent_team.common.stops import forget_stop, request_stop
+from agent_team.exceptions import BudgetExhaustedError, ConfigError, ModelError, TaskStoppedError
 from agent_team.models.caller import ModelCaller
 from agent_team.models.offline import OfflineChatModel
 from agent_team.models.prompts import clarify_messages, plan_messages
@@ -93,9 +94,14 @@ def plan_fake(
     return ToolFake(responses=[tool_reply("Plan", args or PLAN_ARGS, usage)])
 
 
-def call(caller: ModelCaller, messages: list[BaseMessage] | None = None, **kwargs: Any) -> Plan:
+def call(
+    caller: ModelCaller,
+    messages: list[BaseMessage] | None = None,
+    thread_id: str = "task-1",
+    **kwargs: Any,
+) -> Plan:
     return caller.structured(
-        thread_id="task-1", stage="plan", schema=Plan, messages=messages or MESSAGES, **kwargs
+        thread_id=thread_id, stage="plan", schema=Plan, messages=messages or MESSAGES, **kwargs
     )
 
 
@@ -425,3 +431,38 @@ def test_properties(conn: db.Ledger) -> None:
     assert caller.model == SONNET
     assert caller.billing_mode == "subscription"
     assert caller.price is not None and caller.price.input_per_mtok == 3.0
+
+
+# --- a stop while the provider works -------------------------------------------------------
+
+
+def test_a_stop_abandons_a_model_call_in_flight_and_counts_its_prompt(conn: db.Ledger) -> None:
+    entered, release = threading.Event(), threading.Event()
+    slow = ToolFake(
+        responses=[tool_reply("Plan", PLAN_ARGS, (10, 10))], entered=entered, release=release
+    )
+    caller = make_caller(conn, slow)
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            asked = pool.submit(call, caller, thread_id="t-stop")
+            try:
+                assert entered.wait(timeout=30)
+                request_stop("t-stop", "cancelled")
+                with pytest.raises(TaskStoppedError, match="cancelled") as stopped:
+                    asked.result(timeout=30)  # while the provider still works
+                assert not release.is_set()
+            finally:
+                release.set()
+        assert stopped.value.reason == "cancelled"
+        # Its prompt was sent: counted (as estimated), never lost.
+        (row,) = db.task_usage(conn, thread_id="t-stop")
+        assert row.stage == "plan" and row.input_tokens == math.ceil(
+            len(message_text(MESSAGES)) / 4
+        )
+        assert row.output_tokens == 0 and row.usd_cost > 0
+        # A call asked after the stop is not made at all.
+        with pytest.raises(TaskStoppedError):
+            call(caller, thread_id="t-stop")
+        assert slow.invocations == 1
+    finally:
+        forget_stop("t-stop")
