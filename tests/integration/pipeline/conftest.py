@@ -12,6 +12,7 @@ import os
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -350,3 +351,27 @@ def usage_calls(conn: db.Ledger, task_id: str) -> dict[str, int]:
     for row in db.task_usage(conn, thread_id=task_id):
         calls[row.stage] = calls.get(row.stage, 0) + row.calls
     return calls
+
+
+@contextmanager
+def serving(coordinator: Coordinator, *, poll_s: float = 0.05) -> Iterator[Coordinator]:
+    """The daemon's worker loop on a thread, as the daemon runs it; stopped and idle after."""
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=coordinator.serve, args=(stop,), kwargs={"poll_s": poll_s}, daemon=True
+    )
+    thread.start()
+    try:
+        yield coordinator
+    finally:
+        stop.set()
+        coordinator.stop_waiting()
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+        assert coordinator.wait_idle(60)
+
+
+def status_is(coordinator: Coordinator, task_id: str, *statuses: str) -> db.Task | None:
+    """The task, once its status is one of `statuses` (for `wait_for`); else None."""
+    task = task_of(coordinator, task_id)
+    return task if task.status in statuses else None

@@ -9,9 +9,6 @@ GitHub host (`AGENT_TEAM_GITHUB_API_URL`).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -29,34 +26,14 @@ from tests.integration.pipeline.conftest import (
     MakeCoordinator,
     RecordingTransport,
     open_question,
+    serving,
+    status_is,
     task_of,
     usage_calls,
 )
 from tests.waiting import wait_for
 
 REPO = "acme/widgets"
-
-
-@contextmanager
-def serving(coordinator: Coordinator) -> Iterator[None]:
-    """The coordinator's worker loop on a thread, as the daemon runs it."""
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=coordinator.serve, args=(stop,), kwargs={"poll_s": 0.05}, daemon=True
-    )
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        coordinator.stop_waiting()
-        thread.join(timeout=60)
-        assert coordinator.wait_idle(60)
-
-
-def status_is(coordinator: Coordinator, task_id: str, *statuses: str) -> db.Task | None:
-    task = task_of(coordinator, task_id)
-    return task if task.status in statuses else None
 
 
 def build_of(coordinator: Coordinator, task_id: str) -> dict[str, str]:

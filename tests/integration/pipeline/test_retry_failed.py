@@ -12,9 +12,6 @@ gone never starts over.
 from __future__ import annotations
 
 import shlex
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,6 +29,8 @@ from tests.integration.pipeline.conftest import (
     MakeCoordinator,
     RecordingTransport,
     open_question,
+    serving,
+    status_is,
     task_of,
     usage_calls,
 )
@@ -49,28 +48,6 @@ def failing_until(marker: Path) -> str:
         f"test -f {shlex.quote(str(marker))} || {{ echo 'the fixture is missing' >&2; exit 4; }}; "
         "echo built > built.txt"
     )
-
-
-@contextmanager
-def serving(coordinator: Coordinator) -> Iterator[Coordinator]:
-    """The daemon's worker loop in a thread (a long poll: only `wake` makes it fast)."""
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=coordinator.serve, args=(stop,), kwargs={"poll_s": 60.0}, daemon=True
-    )
-    thread.start()
-    try:
-        yield coordinator
-    finally:
-        stop.set()
-        coordinator.wake.set()
-        thread.join(timeout=60)
-        assert not thread.is_alive()
-
-
-def status_is(coordinator: Coordinator, task_id: str, *statuses: str) -> db.Task | None:
-    task = task_of(coordinator, task_id)
-    return task if task.status in statuses else None
 
 
 def asked(coordinator: Coordinator, task_id: str, kind: str) -> db.Question:
@@ -102,7 +79,7 @@ def test_a_failed_build_is_retried_from_its_checkpoint_and_nothing_is_asked_agai
     coordinator = make_coordinator(
         transport=transport, builder="command", build_command=failing_until(marker)
     )
-    with serving(coordinator):
+    with serving(coordinator, poll_s=60.0):
         task_id = failed_build(coordinator, SHORT_BODY)
         failed = task_of(coordinator, task_id)
         assert failed.phase == "build"
