@@ -309,8 +309,12 @@ class Bubblewrap:
             if file.is_file():
                 args += ["--ro-bind", os.devnull, str(file.resolve())]
 
+        # The host's /tmp is replaced by the build's own: what the build must run from
+        # there (a virtual environment, a CLI) is bound back like what a tmpfs hides.
+        out_of_sight = [*hidden, Path("/tmp").resolve()]
+
         def under_hidden(path: Path) -> bool:
-            return any(path == h or h in path.parents for h in hidden)
+            return any(path == h or h in path.parents for h in out_of_sight)
 
         for binary in binaries:
             for path in {Path(binary), Path(binary).resolve()}:
