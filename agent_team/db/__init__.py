@@ -36,7 +36,9 @@ from agent_team.db.automations import (
 from agent_team.db.backup import backup_ledger, list_backups
 from agent_team.db.budget import (
     OUTBOX_FILENAME,
+    OutboxSpend,
     default_outbox_path,
+    outbox_spend,
     record_usage,
     replay_outbox,
     spent,
@@ -220,6 +222,7 @@ __all__ = [
     "Ledger",
     "OpenQuestionRow",
     "OpenQuestions",
+    "OutboxSpend",
     "Question",
     "Reader",
     "ReplayReport",
@@ -323,6 +326,7 @@ __all__ = [
     "migrate",
     "open_ledger",
     "open_questions_summary",
+    "outbox_spend",
     "overdue_questions",
     "parked_before",
     "postgres_facts",

@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import date, datetime
 from functools import partial
 from pathlib import Path
@@ -28,7 +29,9 @@ from agent_team.task_model import BillingMode
 
 __all__ = [
     "OUTBOX_FILENAME",
+    "OutboxSpend",
     "default_outbox_path",
+    "outbox_spend",
     "record_usage",
     "replay_outbox",
     "spent",
@@ -210,6 +213,52 @@ def replay_outbox(path: str | Path, ledger: Ledger) -> ReplayReport:
         os.replace(staged, outbox)
         report["remaining"] = len(kept)
     return report
+
+
+@dataclass(frozen=True)
+class OutboxSpend:
+    """What waits in the outbox: rows in all, and a day's USD and tokens for one billing mode."""
+
+    rows: int = 0
+    usd: float = 0.0
+    tokens: int = 0
+
+
+def outbox_spend(
+    path: str | Path, *, day: str | date | None = None, billing_mode: str | None = None
+) -> OutboxSpend:
+    """The spend the database refused, still waiting in the outbox file to be replayed.
+
+    Why: the daily cap is checked against the ledger, and a row the ledger
+    refused would otherwise be spend nobody counts until someone replays it. A
+    cap check adds this (its day and mode); `/metrics`, `/healthz` and `doctor`
+    show `rows`. No file (the usual case) costs one `stat`.
+    """
+    outbox = Path(path)
+    if not outbox.exists():
+        return OutboxSpend()
+    try:
+        lines = outbox.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("could not read the budget outbox %s: %s", outbox, exc)
+        return OutboxSpend()
+    wanted_day = None if day is None else (day if isinstance(day, str) else day_bucket(day))
+    rows, usd, tokens = 0, 0.0, 0
+    for line in lines:
+        row = _parse_line(line) if line.strip() else None
+        if row is None:
+            continue
+        rows += 1
+        if wanted_day is not None and row["day_bucket"] != wanted_day:
+            continue
+        if billing_mode is not None and row["billing_mode"] != billing_mode:
+            continue
+        try:
+            usd += float(row["usd_cost"])
+            tokens += int(row["input_tokens"]) + int(row["output_tokens"])
+        except (TypeError, ValueError):
+            continue
+    return OutboxSpend(rows=rows, usd=usd, tokens=tokens)
 
 
 def _sum(ledger: Reader, column: str, day: str | date, billing_mode: str | None) -> Any:

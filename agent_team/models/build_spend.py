@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from pathlib import Path
 
 from agent_team import db
 from agent_team.builders.base import SpendWatch
@@ -30,17 +31,24 @@ def build_spend_watch(
     daily_budget_usd: float,
     prices: Mapping[str, tuple[float, float]] | None,
     clock: Callable[[], datetime],
+    outbox: Path | None = None,
 ) -> SpendWatch:
     """The `SpendWatch` of a build under these settings.
 
     In subscription billing no USD cap applies (`remaining_usd` is None): the
-    stream is still priced, for the record, but nothing is stopped by it.
+    stream is still priced, for the record, but nothing is stopped by it. Spend
+    the database refused and the outbox holds (`outbox`, else the default
+    path) counts as spent.
     """
 
     def remaining_usd() -> float | None:
         if billing_mode != BillingMode.API.value:
             return None
-        spent = db.spent(ledger, day=db.day_bucket(clock()), billing_mode=billing_mode)
+        day = db.day_bucket(clock())
+        stranded = db.outbox_spend(
+            outbox or db.default_outbox_path(ledger), day=day, billing_mode=billing_mode
+        )
+        spent = db.spent(ledger, day=day, billing_mode=billing_mode) + stranded.usd
         return max(0.0, daily_budget_usd - spent)
 
     def price_usd(model: str, i: int, o: int, cache_read: int, cache_write: int) -> float | None:

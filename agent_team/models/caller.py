@@ -257,7 +257,11 @@ class ModelCaller:
         mode = self._mode.value
         with self._lock:
             if self._capped_in_usd():
-                spent = db.spent(self._ledger, day=day, billing_mode=mode) + self._inflight_usd
+                spent = (
+                    db.spent(self._ledger, day=day, billing_mode=mode)
+                    + self._stranded(day, mode).usd
+                    + self._inflight_usd
+                )
                 if spent >= self._budget_usd:
                     raise BudgetExhaustedError(
                         f"daily budget reached: ${spent:.4f} spent on {day} (UTC, {mode} "
@@ -266,7 +270,11 @@ class ModelCaller:
                         "AGENT_TEAM_DAILY_BUDGET_USD is raised"
                     )
                 return Remaining("usd", self._budget_usd - spent)
-            used = db.tokens_spent(self._ledger, day=day, billing_mode=mode) + self._inflight_tokens
+            used = (
+                db.tokens_spent(self._ledger, day=day, billing_mode=mode)
+                + self._stranded(day, mode).tokens
+                + self._inflight_tokens
+            )
             if used >= self._token_cap:
                 raise BudgetExhaustedError(
                     f"daily token cap reached: {used} tokens used on {day} (UTC, {mode} billing), "
@@ -291,7 +299,11 @@ class ModelCaller:
         with self._lock:
             if self._price is not None and self._capped_in_usd():
                 usd = cost_usd(self._price, input_tokens, output_tokens)
-                spent = db.spent(self._ledger, day=day, billing_mode=mode) + self._inflight_usd
+                spent = (
+                    db.spent(self._ledger, day=day, billing_mode=mode)
+                    + self._stranded(day, mode).usd
+                    + self._inflight_usd
+                )
                 if spent + usd > self._budget_usd:
                     raise BudgetExhaustedError(
                         f"daily budget reached: ${spent:.4f} spent on {day} (UTC, {mode} "
@@ -303,7 +315,11 @@ class ModelCaller:
                 self.calls += 1
                 return usd, 0
             tokens = input_tokens + output_tokens
-            used = db.tokens_spent(self._ledger, day=day, billing_mode=mode) + self._inflight_tokens
+            used = (
+                db.tokens_spent(self._ledger, day=day, billing_mode=mode)
+                + self._stranded(day, mode).tokens
+                + self._inflight_tokens
+            )
             if used + tokens > self._token_cap:
                 raise BudgetExhaustedError(
                     f"daily token cap reached: {used} tokens used on {day} (UTC, {mode} billing) "
@@ -314,6 +330,12 @@ class ModelCaller:
             self._inflight_tokens += tokens
             self.calls += 1
             return 0.0, tokens
+
+    def _stranded(self, day: str, mode: str) -> db.OutboxSpend:
+        """Today's spend the database refused, still in the outbox: the cap counts it too."""
+        return db.outbox_spend(
+            self._outbox or db.default_outbox_path(self._ledger), day=day, billing_mode=mode
+        )
 
     def _invoke_stoppable(
         self, thread_id: str, stage: str, schema: type[BaseModel], messages: Sequence[BaseMessage]

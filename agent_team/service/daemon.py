@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
 STABLE_AFTER_S = 30.0  # a loop that ran this long before dying restarts from the short backoff
+# How often the daemon writes spend rows the database refused back into it (`_budget_outbox`).
+OUTBOX_REPLAY_S = 300.0
 
 
 def freeze_startup_heap() -> None:
@@ -113,7 +115,10 @@ class Daemon:
         self.health.set_fact("instance", self.coordinator.instance)
         self.health.set_fact("sandbox", self.coordinator.deps.sandbox.describe())
         self.routes: list[BaseRoute] = []
-        self.loops: list[Loop] = [Loop("worker", self._worker)]
+        self.loops: list[Loop] = [
+            Loop("worker", self._worker),
+            Loop("budget-outbox", self._budget_outbox),
+        ]
         if settings.pg_notify and self.coordinator.ledger.dialect.announce_commands:
             # Other instances' commands wake this one's worker (PostgreSQL LISTEN/NOTIFY).
             self.loops.append(Loop("command-wakeups", self._wakeups))
@@ -149,6 +154,25 @@ class Daemon:
             sweep=not first,  # the first sweep ran before READY=1
             beat=lambda: self.health.beat("worker"),
         )
+
+    def _budget_outbox(self, stop: threading.Event, _first: bool) -> None:
+        """Write the spend rows the database refused back into it: at start, then every few minutes.
+
+        Until then the cap counts them from the file (`db.outbox_spend`); the
+        `budget_outbox_rows` fact (`/healthz`, `/metrics`) says how many wait.
+        """
+        path = self.settings.ledger_outbox or db.default_outbox_path(self.coordinator.ledger)
+        while True:
+            if path.exists():
+                report = db.replay_outbox(path, self.coordinator.ledger)
+                if report["replayed"]:
+                    log.info(
+                        "budget outbox: replayed %d row(s) into the ledger", report["replayed"]
+                    )
+            self.health.set_fact("budget_outbox_rows", db.outbox_spend(path).rows)
+            self.health.beat("budget-outbox")
+            if stop.wait(OUTBOX_REPLAY_S):
+                return
 
     def _wakeups(self, stop: threading.Event, _first: bool) -> None:
         self.coordinator.listen_for_commands(stop, beat=lambda: self.health.beat("command-wakeups"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import socket
+from pathlib import Path
 
 from agent_team import db
 from agent_team.common.hostnames import host_allowed
@@ -262,6 +263,25 @@ def check_sandbox(settings: Settings) -> CheckResult:
             "add api.anthropic.com to AGENT_TEAM_SANDBOX_ALLOW_HOSTS",
         )
     return CheckResult("sandbox", True, sandbox.describe())
+
+
+@check
+def check_budget_outbox(settings: Settings) -> CheckResult:
+    if settings.ledger_outbox is not None:
+        path = settings.ledger_outbox
+    elif isinstance(settings.ledger_target, str):  # PostgreSQL: the daemon's working folder
+        path = Path.cwd() / db.OUTBOX_FILENAME
+    else:
+        path = settings.db_path.parent / db.OUTBOX_FILENAME
+    waiting = db.outbox_spend(path).rows
+    if waiting:
+        return CheckResult(
+            "budget outbox",
+            False,
+            f"{waiting} spend row(s) the database refused wait in {path} (the cap counts them)",
+            f"{command()} ledger replay writes them back; a running daemon does it every 5 minutes",
+        )
+    return CheckResult("budget outbox", True, f"empty ({path})")
 
 
 @check

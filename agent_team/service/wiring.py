@@ -167,6 +167,7 @@ def build_coordinator(
                 daily_budget_usd=settings.daily_budget_usd,
                 prices=settings.prices,
                 clock=now,
+                outbox=settings.ledger_outbox,
             ),
         )
         lane = lane_from_settings(ConfluenceSettings.from_settings(settings))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -166,6 +167,65 @@ def test_a_dying_loop_is_restarted_and_reported(tmp_path: Path) -> None:
         live = httpx.get(daemon.url + "healthz", timeout=10)
         assert live.status_code == 200 and live.json()["status"] == "degraded"
         assert "ghp_" + "a" * 36 not in live.text, "errors in /healthz are redacted"
+    finally:
+        daemon.request_stop()
+        thread.join(timeout=60)
+    assert codes == [0]
+
+
+def test_spend_rows_the_database_refused_are_replayed_at_start_and_counted(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "agent-team.db"
+    db.init_db(ledger)
+    outbox = tmp_path / db.OUTBOX_FILENAME  # where a refused row went, beside the ledger
+    now = db.utc_now()
+    row = {
+        "thread_id": "t-stranded",
+        "stage": "plan",
+        "model": "anthropic:claude-sonnet-4-5",
+        "billing_mode": "api",
+        "input_tokens": 1000,
+        "output_tokens": 100,
+        "usd_cost": 0.0045,
+        "recorded_at": db.to_iso(now),
+        "day_bucket": db.day_bucket(now),
+    }
+    outbox.write_text(json.dumps(row) + "\n")
+    assert db.outbox_spend(outbox, day=now, billing_mode="api") == db.OutboxSpend(
+        rows=1, usd=0.0045, tokens=1100
+    )
+    settings = load_settings(
+        db_path=ledger, state_dir=tmp_path / "state", dashboard_port=0, poll_s=0.1
+    )
+    daemon = Daemon(settings)
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(daemon.run()), daemon=True)
+    thread.start()
+    try:
+        conn = db.open_ledger(ledger)
+        try:
+            wait_for(
+                lambda: bool(db.task_usage(conn, thread_id="t-stranded")),
+                what="the stranded row in the ledger",
+                timeout_s=30,
+            )
+        finally:
+            conn.close()
+        assert db.outbox_spend(outbox).rows == 0
+        wait_for(lambda: daemon.bound is not None, what="the HTTP server", timeout_s=30)
+        wait_for(
+            lambda: (
+                httpx.get(daemon.url + "healthz", timeout=10)
+                .json()["facts"]
+                .get("budget_outbox_rows")
+                == 0
+            ),
+            what="/healthz to say the outbox is empty",
+            timeout_s=30,
+        )
+        metrics = httpx.get(daemon.url + "metrics", timeout=10).text
+        assert "agent_team_budget_outbox_rows 0.0" in metrics
     finally:
         daemon.request_stop()
         thread.join(timeout=60)

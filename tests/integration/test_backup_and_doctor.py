@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import sqlite3
 import threading
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 from agent_team import db
 from agent_team.cli.main import app
 from agent_team.config import load_settings
-from agent_team.service.doctor import run_checks
+from agent_team.service.doctor import check_budget_outbox, run_checks
 
 
 def test_backup_is_consistent_while_writing_and_keeps_n(ledger_file: Path, tmp_path: Path) -> None:
@@ -114,3 +115,22 @@ def test_doctor_command_exit_codes(tmp_path: Path) -> None:
     )
     assert bad.exit_code == 1
     assert "agent-team[anthropic]" in bad.output
+
+
+def test_doctor_says_how_many_spend_rows_wait_in_the_outbox(tmp_path: Path) -> None:
+    settings = load_settings(db_path=tmp_path / "agent-team.db")
+    assert check_budget_outbox(settings).ok
+    row = {
+        "thread_id": "t",
+        "stage": "plan",
+        "model": "offline",
+        "billing_mode": "api",
+        "input_tokens": 1,
+        "output_tokens": 1,
+        "usd_cost": 0.0,
+        "recorded_at": "2030-01-01T00:00:00.000000Z",
+        "day_bucket": "2030-01-01",
+    }
+    (tmp_path / db.OUTBOX_FILENAME).write_text((json.dumps(row) + "\n") * 2)
+    result = check_budget_outbox(settings)
+    assert not result.ok and "2 spend row(s)" in result.detail and "ledger replay" in result.fix

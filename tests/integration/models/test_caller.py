@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from agent_team import db
 from agent_team.common.stops import forget_stop, request_stop
 from agent_team.exceptions import BudgetExhaustedError, ConfigError, ModelError, TaskStoppedError
+from agent_team.models.build_spend import build_spend_watch
 from agent_team.models.caller import ModelCaller
 from agent_team.models.offline import OfflineChatModel
 from agent_team.models.prompts import clarify_messages, plan_messages
@@ -466,3 +468,38 @@ def test_a_stop_abandons_a_model_call_in_flight_and_counts_its_prompt(conn: db.L
         assert slow.invocations == 1
     finally:
         forget_stop("t-stop")
+
+
+# --- spend the database refused ----------------------------------------------------------
+
+
+def test_spend_waiting_in_the_outbox_counts_against_todays_cap(
+    conn: db.Ledger, tmp_path: Path
+) -> None:
+    outbox = tmp_path / "outbox.jsonl"
+    caller = make_caller(conn, plan_fake(), budget=1.0, outbox=outbox)
+    assert call(caller) == EXPECTED  # well under the cap
+    stranded = {
+        "thread_id": "t-refused",
+        "stage": "plan",
+        "model": SONNET,
+        "billing_mode": "api",
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "usd_cost": 0.999,
+        "recorded_at": db.to_iso(DAY),
+        "day_bucket": db.day_bucket(DAY),
+    }
+    outbox.write_text(json.dumps(stranded) + "\n")
+
+    with pytest.raises(BudgetExhaustedError, match="daily budget reached"):
+        call(make_caller(conn, plan_fake(), budget=1.0, outbox=outbox))
+    with pytest.raises(BudgetExhaustedError):
+        make_caller(conn, plan_fake(), budget=1.0, outbox=outbox).check_remaining("build")
+    watch = build_spend_watch(
+        conn, billing_mode="api", daily_budget_usd=1.0, prices=None, clock=Clock(DAY), outbox=outbox
+    )
+    assert watch.remaining_usd() == 0.0  # what a streaming build may still spend today
+    # Another day's row in the outbox does not count today.
+    outbox.write_text(json.dumps({**stranded, "day_bucket": "2029-12-31"}) + "\n")
+    assert call(make_caller(conn, plan_fake(), budget=1.0, outbox=outbox)) == EXPECTED
