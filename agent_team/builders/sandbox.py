@@ -310,19 +310,26 @@ class Bubblewrap:
                 args += ["--ro-bind", os.devnull, str(file.resolve())]
 
         # The host's /tmp is replaced by the build's own: what the build must run from
-        # there (a virtual environment, a CLI) is bound back like what a tmpfs hides.
-        out_of_sight = [*hidden, Path("/tmp").resolve()]
+        # under it (a virtual environment, a CLI) is bound back like what a tmpfs hides.
+        host_tmp = Path("/tmp").resolve()
 
         def under_hidden(path: Path) -> bool:
-            return any(path == h or h in path.parents for h in out_of_sight)
+            return host_tmp in path.parents or any(path == h or h in path.parents for h in hidden)
+
+        def safe_to_bind(folder: Path) -> bool:
+            # Never /tmp itself, and never a folder that holds a hidden one: binding it
+            # would show again what the tmpfs hid.
+            return folder != host_tmp and not any(folder in h.parents for h in hidden)
 
         for binary in binaries:
             for path in {Path(binary), Path(binary).resolve()}:
+                if not under_hidden(path):
+                    continue
                 folder = _visible_parent(path)
-                if under_hidden(folder):
-                    args += ["--ro-bind", str(folder), str(folder)]
+                shown = folder if safe_to_bind(folder) else path  # else the program alone
+                args += ["--ro-bind", str(shown), str(shown)]
         for prefix in {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}:
-            if under_hidden(prefix):
+            if under_hidden(prefix) and safe_to_bind(prefix):
                 args += ["--ro-bind", str(prefix), str(prefix)]
         args += ["--bind", str(worktree.path), str(worktree.path)]
         for path in git_mounts(worktree.path):  # after the worktree: its `.git` goes over it

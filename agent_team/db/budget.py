@@ -22,6 +22,7 @@ from typing import Any
 
 from agent_team.db.clock import day_bucket, to_iso, utc_now
 from agent_team.db.ledger import Ledger, Reader, Transaction
+from agent_team.db.outage import is_outage
 from agent_team.db.records import ReplayReport, UsageSummaryRow, fetch_records
 from agent_team.db.validate import require_member
 from agent_team.exceptions import AgentTeamError, LedgerInputError
@@ -63,10 +64,10 @@ def default_outbox_path(ledger: Ledger) -> Path:
 
 
 @contextmanager
-def _outbox_lock(outbox: Path) -> Iterator[None]:
+def _outbox_lock(outbox: Path, *, shared: bool = False) -> Iterator[None]:
     outbox.parent.mkdir(parents=True, exist_ok=True)
     with open(outbox.with_name(outbox.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -180,8 +181,11 @@ def _parse_line(line: str) -> dict[str, Any] | None:
 def replay_outbox(path: str | Path, ledger: Ledger) -> ReplayReport:
     """Write the outbox's rows back into the ledger.
 
-    Replayed lines leave the file; lines the ledger still refuses stay; lines
-    that are not a budget row at all are kept untouched for a person to read.
+    Replayed lines leave the file (the file goes when all did); lines the
+    ledger still refuses stay, and after a refusal that is an outage (the
+    database away) the rest stay untried, so the lock a cap check waits on is
+    not held through one timeout per row; lines that are not a budget row at
+    all are kept untouched for a person to read.
     """
     outbox = Path(path)
     report: ReplayReport = {"replayed": 0, "failed": 0, "remaining": 0, "bad_lines": 0}
@@ -189,12 +193,18 @@ def replay_outbox(path: str | Path, ledger: Ledger) -> ReplayReport:
         return report
     with _outbox_lock(outbox):
         kept: list[str] = []
-        for line in outbox.read_text(encoding="utf-8").splitlines(keepends=True):
+        outage = False
+        text = outbox.read_bytes().decode("utf-8", errors="replace")
+        for line in text.splitlines(keepends=True):
             if not line.strip():
                 continue
             row = _parse_line(line)
             if row is None:
                 report["bad_lines"] += 1
+                kept.append(line if line.endswith("\n") else line + "\n")
+                continue
+            if outage:  # the database is away: the rest waits for the next replay
+                report["failed"] += 1
                 kept.append(line if line.endswith("\n") else line + "\n")
                 continue
             try:
@@ -203,15 +213,19 @@ def replay_outbox(path: str | Path, ledger: Ledger) -> ReplayReport:
                 log.warning("outbox row for %s still refused: %s", row["thread_id"], exc)
                 report["failed"] += 1
                 kept.append(line if line.endswith("\n") else line + "\n")
+                outage = is_outage(exc)
                 continue
             report["replayed"] += 1
+        report["remaining"] = len(kept)
+        if not kept:  # all of it is in the ledger: no file, so a cap check is one `stat`
+            outbox.unlink(missing_ok=True)
+            return report
         staged = outbox.with_name(outbox.name + ".tmp")
         with open(staged, "w", encoding="utf-8") as out:
             out.writelines(kept)
             out.flush()
             os.fsync(out.fileno())
         os.replace(staged, outbox)
-        report["remaining"] = len(kept)
     return report
 
 
@@ -238,8 +252,13 @@ def outbox_spend(
     if not outbox.exists():
         return OutboxSpend()
     try:
-        lines = outbox.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        # Shared with other readers, not with a replay: a row the replay has written to
+        # the ledger but not yet taken out of the file is never counted twice.
+        with _outbox_lock(outbox, shared=True):
+            lines = outbox.read_bytes().decode("utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return OutboxSpend()
+    except OSError as exc:
         log.warning("could not read the budget outbox %s: %s", outbox, exc)
         return OutboxSpend()
     wanted_day = None if day is None else (day if isinstance(day, str) else day_bucket(day))

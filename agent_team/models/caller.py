@@ -208,8 +208,15 @@ class ModelCaller:
             try:
                 result = self._invoke_stoppable(thread_id, stage, schema, messages)
             except TaskStoppedError:
-                # Abandoned while the provider worked: its prompt was sent and is counted.
-                self._record(thread_id, stage, None, estimated_input)
+                # Abandoned while the provider worked: it may bill the whole call, so the
+                # estimate is counted (the prompt, and the reply it was held for).
+                self._record(
+                    thread_id,
+                    stage,
+                    None,
+                    estimated_input,
+                    estimated_output=max(0, expected_output_tokens),
+                )
                 raise
             self._record(thread_id, stage, result.get("raw"), estimated_input)
         finally:
@@ -394,7 +401,15 @@ class ModelCaller:
             )
         return result
 
-    def _record(self, thread_id: str, stage: str, raw: Any, estimated_input: int) -> None:
+    def _record(
+        self,
+        thread_id: str,
+        stage: str,
+        raw: Any,
+        estimated_input: int,
+        *,
+        estimated_output: int = 0,
+    ) -> None:
         usage = getattr(raw, "usage_metadata", None)
         if usage:
             input_tokens = max(0, int(usage.get("input_tokens") or 0))
@@ -402,7 +417,11 @@ class ModelCaller:
         else:
             # No usage reported: count what we sent and what came back, as the estimate does.
             input_tokens = estimated_input
-            output_tokens = estimate_tokens(reply_text(raw)) if isinstance(raw, BaseMessage) else 0
+            output_tokens = (
+                estimate_tokens(reply_text(raw))
+                if isinstance(raw, BaseMessage)
+                else estimated_output
+            )
         price = self._price
         usd = cost_usd(price, input_tokens, output_tokens) if price is not None else 0.0
         self.last_usage = Usage(

@@ -156,20 +156,21 @@ class Daemon:
         )
 
     def _budget_outbox(self, stop: threading.Event, _first: bool) -> None:
-        """Write the spend rows the database refused back into it: at start, then every few minutes.
+        """Write the spend rows the database refused back into it: at start, then every 5 min.
 
         Until then the cap counts them from the file (`db.outbox_spend`); the
         `budget_outbox_rows` fact (`/healthz`, `/metrics`) says how many wait.
         """
         path = self.settings.ledger_outbox or db.default_outbox_path(self.coordinator.ledger)
         while True:
-            if path.exists():
-                report = db.replay_outbox(path, self.coordinator.ledger)
-                if report["replayed"]:
-                    log.info(
-                        "budget outbox: replayed %d row(s) into the ledger", report["replayed"]
-                    )
-            self.health.set_fact("budget_outbox_rows", db.outbox_spend(path).rows)
+            try:
+                if path.exists():
+                    report = db.replay_outbox(path, self.coordinator.ledger)
+                    if report["replayed"]:
+                        log.info("budget outbox: replayed %d row(s)", report["replayed"])
+                self.health.set_fact("budget_outbox_rows", db.outbox_spend(path).rows)
+            except OSError as exc:  # its folder unwritable, a full disk: the next round tries
+                log.warning("budget outbox %s: %s", path, exc)
             self.health.beat("budget-outbox")
             if stop.wait(OUTBOX_REPLAY_S):
                 return

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import socket
-from pathlib import Path
 
 from agent_team import db
 from agent_team.common.hostnames import host_allowed
@@ -267,12 +266,8 @@ def check_sandbox(settings: Settings) -> CheckResult:
 
 @check
 def check_budget_outbox(settings: Settings) -> CheckResult:
-    if settings.ledger_outbox is not None:
-        path = settings.ledger_outbox
-    elif isinstance(settings.ledger_target, str):  # PostgreSQL: the daemon's working folder
-        path = Path.cwd() / db.OUTBOX_FILENAME
-    else:
-        path = settings.db_path.parent / db.OUTBOX_FILENAME
+    # Where the daemon keeps it: its ledger's side-file folder, PostgreSQL's too.
+    path = settings.ledger_outbox or settings.db_path.parent / db.OUTBOX_FILENAME
     waiting = db.outbox_spend(path).rows
     if waiting:
         return CheckResult(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.server
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_team.builders import BuildTask, run_build
+from agent_team.builders import BuildTask, prepare_worktree, run_build
 from agent_team.builders.command import CommandBuilder
 from agent_team.builders.egress import resolve_target
 from agent_team.builders.live_log import read_build_log
@@ -383,3 +384,29 @@ def test_a_builds_cgroup_is_removed_and_a_killed_daemons_leftovers_are_swept(
     swept = sweep_cgroups()
     assert {p.name for p in swept} == {"agent-team-left-by-a-killed-daemon"}
     assert not any(folder.exists() for folder in left.dirs)
+
+
+def test_a_program_right_in_the_hosts_tmp_is_bound_alone_never_all_of_tmp(
+    world: dict[str, Path],
+) -> None:
+    handle, name = tempfile.mkstemp(prefix="agent-team-cli-", dir="/tmp")
+    os.close(handle)
+    program = Path(name)
+    try:
+        program.write_text("#!/bin/sh\necho RAN-FROM-TMP\n")
+        program.chmod(0o755)
+        worktree = prepare_worktree(
+            BuildTask("t-bin", "x"), repo_path=world["repo"], state_dir=world["state"]
+        )
+        with sandbox_for(world).enter(
+            worktree, builder="x", env={}, binaries=[str(program)]
+        ) as jail:
+            binds = list(zip(jail.prefix, jail.prefix[1:], jail.prefix[2:], strict=False))
+            assert ("--ro-bind", "/tmp", "/tmp") not in binds
+            assert ("--ro-bind", str(program), str(program)) in binds
+            done = subprocess.run(
+                jail.argv([str(program)]), env=jail.env, capture_output=True, text=True, check=False
+            )
+        assert "RAN-FROM-TMP" in done.stdout, done.stderr
+    finally:
+        program.unlink(missing_ok=True)

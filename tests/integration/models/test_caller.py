@@ -456,12 +456,12 @@ def test_a_stop_abandons_a_model_call_in_flight_and_counts_its_prompt(conn: db.L
             finally:
                 release.set()
         assert stopped.value.reason == "cancelled"
-        # Its prompt was sent: counted (as estimated), never lost.
+        # It was sent and may be billed whole: counted as estimated, never lost.
         (row,) = db.task_usage(conn, thread_id="t-stop")
         assert row.stage == "plan" and row.input_tokens == math.ceil(
             len(message_text(MESSAGES)) / 4
         )
-        assert row.output_tokens == 0 and row.usd_cost > 0
+        assert row.output_tokens == 1024 and row.usd_cost > 0  # the reply it was held for
         # A call asked after the stop is not made at all.
         with pytest.raises(TaskStoppedError):
             call(caller, thread_id="t-stop")
@@ -503,3 +503,41 @@ def test_spend_waiting_in_the_outbox_counts_against_todays_cap(
     # Another day's row in the outbox does not count today.
     outbox.write_text(json.dumps({**stranded, "day_bucket": "2029-12-31"}) + "\n")
     assert call(make_caller(conn, plan_fake(), budget=1.0, outbox=outbox)) == EXPECTED
+
+
+def test_a_replay_in_progress_is_not_counted_twice(conn: db.Ledger, tmp_path: Path) -> None:
+    """A cap check waits for a replay: never the row in the ledger and in the file at once."""
+    outbox = tmp_path / "outbox.jsonl"
+    row = {
+        "thread_id": "t-replayed",
+        "stage": "plan",
+        "model": SONNET,
+        "billing_mode": "api",
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "usd_cost": 0.6,
+        "recorded_at": db.to_iso(DAY),
+        "day_bucket": db.day_bucket(DAY),
+    }
+    outbox.write_text(json.dumps(row) + "\n")
+    real_insert = db.budget._insert
+    pool = ThreadPoolExecutor(max_workers=1)
+    looks: list[Any] = []
+
+    def insert_then_look(tx: Any, row: dict[str, Any]) -> None:
+        real_insert(tx, row=row)
+        # Mid-replay (the row is in the ledger, not yet out of the file), another thread
+        # checks the cap: it must not count the row from the file as well.
+        looks.append(pool.submit(db.outbox_spend, outbox, day=DAY, billing_mode="api"))
+
+    db.budget._insert = insert_then_look  # type: ignore[assignment]
+    try:
+        report = db.replay_outbox(outbox, conn)
+    finally:
+        db.budget._insert = real_insert  # type: ignore[assignment]
+    (look,) = looks
+    assert report["replayed"] == 1
+    assert look.result(timeout=30).usd == 0.0  # it waited for the replay to end
+    pool.shutdown()
+    assert not outbox.exists()  # all replayed: no file, a cap check is one stat again
+    assert db.outbox_spend(outbox, day=DAY, billing_mode="api").usd == 0.0
