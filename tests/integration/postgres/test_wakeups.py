@@ -244,7 +244,9 @@ def test_the_daemon_listens_unless_told_not_to(pg_url: str, tmp_path: Path, noti
     daemon = Daemon(settings)
     try:
         assert [loop.name for loop in daemon.loops] == (
-            ["worker", "command-wakeups"] if notify else ["worker"]
+            ["worker", "budget-outbox", "command-wakeups"]
+            if notify
+            else ["worker", "budget-outbox"]
         )
         assert daemon.health.facts()["instance"] == daemon.coordinator.instance
     finally:
