@@ -51,6 +51,7 @@ from agent_team.builders.base import Worktree
 from agent_team.builders.egress import EgressProxy
 from agent_team.builders.proc import allowed_env, inherited_env
 from agent_team.builders.sandbox_limits import Limits, cgroup_support, open_cgroup, sweep_cgroups
+from agent_team.builders.worktree import _admin_dir
 
 __all__ = [
     "PROXY_PORT",
@@ -228,7 +229,7 @@ def git_mounts(worktree: Path) -> list[Path]:
     move another branch. The build's git writes its index to a private copy
     instead (`GIT_INDEX_FILE`, `private_index`).
     """
-    admin = _git_admin(worktree)
+    admin = _admin_dir(worktree)
     if admin is None:
         return []
     common = _common_of(admin)
@@ -237,7 +238,7 @@ def git_mounts(worktree: Path) -> list[Path]:
 
 def private_index(worktree: Path, folder: Path) -> Path | None:
     """A copy of the worktree's index in `folder`, for the build's git (`GIT_INDEX_FILE`)."""
-    admin = _git_admin(worktree)
+    admin = _admin_dir(worktree)
     if admin is None or not (admin / "index").is_file():
         return None
     copy = folder / "git-index"
@@ -412,17 +413,6 @@ class Bubblewrap:
                     str(PROXY_PORT),
                 ]
             yield Jail(prefix=prefix, env=inside, home=home, proxy=proxy)
-
-
-def _git_admin(worktree: Path) -> Path | None:
-    """The worktree's own git folder (`.git/worktrees/<id>`), from its `.git` file."""
-    try:
-        text = (worktree / ".git").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not text.startswith("gitdir: "):
-        return None
-    return (worktree / text.removeprefix("gitdir: ").strip()).resolve()
 
 
 def _common_of(admin: Path) -> Path | None:

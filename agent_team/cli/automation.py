@@ -12,7 +12,7 @@ from agent_team import db
 from agent_team.automations import service
 from agent_team.automations.runner import AutomationRunner, runner_for, schedule_of
 from agent_team.cli.support import (
-    REPO_HELP,
+    RepoOption,
     context_of,
     id_table,
     open_ready,
@@ -119,13 +119,7 @@ def add(
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="One run, at --first-run-at.")] = False,
     kind: Annotated[str, typer.Option("--kind", help="code or confluence.")] = "code",
-    repo: Annotated[
-        str | None,
-        typer.Option(
-            "--repo",
-            help=REPO_HELP,
-        ),
-    ] = None,
+    repo: RepoOption = None,
     overlap: Annotated[
         str,
         typer.Option(

@@ -26,8 +26,8 @@ from agent_team.cli.automation import automation_app
 from agent_team.cli.inbox import audit_app
 from agent_team.cli.inbox import inbox as inbox_command
 from agent_team.cli.support import (
-    REPO_HELP,
     CliContext,
+    RepoOption,
     age,
     context_of,
     err,
@@ -448,13 +448,7 @@ def submit(
         Path | None, typer.Option("--body-file", help="Read the body from this file.", exists=True)
     ] = None,
     kind: Annotated[TaskKind, typer.Option("--kind", help="code or confluence.")] = TaskKind.CODE,
-    repo: Annotated[
-        str | None,
-        typer.Option(
-            "--repo",
-            help=REPO_HELP,
-        ),
-    ] = None,
+    repo: RepoOption = None,
 ) -> None:
     """Submit a task; prints its id. A running daemon or `agent-team tick` runs it."""
     if not title.strip():

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,8 +26,8 @@ from agent_team.common.log_format import formatter_for
 from agent_team.config import Settings, load_hooks, load_settings
 
 __all__ = [
-    "REPO_HELP",
     "CliContext",
+    "RepoOption",
     "age",
     "context_of",
     "err",
@@ -45,10 +45,14 @@ out = Console(
 err = Console(stderr=True, highlight=False, markup=False)
 
 # `--repo` of `submit` and `automation add`: what a task may name (common/repo_spec.py).
-REPO_HELP = (
-    "The repository to build in: a path, https://host/owner/name, "
-    "git@host:owner/name.git or owner/name (on the GitHub host)."
-)
+RepoOption = Annotated[
+    str | None,
+    typer.Option(
+        "--repo",
+        help="The repository to build in: a path, https://host/owner/name, "
+        "git@host:owner/name.git or owner/name (on the GitHub host); #branch names the base.",
+    ),
+]
 
 
 @dataclass

@@ -264,11 +264,7 @@ class ModelCaller:
         mode = self._mode.value
         with self._lock:
             if self._capped_in_usd():
-                spent = (
-                    db.spent(self._ledger, day=day, billing_mode=mode)
-                    + self._stranded(day, mode).usd
-                    + self._inflight_usd
-                )
+                spent = self._spent_usd(day, mode)
                 if spent >= self._budget_usd:
                     raise BudgetExhaustedError(
                         f"daily budget reached: ${spent:.4f} spent on {day} (UTC, {mode} "
@@ -277,11 +273,7 @@ class ModelCaller:
                         "AGENT_TEAM_DAILY_BUDGET_USD is raised"
                     )
                 return Remaining("usd", self._budget_usd - spent)
-            used = (
-                db.tokens_spent(self._ledger, day=day, billing_mode=mode)
-                + self._stranded(day, mode).tokens
-                + self._inflight_tokens
-            )
+            used = self._used_tokens(day, mode)
             if used >= self._token_cap:
                 raise BudgetExhaustedError(
                     f"daily token cap reached: {used} tokens used on {day} (UTC, {mode} billing), "
@@ -306,11 +298,7 @@ class ModelCaller:
         with self._lock:
             if self._price is not None and self._capped_in_usd():
                 usd = cost_usd(self._price, input_tokens, output_tokens)
-                spent = (
-                    db.spent(self._ledger, day=day, billing_mode=mode)
-                    + self._stranded(day, mode).usd
-                    + self._inflight_usd
-                )
+                spent = self._spent_usd(day, mode)
                 if spent + usd > self._budget_usd:
                     raise BudgetExhaustedError(
                         f"daily budget reached: ${spent:.4f} spent on {day} (UTC, {mode} "
@@ -322,11 +310,7 @@ class ModelCaller:
                 self.calls += 1
                 return usd, 0
             tokens = input_tokens + output_tokens
-            used = (
-                db.tokens_spent(self._ledger, day=day, billing_mode=mode)
-                + self._stranded(day, mode).tokens
-                + self._inflight_tokens
-            )
+            used = self._used_tokens(day, mode)
             if used + tokens > self._token_cap:
                 raise BudgetExhaustedError(
                     f"daily token cap reached: {used} tokens used on {day} (UTC, {mode} billing) "
@@ -343,6 +327,16 @@ class ModelCaller:
         return db.outbox_spend(
             self._outbox or db.default_outbox_path(self._ledger), day=day, billing_mode=mode
         )
+
+    def _spent_usd(self, day: str, mode: str) -> float:
+        """USD the cap sees for `day`: ledger, outbox and calls in flight (hold `_lock`)."""
+        recorded = db.spent(self._ledger, day=day, billing_mode=mode)
+        return recorded + self._stranded(day, mode).usd + self._inflight_usd
+
+    def _used_tokens(self, day: str, mode: str) -> int:
+        """Tokens the token cap sees for `day`, counted as `_spent_usd` counts USD."""
+        recorded = db.tokens_spent(self._ledger, day=day, billing_mode=mode)
+        return recorded + self._stranded(day, mode).tokens + self._inflight_tokens
 
     def _invoke_stoppable(
         self, thread_id: str, stage: str, schema: type[BaseModel], messages: Sequence[BaseMessage]
