@@ -159,7 +159,6 @@ class _Handler(socketserver.BaseRequestHandler):
             # A tunnel may go quiet for a while (a slow download), not for ever.
             upstream.settimeout(_IDLE_TIMEOUT_S)
             client.settimeout(_IDLE_TIMEOUT_S)
-            self.server.allowed_count += 1
             if parts[0].upper() == "CONNECT":
                 rest = head.split(b"\r\n\r\n", 1)[1]
                 client.sendall(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -182,8 +181,6 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     def __init__(self, path: Path, allowed: Sequence[str], output: OutputSink | None) -> None:
         self.allowed = tuple(allowed)
         self.output = output
-        self.refused_hosts: list[str] = []
-        self.allowed_count = 0
         # A build cannot tie up the daemon's threads: connections past this wait no slot.
         self.slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
         self._told: set[str] = set()
@@ -196,7 +193,6 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             if target in self._told or len(self._told) >= _REFUSALS_TOLD:
                 return  # said once per host and port, and not without end
             self._told.add(target)
-            self.refused_hosts.append(target)
         log.info("sandbox egress: refused %s (%s)", target, why)
         if self.output is not None:
             try:
@@ -231,10 +227,6 @@ class EgressProxy:
             target=self._server.serve_forever, name="sandbox-egress", daemon=True
         )
         self._thread.start()
-
-    @property
-    def refused_hosts(self) -> list[str]:
-        return list(self._server.refused_hosts)
 
     def close(self) -> None:
         self._server.shutdown()

@@ -103,16 +103,12 @@ class Jail:
     Attributes:
         prefix: what goes before the builder's own argv (empty without a sandbox).
         env: the child's whole environment.
-        home: the builder's private home, or None without a sandbox.
-        proxy: the egress proxy of this build, if hosts are allowed.
         on_stop: what a stop must do besides killing the process group (pass it to
             `run_process`): a container outlives its runtime's client.
     """
 
     prefix: list[str]
     env: dict[str, str]
-    home: Path | None = None
-    proxy: EgressProxy | None = None
     on_stop: Callable[[], None] | None = None
 
     def argv(self, command: Sequence[str]) -> list[str]:
@@ -412,7 +408,7 @@ class Bubblewrap:
                     str(_INSIDE_RUN / "proxy.sock"),
                     str(PROXY_PORT),
                 ]
-            yield Jail(prefix=prefix, env=inside, home=home, proxy=proxy)
+            yield Jail(prefix=prefix, env=inside)
 
 
 def _common_of(admin: Path) -> Path | None:

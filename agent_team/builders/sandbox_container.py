@@ -233,7 +233,5 @@ class ContainerSandbox:
             yield Jail(
                 prefix=[self.runtime, *flags],
                 env=runtime_env,
-                home=home,
-                proxy=proxy,
                 on_stop=lambda: self.remove(name),
             )
