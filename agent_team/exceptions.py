@@ -44,7 +44,11 @@ operator as one line with no traceback.
     │   │                           missing page, wrong space, a guard refused)
     │   ├── ConfluenceError         Confluence failed (auth, errors after retries)
     │   ├── PublishFailedError      a finished build could not be pushed / its PR opened
-    │   └── RepoUnavailableError    a task's remote repository could not be fetched
+    │   ├── RepoUnavailableError    a task's remote repository could not be fetched
+    │   ├── ModelsDownError         every model a call may use failed with an error worth
+    │   │                           retrying, retries spent; continues by itself later
+    │   └── ModelRefusedError       a provider refused the call (401, 403, 400): a key or
+    │                               a model setting to fix, then `retry`
     ├── ModelError                  a model call failed or returned unusable output
     │   └── ModelUnavailableError   the provider package (extra) is not installed
     ├── BuildError                  the builder ran and failed
@@ -82,7 +86,9 @@ __all__ = [
     "LedgerStorageError",
     "LedgerUnavailableError",
     "ModelError",
+    "ModelRefusedError",
     "ModelUnavailableError",
+    "ModelsDownError",
     "ParkingError",
     "PublishFailedError",
     "QuestionClosedError",
@@ -277,6 +283,27 @@ class ConfluenceError(ParkingError):
     """
 
     parked_reason = "confluence_unavailable"
+
+
+class ModelsDownError(ParkingError):
+    """Every model a call may use failed with an error worth retrying, retries and fallbacks spent.
+
+    Parked rather than failed: the provider is down, not the task wrong. The
+    checkpoint keeps every answer, so the task continues by itself with growing
+    pauses (`coordinator.sweeper`), or at once on `agent-team retry`.
+    """
+
+    parked_reason = "model_unavailable"
+
+
+class ModelRefusedError(ParkingError):
+    """A provider refused the call (401, 403, 400): retrying the same request cannot help.
+
+    Parked, not failed, so that once the key or the model setting is fixed,
+    `agent-team retry` continues from the checkpoint and asks nobody again.
+    """
+
+    parked_reason = "model_refused"
 
 
 class ModelError(AgentTeamError):
