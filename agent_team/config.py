@@ -26,6 +26,7 @@ from pydantic_settings import (
 )
 
 from agent_team.common.hostnames import parse_allow_hosts
+from agent_team.common.model_spec import split_model_spec
 from agent_team.common.testhooks import Hooks
 from agent_team.common.timefmt import parse_daily_time, parse_duration
 from agent_team.db.url import is_postgres_url, parse_target
@@ -33,6 +34,7 @@ from agent_team.exceptions import ConfigError
 
 __all__ = [
     "ENV_PREFIX",
+    "MODEL_STAGES",
     "Settings",
     "SystemdEnv",
     "load_hooks",
@@ -45,6 +47,8 @@ ENV_PREFIX = "AGENT_TEAM_"
 
 # A comma-separated list in the environment (`a,b,c`), a real list in TOML.
 CommaList = Annotated[list[str], NoDecode]
+# The stages with a model of their own (`[models]`); `docs` is the Confluence draft.
+MODEL_STAGES = ("clarify", "plan", "docs")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # GitHub: owners are letters, digits and hyphens; repositories may hold dots but are never
 # `.` or `..`.
@@ -164,6 +168,59 @@ class Settings(BaseSettings):
     prices: dict[str, tuple[float, float]] = Field(
         default_factory=dict,
         description="USD per million (input, output) tokens per model; overrides the defaults.",
+    )
+    # A model per stage (`[models]` in the TOML file: clarify, plan, docs); unset: `model`.
+    model_clarify: str | None = Field(default=None, description="The clarify stage's model.")
+    model_plan: str | None = Field(default=None, description="The plan stage's model.")
+    model_docs: str | None = Field(
+        default=None, description="The docs lane's model (the Confluence draft)."
+    )
+    model_fallbacks: CommaList = Field(
+        default_factory=list,
+        description="Models tried in turn, once each, when a call's model keeps failing with "
+        "an error worth retrying (429, 5xx, a timeout, an unknown model), e.g. "
+        "`openai:gpt-5-mini,ollama:llama3.1`.",
+    )
+    model_timeout_s: float = Field(
+        default=300.0, gt=0, description="Longest one model request may take."
+    )
+    model_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Retries of a call on one model after an error worth retrying.",
+    )
+    model_backoff_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="The first pause before a retry; it doubles (with jitter) up to 30 s, "
+        "unless the provider's retry-after asks for longer.",
+    )
+    model_retry_window_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="Longest a call spends pausing between its attempts, every model counted; "
+        "past it the next model is tried, then the task parks.",
+    )
+    model_resume_pauses: CommaList = Field(
+        default_factory=lambda: ["1m", "5m", "15m", "1h"],
+        description="How long a task parked `model_unavailable` waits before it continues by "
+        "itself, park after park; the last pause repeats.",
+    )
+    anthropic_base_url: str | None = Field(
+        default=None,
+        description="Anthropic's API address (default: the client's, which reads "
+        "ANTHROPIC_BASE_URL), e.g. a gateway.",
+    )
+    openai_base_url: str | None = Field(
+        default=None,
+        description="OpenAI's API address, with its /v1 (default: the client's, which reads "
+        "OPENAI_BASE_URL), e.g. a gateway or a compatible server.",
+    )
+    ollama_base_url: str | None = Field(
+        default=None,
+        description="The Ollama server (default: the client's, which reads OLLAMA_HOST, "
+        "else http://127.0.0.1:11434).",
     )
 
     # Pipeline
@@ -390,6 +447,8 @@ class Settings(BaseSettings):
         "langgraph_api_origins",
         "sandbox_allow_hosts",
         "sandbox_env",
+        "model_fallbacks",
+        "model_resume_pauses",
         mode="before",
     )
     @classmethod
@@ -465,6 +524,60 @@ class Settings(BaseSettings):
                 )
         return value
 
+    @field_validator("model", "model_clarify", "model_plan", "model_docs")
+    @classmethod
+    def _model_spec(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        split_model_spec(value)  # ValueError says what is wrong, never the whole value
+        return value.strip()
+
+    @field_validator("model_fallbacks")
+    @classmethod
+    def _fallbacks(cls, value: list[str]) -> list[str]:
+        for spec in value:
+            split_model_spec(spec)
+        return list(dict.fromkeys(value))
+
+    @field_validator("model_resume_pauses")
+    @classmethod
+    def _pauses(cls, value: list[str]) -> list[str]:
+        problem = "must be durations such as 1m,5m,15m,1h (each over 0), comma-separated"
+        try:
+            pauses = [parse_duration(part) for part in value]
+        except ValueError:
+            raise ValueError(problem) from None
+        if not pauses or any(pause <= timedelta(0) for pause in pauses):
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _models_table(cls, data: Any) -> Any:
+        # `[models]` in the TOML file: each stage's model; an AGENT_TEAM_MODEL_<STAGE> wins.
+        if not isinstance(data, dict) or "models" not in data:
+            return data
+        table = data.pop("models")
+        if not isinstance(table, dict):
+            raise ValueError('[models] must be a table of stage = "provider:model"')
+        unknown = sorted(set(table) - set(MODEL_STAGES))
+        if unknown:
+            raise ValueError(
+                f"[models] knows the stages {', '.join(MODEL_STAGES)}; not {unknown[0][:40]!r}"
+            )
+        for stage, spec in table.items():
+            data.setdefault(f"model_{stage}", spec)
+        return data
+
+    def model_for(self, stage: str) -> str:
+        """The model spec a stage's calls use (`clarify`, `plan`, `docs`): its own, else `model`."""
+        own: str | None = getattr(self, f"model_{stage}", None) if stage in MODEL_STAGES else None
+        return own or self.model
+
+    def resume_pauses(self) -> list[timedelta]:
+        """`model_resume_pauses` as durations."""
+        return [parse_duration(part) for part in self.model_resume_pauses]
+
     @field_validator("github_checkouts")
     @classmethod
     def _checkouts(cls, value: list[str]) -> list[str]:
@@ -475,7 +588,13 @@ class Settings(BaseSettings):
         return value
 
     @field_validator(
-        "slack_api_url", "github_api_url", "confluence_base_url", "confluence_token_url"
+        "slack_api_url",
+        "github_api_url",
+        "confluence_base_url",
+        "confluence_token_url",
+        "anthropic_base_url",
+        "openai_base_url",
+        "ollama_base_url",
     )
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
@@ -625,7 +744,9 @@ def load_systemd_env() -> SystemdEnv:
 
 
 def _describe(error: dict[str, Any], config_file: Path | None) -> str:
-    loc = error.get("loc") or ("?",)
+    loc = error.get("loc")
+    if not loc:  # a check across settings (e.g. the `[models]` table) names them itself
+        return str(error.get("msg", "is invalid")).removeprefix("Value error, ")
     field = str(loc[0])
     where = (
         field.upper() if field.upper().startswith(ENV_PREFIX) else f"{ENV_PREFIX}{field.upper()}"

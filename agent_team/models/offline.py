@@ -75,13 +75,13 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
+from agent_team.common.model_spec import OFFLINE_SPEC
 from agent_team.models._text import bullet_item, sentences, words
 from agent_team.models.schemas import ClarifyDecision, ConfluenceDraft, Plan
 from agent_team.models.tokens import estimate_tokens, message_text, reply_text
 
 __all__ = ["CLEAR_MIN_WORDS", "OFFLINE_SPEC", "OfflineChatModel"]
 
-OFFLINE_SPEC = "offline"
 CLEAR_MIN_WORDS = 12
 
 _TITLE = re.compile(r"<title>(.*?)</title>", re.DOTALL)

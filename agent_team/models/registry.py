@@ -11,15 +11,15 @@ variables (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, ...); we never read them
 from __future__ import annotations
 
 import importlib
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from agent_team.common.model_spec import split_model_spec
 from agent_team.common.redact import redact
 from agent_team.exceptions import ConfigError, ModelUnavailableError
-from agent_team.models.offline import OFFLINE_SPEC, OfflineChatModel
+from agent_team.models.offline import OfflineChatModel
 
 __all__ = ["PROVIDERS", "ModelSpec", "Provider", "make_chat_model", "parse_model_spec"]
 
@@ -40,9 +40,6 @@ PROVIDERS: dict[str, Provider] = {
     "ollama": Provider("langchain_ollama", "ChatOllama", "ollama", "a running Ollama server"),
 }
 
-_ALLOWED = "`offline`, `anthropic:<model>`, `openai:<model>` or `ollama:<model>`"
-_MODEL_NAME = re.compile(r"^\S+$")
-
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -52,11 +49,12 @@ class ModelSpec:
     model: str | None
 
 
-def parse_model_spec(spec: str) -> ModelSpec:
+def parse_model_spec(spec: str, *, setting: str = "AGENT_TEAM_MODEL") -> ModelSpec:
     """Check and split a model spec.
 
     Args:
         spec: `offline` or `<provider>:<model>`; surrounding white space is ignored.
+        setting: the setting it came from, for the message.
 
     Returns:
         The provider and model name.
@@ -64,23 +62,11 @@ def parse_model_spec(spec: str) -> ModelSpec:
     Raises:
         ConfigError: the spec has no known provider or no model name.
     """
-    text = spec.strip()
-    if text == OFFLINE_SPEC:
-        return ModelSpec(OFFLINE_SPEC, None)
-    provider, sep, model = text.partition(":")
-    # Like config.py, the message describes the problem without echoing the whole value:
-    # a pasted API key must not end up in a log line.
-    if not sep:
-        problem = "has no provider prefix"
-    elif provider not in PROVIDERS:
-        problem = f"names an unknown provider {redact(provider)!r}"
-    elif not _MODEL_NAME.match(model):
-        problem = "needs one model name (no spaces) after the colon"
-    else:
-        return ModelSpec(provider, model)
-    raise ConfigError(
-        f"AGENT_TEAM_MODEL {problem}; use {_ALLOWED} (e.g. anthropic:claude-sonnet-4-5)"
-    )
+    try:
+        provider, model = split_model_spec(spec)
+    except ValueError as exc:
+        raise ConfigError(f"{setting} {exc}") from None
+    return ModelSpec(provider, model)
 
 
 def make_chat_model(spec: str) -> BaseChatModel:
