@@ -15,7 +15,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -132,6 +139,7 @@ class Settings(BaseSettings):
         extra="forbid",
         env_ignore_empty=True,
         validate_default=True,
+        populate_by_name=True,  # the fields with a provider's variable as an alias
     )
 
     db_path: Path = Field(
@@ -207,20 +215,30 @@ class Settings(BaseSettings):
         description="How long a task parked `model_unavailable` waits before it continues by "
         "itself, park after park; the last pause repeats.",
     )
+    # Each provider's endpoint: ours, else the provider's own variable (which its client reads).
     anthropic_base_url: str | None = Field(
         default=None,
-        description="Anthropic's API address (default: the client's, which reads "
-        "ANTHROPIC_BASE_URL), e.g. a gateway.",
+        validation_alias=AliasChoices(
+            "AGENT_TEAM_ANTHROPIC_BASE_URL", "anthropic_base_url", "ANTHROPIC_BASE_URL"
+        ),
+        description="Anthropic's API address, e.g. a gateway (also read from "
+        "ANTHROPIC_BASE_URL; default https://api.anthropic.com).",
     )
     openai_base_url: str | None = Field(
         default=None,
-        description="OpenAI's API address, with its /v1 (default: the client's, which reads "
-        "OPENAI_BASE_URL), e.g. a gateway or a compatible server.",
+        validation_alias=AliasChoices(
+            "AGENT_TEAM_OPENAI_BASE_URL", "openai_base_url", "OPENAI_BASE_URL"
+        ),
+        description="OpenAI's API address with its /v1, e.g. a gateway or a compatible "
+        "server (also read from OPENAI_BASE_URL; default https://api.openai.com/v1).",
     )
     ollama_base_url: str | None = Field(
         default=None,
-        description="The Ollama server (default: the client's, which reads OLLAMA_HOST, "
-        "else http://127.0.0.1:11434).",
+        validation_alias=AliasChoices(
+            "AGENT_TEAM_OLLAMA_BASE_URL", "ollama_base_url", "OLLAMA_HOST"
+        ),
+        description="The Ollama server (also read from OLLAMA_HOST; default "
+        "http://127.0.0.1:11434).",
     )
 
     # Pipeline
@@ -524,6 +542,15 @@ class Settings(BaseSettings):
                 )
         return value
 
+    @field_validator("ollama_base_url")
+    @classmethod
+    def _ollama_host(cls, value: str | None) -> str | None:
+        # OLLAMA_HOST may be a bare `host:port`, as the ollama client takes it.
+        if value is None or not value.strip():
+            return None
+        text = value.strip()
+        return text if "://" in text else f"http://{text}"
+
     @field_validator("model", "model_clarify", "model_plan", "model_docs")
     @classmethod
     def _model_spec(cls, value: str | None) -> str | None:
@@ -594,7 +621,6 @@ class Settings(BaseSettings):
         "confluence_token_url",
         "anthropic_base_url",
         "openai_base_url",
-        "ollama_base_url",
     )
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:

@@ -21,13 +21,27 @@ the cap too, so parallel workers cannot all pass the check at once.
 A priced builder (`claude-code`) spends from the same day and is checked the
 same way before it starts (`check_remaining`), with the same cap: its cost is
 not known in advance, so only a day already at or over the cap stops it.
+
+A call survives its provider (docs/architecture.md §4, "Model calls"): each
+stage has its model (`[models]`), followed by the fallbacks. An error worth
+retrying (429, 5xx, 529, a timeout, a lost connection) is retried on the same
+model after a pause (`RetryPolicy`); once its retries are spent, or at once
+for an unknown model (404), the next model is asked. Every failed attempt is a
+`model_failures` row. When no model is left the call raises `ModelsDownError`
+(the task parks `model_unavailable` and continues by itself later); a refusal
+(401, 403, 400) raises `ModelRefusedError` at once: no retry, no fallback.
+Each attempt is checked against the cap and priced with its own model; a
+timed-out attempt counts its estimate, as the provider may bill it.
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,15 +52,27 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
 from agent_team import db
+from agent_team.common.model_spec import split_model_spec
 from agent_team.common.redact import redact
 from agent_team.common.stops import stop_requested, stopped_error, watching
-from agent_team.exceptions import BudgetExhaustedError, ConfigError, ModelError, TaskStoppedError
+from agent_team.exceptions import (
+    BudgetExhaustedError,
+    ConfigError,
+    ModelError,
+    ModelRefusedError,
+    ModelsDownError,
+    TaskStoppedError,
+)
 from agent_team.models.budget_view import capped_in_usd
 from agent_team.models.pricing import Price, cost_usd, price_for
+from agent_team.models.provider_errors import ProviderFailure, classify
+from agent_team.models.retry_policy import RetryPolicy
 from agent_team.models.tokens import estimate_tokens, message_text, reply_text
 from agent_team.task_model import BillingMode
 
 __all__ = ["ModelCaller", "Remaining", "Usage"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -88,14 +114,43 @@ def _shorten(text: str) -> str:
     return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "…"
 
 
+# Where a refused call sends the operator, by provider (the key's variable, never its value).
+_KEY_HINTS = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "ollama": "the Ollama server's settings",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Model:
+    """One model a call may use: its spec, its client and its price (None: capped by tokens)."""
+
+    spec: str
+    chat: BaseChatModel
+    price: Price | None
+    structured: dict[type[BaseModel], Runnable[Any, Any]] = field(
+        default_factory=dict, compare=False
+    )
+
+
+class _AttemptFailed(Exception):
+    """One attempt's failure, already classified (internal to the caller)."""
+
+    def __init__(self, failure: ProviderFailure) -> None:
+        super().__init__(failure.detail)
+        self.failure = failure
+
+
 class ModelCaller:
     """Calls a chat model for structured output under the daily budget, recording usage.
 
     Thread-safe: one instance is shared by every graph worker.
 
     Attributes:
-        calls: model invocations attempted (budget refusals are not calls).
-        last_usage: what the most recent call recorded, or None.
+        calls: model attempts made (budget refusals are not attempts).
+        last_usage: what the most recent answered attempt recorded, or None.
+        last_model: the spec of the model that gave the most recent answer, or None.
     """
 
     def __init__(
@@ -111,6 +166,9 @@ class ModelCaller:
         outbox: Path | None = None,
         clock: Callable[[], datetime] = db.utc_now,
         secrets: Iterable[str | None] = (),
+        stage_models: Mapping[str, tuple[str, BaseChatModel]] | None = None,
+        fallbacks: Sequence[tuple[str, BaseChatModel]] = (),
+        retry: RetryPolicy | None = None,
     ) -> None:
         """Set up the caller.
 
@@ -128,6 +186,10 @@ class ModelCaller:
             clock: aware UTC "now"; the day bucket and `recorded_at` come from it.
             secrets: known secret values to scrub from error messages, on top
                 of the credential-shaped patterns `redact` always removes.
+            stage_models: a stage's own model `(spec, chat)` by pipeline stage
+                (e.g. `plan`); a stage not named uses `model`.
+            fallbacks: `(spec, chat)` asked in turn when a call's model keeps failing.
+            retry: pauses, attempts and the per-attempt time limit.
 
         Raises:
             ConfigError: an unknown billing mode or an invalid price override.
@@ -140,35 +202,57 @@ class ModelCaller:
                 + ", ".join(mode.value for mode in BillingMode)
             ) from None
         self._ledger = ledger
-        self._chat = chat
-        self._model = model.strip()
+        self._prices = prices
+        # Prices are validated now, not mid-task.
+        self._default = self._model_of(model, chat)
+        self._by_stage = {
+            stage: self._model_of(spec, stage_chat)
+            for stage, (spec, stage_chat) in (stage_models or {}).items()
+        }
+        self._fallbacks = tuple(self._model_of(spec, chat_) for spec, chat_ in fallbacks)
+        self._retry = retry or RetryPolicy()
         self._budget_usd = daily_budget_usd
         self._token_cap = daily_token_cap
-        self._price = price_for(self._model, prices)  # validates overrides now, not mid-task
         self._outbox = outbox
         self._clock = clock
         self._secrets = tuple(secret for secret in secrets if secret)
         self._lock = threading.Lock()
-        self._structured: dict[type[BaseModel], Runnable[Any, Any]] = {}
         self._inflight_usd = 0.0
         self._inflight_tokens = 0
         self.calls = 0
         self.last_usage: Usage | None = None
+        self.last_model: str | None = None
+
+    def _model_of(self, spec: str, chat: BaseChatModel) -> _Model:
+        spec = spec.strip()
+        return _Model(spec, chat, price_for(spec, self._prices))
 
     @property
     def model(self) -> str:
-        """The model spec this caller records usage under."""
-        return self._model
+        """The default model spec (`AGENT_TEAM_MODEL`)."""
+        return self._default.spec
 
     @property
     def price(self) -> Price | None:
-        """The model's price, or None when it is capped by tokens."""
-        return self._price
+        """The default model's price, or None when it is capped by tokens."""
+        return self._default.price
 
     @property
     def billing_mode(self) -> str:
         """`api` or `subscription`."""
         return self._mode.value
+
+    def models_for(self, stage: str) -> tuple[str, ...]:
+        """The specs a call in `stage` may use, in the order they are asked."""
+        return tuple(model.spec for model in self._chain(stage))
+
+    def _chain(self, stage: str) -> list[_Model]:
+        first = self._by_stage.get(stage, self._default)
+        chain = [first]
+        for model in self._fallbacks:
+            if all(model.spec != seen.spec for seen in chain):
+                chain.append(model)
+        return chain
 
     def structured(
         self,
@@ -179,7 +263,7 @@ class ModelCaller:
         messages: Sequence[BaseMessage],
         expected_output_tokens: int = 1024,
     ) -> T:
-        """Ask the model for an instance of `schema`, within today's budget.
+        """Ask the stage's model for an instance of `schema`, within today's budget.
 
         Args:
             thread_id: the task, recorded on the ledger row.
@@ -192,43 +276,79 @@ class ModelCaller:
             The model's answer, validated.
 
         Raises:
-            BudgetExhaustedError: the call could exceed today's cap; nothing was
-                called and nothing recorded.
-            ModelError: the provider failed (nothing recorded) or its answer did
-                not fit `schema` (usage recorded); the message is redacted.
+            BudgetExhaustedError: the next attempt could exceed today's cap;
+                it was not made.
+            ModelsDownError: every model failed with errors worth retrying,
+                retries spent (the task parks `model_unavailable`).
+            ModelRefusedError: a provider refused the call (401, 403, 400).
+            ModelError: an answer that does not fit `schema` (usage recorded),
+                or a failure that is no provider's (a bug); redacted.
+            TaskStoppedError: the task was told to stop.
         """
         told = stop_requested(thread_id)
         if told is not None:  # stopped before it asked: nothing called, nothing spent
             raise stopped_error(told, f"{stage} model call")
-        estimated_input = estimate_tokens(message_text(messages))
-        estimated_usd, estimated_tokens = self._reserve(
-            stage, estimated_input, max(0, expected_output_tokens)
+        chain = self._chain(stage)
+        spent_pausing = 0.0
+        gave_up: list[str] = []
+        for index, model in enumerate(chain):
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    result = self._attempt(
+                        model, thread_id, stage, schema, messages, expected_output_tokens
+                    )
+                except _AttemptFailed as failed:
+                    failure = failed.failure
+                    self._refuse_if_final(model, thread_id, stage, attempt, failure)
+                    pause = self._retry.pause_s(attempt, failure.retry_after_s)
+                    if failure.worth_retrying and self._retry.may_retry(
+                        attempt, pause, spent_pausing
+                    ):
+                        self._note_failure(model, thread_id, stage, attempt, "retried", failure)
+                        self._pause(thread_id, stage, pause)
+                        spent_pausing += pause
+                        continue
+                    last = index + 1 == len(chain)
+                    outcome = "gave_up" if last else "fell_back"
+                    self._note_failure(model, thread_id, stage, attempt, outcome, failure)
+                    tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
+                    gave_up.append(f"{model.spec}: {failure.detail} after {tries}")
+                    break
+                return self._answer(model, stage, schema, result, thread_id, attempt, index)
+        raise ModelsDownError(
+            f"no model answered the {stage} call: " + "; ".join(gave_up) + " (retries and "
+            "fallbacks spent; AGENT_TEAM_MODEL_FALLBACKS adds models to fall back on)"
         )
-        try:
-            try:
-                result = self._invoke_stoppable(thread_id, stage, schema, messages)
-            except TaskStoppedError:
-                # Abandoned while the provider worked: it may bill the whole call, so the
-                # estimate is counted (the prompt, and the reply it was held for).
-                self._record(
-                    thread_id,
-                    stage,
-                    None,
-                    estimated_input,
-                    estimated_output=max(0, expected_output_tokens),
-                )
-                raise
-            self._record(thread_id, stage, result.get("raw"), estimated_input)
-        finally:
-            # Released only once the row is written, so no other call sees neither.
-            with self._lock:
-                self._inflight_usd -= estimated_usd
-                self._inflight_tokens -= estimated_tokens
+
+    def _answer(
+        self,
+        model: _Model,
+        stage: str,
+        schema: type[T],
+        result: dict[str, Any],
+        thread_id: str,
+        attempt: int,
+        index: int,
+    ) -> T:
+        """The parsed answer of a successful attempt (its usage is recorded already)."""
+        self.last_model = model.spec
+        if attempt > 1 or index > 0:
+            log.info(
+                "model %s answered the %s call of task %s on attempt %d%s",
+                model.spec,
+                stage,
+                thread_id,
+                attempt,
+                " (a fallback)" if index > 0 else "",
+            )
+        self._forget_parks(thread_id)
         error = result.get("parsing_error")
         if error is not None:
             raise ModelError(
                 self._redact(
-                    f"model {self._model} answered the {stage} stage with output that does not "
+                    f"model {model.spec} answered the {stage} stage with output that does not "
                     f"fit {schema.__name__}: {type(error).__name__}: {error}"
                 )
                 + "; the task can be retried, or use a more capable model (AGENT_TEAM_MODEL)"
@@ -236,19 +356,96 @@ class ModelCaller:
         parsed = result.get("parsed")
         if not isinstance(parsed, schema):
             raise ModelError(
-                f"model {self._model} gave no {schema.__name__} answer in the {stage} stage "
+                f"model {model.spec} gave no {schema.__name__} answer in the {stage} stage "
                 "(no tool call); the task can be retried, or use a model that supports tool "
                 "calling (AGENT_TEAM_MODEL)"
             )
         return parsed
 
+    def _refuse_if_final(
+        self, model: _Model, thread_id: str, stage: str, attempt: int, failure: ProviderFailure
+    ) -> None:
+        """Raise for a failure no retry or other model can mend (a refusal, a bug)."""
+        if failure.kind in ("auth", "refused"):
+            self._note_failure(model, thread_id, stage, attempt, "refused", failure)
+            provider = split_model_spec(model.spec)[0]
+            hint = _KEY_HINTS.get(provider, "the provider's settings")
+            what = (
+                f"check {hint}"
+                if failure.kind == "auth"
+                else "check the model name and the prompt's size for this model"
+            )
+            raise ModelRefusedError(
+                f"model {model.spec} refused the {stage} call: {failure.detail}; {what}"
+            )
+        if failure.kind == "invalid":
+            self._note_failure(model, thread_id, stage, attempt, "invalid", failure)
+            raise ModelError(
+                f"model {model.spec} failed in the {stage} stage: {failure.detail}; the task "
+                "can be retried"
+            )
+
+    def _pause(self, thread_id: str, stage: str, seconds: float) -> None:
+        """Wait before the next attempt; a cancel ends the wait at once."""
+        woken = threading.Event()
+        with watching(thread_id, woken):
+            woken.wait(seconds)
+        told = stop_requested(thread_id)
+        if told is not None:
+            raise stopped_error(told, f"{stage} model call")
+
+    def _note_failure(
+        self,
+        model: _Model,
+        thread_id: str,
+        stage: str,
+        attempt: int,
+        outcome: str,
+        failure: ProviderFailure,
+    ) -> None:
+        """A `model_failures` row; the call goes on if the ledger cannot take it (a record)."""
+        detail = self._redact(failure.detail)
+        log.warning(
+            "model %s, %s call of task %s, attempt %d: %s (%s)",
+            model.spec,
+            stage,
+            thread_id,
+            attempt,
+            detail,
+            outcome.replace("_", " "),
+        )
+        try:
+            db.record_model_failure(
+                self._ledger,
+                thread_id=thread_id,
+                stage=stage,
+                model=model.spec,
+                attempt=attempt,
+                outcome=outcome,
+                http_status=failure.status,
+                detail=detail,
+                at=self._clock(),
+            )
+        except Exception as exc:
+            if not db.is_outage(exc):
+                raise
+            log.warning("could not record that failure: the ledger is unavailable")
+
+    def _forget_parks(self, thread_id: str) -> None:
+        """A model answered: the task's next `model_unavailable` park waits the first pause."""
+        try:
+            db.reset_model_parks(self._ledger, thread_id)
+        except Exception as exc:
+            if not db.is_outage(exc):
+                raise
+
     def check_remaining(self, stage: str) -> Remaining:
         """What today's cap leaves for spend of unknown size, such as a priced build.
 
-        The cap is the one a model call is checked against (USD for a priced
-        model in `api` billing, tokens otherwise), and calls in flight in this
-        process count. Nothing is reserved and nothing is counted as a call:
-        the spend this guards reports its cost only when it ends.
+        The cap is the one a call of the default model is checked against (USD
+        for a priced model in `api` billing, tokens otherwise), and calls in
+        flight in this process count. Nothing is reserved and nothing is
+        counted as a call: the spend this guards reports its cost only when it ends.
 
         Args:
             stage: the pipeline stage asking (e.g. `build`), for the message.
@@ -262,8 +459,9 @@ class ModelCaller:
         """
         day = db.day_bucket(self._clock())
         mode = self._mode.value
+        model = self._default
         with self._lock:
-            if self._capped_in_usd():
+            if self._capped_in_usd(model):
                 spent = self._spent_usd(day, mode)
                 if spent >= self._budget_usd:
                     raise BudgetExhaustedError(
@@ -277,34 +475,77 @@ class ModelCaller:
             if used >= self._token_cap:
                 raise BudgetExhaustedError(
                     f"daily token cap reached: {used} tokens used on {day} (UTC, {mode} billing), "
-                    f"at or over the {self._token_cap} cap that applies to {self._model} "
-                    f"({self._token_cap_why()}), so the {stage} does not start; the task resumes "
-                    "after UTC midnight or when AGENT_TEAM_DAILY_TOKEN_CAP is raised"
+                    f"at or over the {self._token_cap} cap that applies to {model.spec} "
+                    f"({self._token_cap_why(model)}), so the {stage} does not start; the task "
+                    "resumes after UTC midnight or when AGENT_TEAM_DAILY_TOKEN_CAP is raised"
                 )
             return Remaining("tokens", float(self._token_cap - used))
 
-    # -- steps ------------------------------------------------------------------------------
+    # -- one attempt ------------------------------------------------------------------------
 
-    def _capped_in_usd(self) -> bool:
-        return self._price is not None and capped_in_usd(self._price, self._mode.value)
+    def _attempt(
+        self,
+        model: _Model,
+        thread_id: str,
+        stage: str,
+        schema: type[BaseModel],
+        messages: Sequence[BaseMessage],
+        expected_output_tokens: int,
+    ) -> dict[str, Any]:
+        """One request to one model, under the cap; its usage recorded when it is billed.
 
-    def _token_cap_why(self) -> str:
-        return "subscription billing" if self._price is not None else "no price known"
+        Raises:
+            _AttemptFailed: the provider failed; an attempt that timed out has
+                its estimate recorded (the provider may bill it).
+        """
+        estimated_input = estimate_tokens(message_text(messages))
+        expected_output = max(0, expected_output_tokens)
+        estimated_usd, estimated_tokens = self._reserve(
+            model, stage, estimated_input, expected_output
+        )
+        try:
+            try:
+                result = self._invoke_stoppable(model, thread_id, stage, schema, messages)
+            except TaskStoppedError:
+                # Abandoned while the provider worked: it may bill the whole call, so the
+                # estimate is counted (the prompt, and the reply it was held for).
+                self._record(model, thread_id, stage, None, estimated_input, expected_output)
+                raise
+            except _AttemptFailed as failed:
+                if failed.failure.timed_out:
+                    self._record(model, thread_id, stage, None, estimated_input, expected_output)
+                raise
+            self._record(model, thread_id, stage, result.get("raw"), estimated_input, 0)
+            return result
+        finally:
+            # Released only once the row is written, so no other call sees neither.
+            with self._lock:
+                self._inflight_usd -= estimated_usd
+                self._inflight_tokens -= estimated_tokens
 
-    def _reserve(self, stage: str, input_tokens: int, output_tokens: int) -> tuple[float, int]:
-        """Check the cap for this call's estimate and hold it as in flight; (usd, tokens) held."""
+    def _capped_in_usd(self, model: _Model) -> bool:
+        return model.price is not None and capped_in_usd(model.price, self._mode.value)
+
+    @staticmethod
+    def _token_cap_why(model: _Model) -> str:
+        return "subscription billing" if model.price is not None else "no price known"
+
+    def _reserve(
+        self, model: _Model, stage: str, input_tokens: int, output_tokens: int
+    ) -> tuple[float, int]:
+        """Check the cap for this attempt's estimate and hold it as in flight; (usd, tokens)."""
         day = db.day_bucket(self._clock())
         mode = self._mode.value
         with self._lock:
-            if self._price is not None and self._capped_in_usd():
-                usd = cost_usd(self._price, input_tokens, output_tokens)
+            if model.price is not None and self._capped_in_usd(model):
+                usd = cost_usd(model.price, input_tokens, output_tokens)
                 spent = self._spent_usd(day, mode)
                 if spent + usd > self._budget_usd:
                     raise BudgetExhaustedError(
                         f"daily budget reached: ${spent:.4f} spent on {day} (UTC, {mode} "
-                        f"billing) and the {stage} call may cost ${usd:.4f}, over the "
-                        f"${self._budget_usd:.2f} cap; the task resumes after UTC midnight or "
-                        "when AGENT_TEAM_DAILY_BUDGET_USD is raised"
+                        f"billing) and the {stage} call to {model.spec} may cost ${usd:.4f}, "
+                        f"over the ${self._budget_usd:.2f} cap; the task resumes after UTC "
+                        "midnight or when AGENT_TEAM_DAILY_BUDGET_USD is raised"
                     )
                 self._inflight_usd += usd
                 self.calls += 1
@@ -315,8 +556,8 @@ class ModelCaller:
                 raise BudgetExhaustedError(
                     f"daily token cap reached: {used} tokens used on {day} (UTC, {mode} billing) "
                     f"and the {stage} call may use {tokens}, over the {self._token_cap} cap "
-                    f"that applies to {self._model} ({self._token_cap_why()}); the task resumes "
-                    "after UTC midnight or when AGENT_TEAM_DAILY_TOKEN_CAP is raised"
+                    f"that applies to {model.spec} ({self._token_cap_why(model)}); the task "
+                    "resumes after UTC midnight or when AGENT_TEAM_DAILY_TOKEN_CAP is raised"
                 )
             self._inflight_tokens += tokens
             self.calls += 1
@@ -339,12 +580,19 @@ class ModelCaller:
         return recorded + self._stranded(day, mode).tokens + self._inflight_tokens
 
     def _invoke_stoppable(
-        self, thread_id: str, stage: str, schema: type[BaseModel], messages: Sequence[BaseMessage]
+        self,
+        model: _Model,
+        thread_id: str,
+        stage: str,
+        schema: type[BaseModel],
+        messages: Sequence[BaseMessage],
     ) -> dict[str, Any]:
-        """`_invoke` in a thread of its own, abandoned at once if the task is told to stop.
+        """`_invoke` in a thread of its own, abandoned at once if the task is told to stop,
+        and after the attempt's time limit if the client itself does not give up.
 
-        Why: a provider can take a minute to answer, and a cancel must not wait
-        for it (docs/architecture.md §4). The abandoned thread ends when the
+        Why: a provider can take minutes to answer, and a cancel must not wait
+        for it (docs/architecture.md §4); a client with no time limit of its own
+        must not hold a worker for ever. The abandoned thread ends when the
         provider answers or its client times out; what it returns is dropped.
         """
         wake = threading.Event()
@@ -352,57 +600,67 @@ class ModelCaller:
 
         def call() -> None:
             try:
-                outcome["result"] = self._invoke(stage, schema, messages)
+                outcome["result"] = self._invoke(model, stage, schema, messages)
             except BaseException as exc:  # handed to the waiting thread
                 outcome["error"] = exc
             finally:
                 wake.set()
 
+        limit = self._retry.timeout_s
+        # The client enforces the limit itself; this is the backstop, a little later.
+        backstop = None if limit is None else limit * 1.25 + 1.0
+        started = time.monotonic()
         with watching(thread_id, wake):
             threading.Thread(target=call, name=f"model-{stage}", daemon=True).start()
-            wake.wait()
+            wake.wait(backstop)
         if "error" in outcome:
             raise outcome["error"]
-        if "result" not in outcome:
-            told = stop_requested(thread_id) or "cancelled"
-            raise stopped_error(told, f"{stage} model call")
-        result: dict[str, Any] = outcome["result"]
-        return result
+        if "result" in outcome:
+            result: dict[str, Any] = outcome["result"]
+            return result
+        told = stop_requested(thread_id)
+        if told is not None or backstop is None:
+            raise stopped_error(told or "cancelled", f"{stage} model call")
+        raise _AttemptFailed(
+            ProviderFailure(
+                kind="transient",
+                status=None,
+                retry_after_s=None,
+                detail=f"timed out (no answer in {time.monotonic() - started:.0f} s)",
+            )
+        )
 
     def _invoke(
-        self, stage: str, schema: type[BaseModel], messages: Sequence[BaseMessage]
+        self,
+        model: _Model,
+        stage: str,
+        schema: type[BaseModel],
+        messages: Sequence[BaseMessage],
     ) -> dict[str, Any]:
         try:
-            runnable = self._structured.get(schema)
+            runnable = model.structured.get(schema)
             if runnable is None:  # built once per schema: binding tools is not free
-                runnable = self._structured[schema] = self._chat.with_structured_output(
-                    schema, include_raw=True
-                )
+                runnable = model.structured[schema] = _structured_runnable(model.chat, schema)
             result = runnable.invoke(list(messages))
         except Exception as exc:
-            # `from None`: the original exception's text is not redacted and would reach
-            # logs through the traceback chain.
-            raise ModelError(
-                self._redact(
-                    f"model {self._model} failed in the {stage} stage: {type(exc).__name__}: {exc}"
-                )
-                + "; check the provider's status and API key, then retry the task"
-            ) from None
+            # Classified, never re-raised: the original exception's text is not redacted
+            # and would reach logs through the traceback chain.
+            raise _AttemptFailed(classify(exc, now=self._clock)) from None
         if not isinstance(result, dict):
             raise ModelError(
-                f"model {self._model} returned {type(result).__name__} instead of the "
+                f"model {model.spec} returned {type(result).__name__} instead of the "
                 "include_raw result; this is a bug in the chat model's with_structured_output"
             )
         return result
 
     def _record(
         self,
+        model: _Model,
         thread_id: str,
         stage: str,
         raw: Any,
         estimated_input: int,
-        *,
-        estimated_output: int = 0,
+        estimated_output: int,
     ) -> None:
         usage = getattr(raw, "usage_metadata", None)
         if usage:
@@ -416,7 +674,7 @@ class ModelCaller:
                 if isinstance(raw, BaseMessage)
                 else estimated_output
             )
-        price = self._price
+        price = model.price
         usd = cost_usd(price, input_tokens, output_tokens) if price is not None else 0.0
         self.last_usage = Usage(
             input_tokens=input_tokens, output_tokens=output_tokens, usd_cost=usd
@@ -425,7 +683,7 @@ class ModelCaller:
             self._ledger,
             thread_id=thread_id,
             stage=stage,
-            model=self._model,
+            model=model.spec,
             billing_mode=self._mode.value,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -436,3 +694,15 @@ class ModelCaller:
 
     def _redact(self, text: str) -> str:
         return _shorten(redact(text, self._secrets))
+
+
+def _structured_runnable(chat: BaseChatModel, schema: type[BaseModel]) -> Runnable[Any, Any]:
+    """`with_structured_output` by tool calling, with the raw reply kept for its usage.
+
+    Tool calling is asked for explicitly where the client takes a `method`
+    (ChatOpenAI and ChatOllama default to a JSON-schema response format that
+    gateways and local servers often lack); every provider supports tools.
+    """
+    if "method" in inspect.signature(chat.with_structured_output).parameters:
+        return chat.with_structured_output(schema, include_raw=True, method="function_calling")
+    return chat.with_structured_output(schema, include_raw=True)

@@ -69,16 +69,24 @@ def parse_model_spec(spec: str, *, setting: str = "AGENT_TEAM_MODEL") -> ModelSp
     return ModelSpec(provider, model)
 
 
-def make_chat_model(spec: str) -> BaseChatModel:
-    """The chat model for a spec.
+def make_chat_model(
+    spec: str, *, base_url: str | None = None, timeout_s: float | None = None
+) -> BaseChatModel:
+    """The chat model for a spec, with no retries of its own and our time limit.
 
     Args:
-        spec: `AGENT_TEAM_MODEL`: `offline`, `anthropic:<model>`, `openai:<model>`
-            or `ollama:<model>`.
+        spec: `offline`, `anthropic:<model>`, `openai:<model>` or `ollama:<model>`.
+        base_url: the provider's endpoint (a gateway, a local server); None: the
+            client's default, which reads the provider's own variable
+            (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`, `OLLAMA_HOST`).
+        timeout_s: the longest one request may take; Ollama's client has no
+            limit unless given one.
 
     Returns:
         `OfflineChatModel` for `offline`; otherwise the provider's chat model
         (`ChatAnthropic`, `ChatOpenAI`, `ChatOllama`) for that model name.
+        Its own retries are off (`max_retries=0`): `ModelCaller` retries, so
+        that a cancel reaches the pauses and every attempt is on the record.
 
     Raises:
         ConfigError: a malformed spec, or the provider refused its settings
@@ -98,7 +106,9 @@ def make_chat_model(spec: str) -> BaseChatModel:
             f"installed ({type(exc).__name__}); run: pip install 'agent-team[{provider.extra}]'"
         ) from None
     try:
-        chat = chat_class(model=parsed.model)
+        chat = chat_class(
+            model=parsed.model, **_client_options(parsed.provider, base_url, timeout_s)
+        )
     except Exception as exc:
         # Provider constructors validate settings such as the API key; their messages
         # can quote what they found, so they are redacted.
@@ -112,3 +122,21 @@ def make_chat_model(spec: str) -> BaseChatModel:
             f"reinstall with pip install 'agent-team[{provider.extra}]'"
         )
     return chat
+
+
+def _client_options(provider: str, base_url: str | None, timeout_s: float | None) -> dict[str, Any]:
+    """Each client's own names for the endpoint, the time limit and its retries."""
+    options: dict[str, Any] = {}
+    if base_url:
+        options["base_url"] = base_url
+    if provider == "anthropic":
+        options["max_retries"] = 0
+        if timeout_s is not None:
+            options["default_request_timeout"] = timeout_s
+    elif provider == "openai":
+        options["max_retries"] = 0
+        if timeout_s is not None:
+            options["timeout"] = timeout_s
+    elif provider == "ollama" and timeout_s is not None:
+        options["client_kwargs"] = {"timeout": timeout_s}  # the ollama client retries nothing
+    return options

@@ -24,6 +24,7 @@ from agent_team.exceptions import (
 )
 from agent_team.health.checks import CheckFn, CheckResult
 from agent_team.integrations.registry import integration_types
+from agent_team.models.lineup import lineup, shown_url
 from agent_team.models.registry import PROVIDERS, parse_model_spec
 from agent_team.requests.access import DashboardTokens
 from agent_team.service.probe import RunningDaemon, probe_daemon
@@ -298,18 +299,28 @@ def check_budget(settings: Settings) -> CheckResult:
 
 @check
 def check_model(settings: Settings) -> CheckResult:
-    try:
-        spec = parse_model_spec(settings.model)
-    except AgentTeamError as exc:
-        return CheckResult("model", False, str(exc), "set AGENT_TEAM_MODEL")
-    provider = PROVIDERS.get(spec.provider)
-    if provider is None:
-        return CheckResult("model", True, f"{settings.model} (built in, no network)")
-    if importlib.util.find_spec(provider.module) is None:
+    """Every model a call may use (each stage's, then the fallbacks), each one's extra, and
+    each provider's endpoint, shown without credentials."""
+    chosen = lineup(settings)
+    missing = []
+    for spec in chosen.specs():
+        provider = PROVIDERS.get(parse_model_spec(spec).provider)
+        if provider is not None and importlib.util.find_spec(provider.module) is None:
+            missing.append((spec, provider))
+    stages = ", ".join(f"{stage} {spec}" for stage, spec in chosen.stages.items())
+    detail = stages + "; fallbacks " + (", ".join(chosen.fallbacks) or "none")
+    endpoints = [f"{name} at {shown_url(settings, name)}" for name in chosen.providers()]
+    if endpoints:
+        detail += "; " + ", ".join(endpoints)
+    if missing:
+        names = ", ".join(f"{spec} needs the {p.module} package" for spec, p in missing)
+        extras = ",".join(dict.fromkeys(p.extra for _, p in missing))
         return CheckResult(
-            "model",
-            False,
-            f"{settings.model}: the {provider.module} package is missing",
-            f"pip install 'agent-team[{provider.extra}]'",
+            "model", False, f"{detail}; {names}", f"pip install 'agent-team[{extras}]'"
         )
-    return CheckResult("model", True, f"{settings.model} via {provider.module}")
+    timing = (
+        f"; {settings.model_timeout_s:g} s a request, {settings.model_retries} retries"
+        if endpoints
+        else " (built in, no network)"
+    )
+    return CheckResult("model", True, detail + timing)

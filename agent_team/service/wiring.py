@@ -39,7 +39,7 @@ from agent_team.integrations.github.integration import publishes
 from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.models.build_spend import build_spend_watch
 from agent_team.models.caller import ModelCaller
-from agent_team.models.registry import make_chat_model
+from agent_team.models.lineup import chat_models, retry_policy
 from agent_team.nodes.common import GraphDeps
 from agent_team.nodes.publish import Publish, PublishHook
 from agent_team.requests.task_requests import default_deadlines
@@ -140,10 +140,14 @@ def build_coordinator(
             resources.callback(ledger.close)
         hooks = hooks if hooks is not None else load_hooks()
         now = clock or hooks.clock()
+        default_chat, stage_chats, fallback_chats = chat_models(settings)
         caller = ModelCaller(
             ledger=ledger,
-            chat=make_chat_model(settings.model),
+            chat=default_chat,
             model=settings.model,
+            stage_models=stage_chats,
+            fallbacks=fallback_chats,
+            retry=retry_policy(settings),
             billing_mode=settings.billing_mode,
             daily_budget_usd=settings.daily_budget_usd,
             daily_token_cap=settings.daily_token_cap,
