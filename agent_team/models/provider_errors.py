@@ -81,8 +81,9 @@ _CONNECTION_NAMES = frozenset(
 # A reply that arrived but could not be read as the API's reply: a bug, not an outage.
 _UNREADABLE_NAMES = frozenset({"APIResponseValidationError"})
 
-# An error type or code is shown only when it looks like an identifier, never free text.
-_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+# An error type or code is read only when it looks like the providers' identifiers
+# (`rate_limit_error`, `model_not_found`): never free text, nor anything key-like.
+_IDENTIFIER = re.compile(r"[a-z][a-z_]{0,47}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,13 +200,13 @@ def _verdict(error: BaseException) -> tuple[FailureKind, int | None, str] | None
     if status is not None and status >= 400:
         detail = f"HTTP {status}" + (f" ({label})" if label else "")
         return _status_kind(status, error_type, code), status, detail
+    if names & _UNREADABLE_NAMES:
+        return "invalid", None, f"unreadable reply ({type(error).__name__})"
     if error_type is not None or _is_stream_error(error, names, status):
         # An error event inside a reply that had started fine (HTTP 200): the server
         # accepted the request, then failed; by its type, else as a server failure.
         kind = _TYPE_KINDS.get(error_type or "", "transient")
         return kind, None, "error event in the reply" + (f" ({label})" if label else "")
-    if names & _UNREADABLE_NAMES:
-        return "invalid", None, f"unreadable reply ({type(error).__name__})"
     if names & _TIMEOUT_NAMES or isinstance(error, TimeoutError):
         return "transient", None, "timed out"
     if names & _CONNECTION_NAMES or isinstance(error, ConnectionError):
@@ -257,11 +258,15 @@ def _error_type(error: BaseException) -> tuple[str | None, str | None]:
     body = _attr(error, "body")
     if isinstance(body, Mapping):
         inner = body.get("error")
-        candidates.append(inner if isinstance(inner, Mapping) else body)
+        if isinstance(inner, Mapping):
+            candidates.append(inner)
+        elif "message" in body:  # an error object itself (OpenAI's), not some other reply
+            candidates.append(body)
     ollama_error = _attr(error, "error")
     if isinstance(ollama_error, Mapping):
         candidates.append(ollama_error)
-    error_type = code = None
+    error_type: str | None = None
+    code: str | None = None
     if "APIError" in _class_names(error):  # the SDKs copy the body's fields onto the error
         error_type = _identifier(_attr(error, "type"))
         code = _identifier(_attr(error, "error_code")) or _identifier(_attr(error, "code"))
@@ -313,7 +318,7 @@ def _number(raw: str | None) -> float | None:
 
 
 def _identifier(value: Any) -> str | None:
-    return value if isinstance(value, str) and _IDENTIFIER.match(value) else None
+    return value if isinstance(value, str) and _IDENTIFIER.fullmatch(value) else None
 
 
 def _class_names(error: BaseException) -> set[str]:
