@@ -17,6 +17,7 @@ __all__ = [
     "CommandKind",
     "CommandState",
     "EffectState",
+    "ModelFailureOutcome",
     "OverlapPolicy",
     "Phase",
     "QuestionKind",
@@ -129,6 +130,16 @@ class AutomationRunStatus(StrEnum):
 class BillingMode(StrEnum):
     API = "api"
     SUBSCRIPTION = "subscription"
+
+
+class ModelFailureOutcome(StrEnum):
+    """What followed one failed attempt of a model call (`model_failures.outcome`)."""
+
+    RETRIED = "retried"  # the same model is tried again after a back-off
+    FELL_BACK = "fell_back"  # the next model of the stage is tried
+    GAVE_UP = "gave_up"  # retries and fallbacks spent: the task parks `model_unavailable`
+    REFUSED = "refused"  # the provider refused (401, 403, 400): parks `model_refused`
+    INVALID = "invalid"  # an answer that did not fit the expected structure
 
 
 class TaskState(TypedDict, total=False):

@@ -40,7 +40,7 @@ from agent_team.cli.support import (
 from agent_team.common.invocation import command, localize
 from agent_team.common.redact import redact
 from agent_team.common.repo_spec import checked_repo
-from agent_team.common.timefmt import deadline_text, parse_duration, span
+from agent_team.common.timefmt import deadline_text, parse_duration, relative, span, utc_text
 from agent_team.config import Settings
 from agent_team.exceptions import (
     AgentTeamError,
@@ -577,12 +577,20 @@ def show(
     out.print(f"{task.id}: {task.title} ({task.kind}, from {task.source})")
     parked = f", parked: {task.parked_reason}" if task.parked_reason else ""
     out.print(f"status {task.status}, phase {task.phase}{parked}")
+    if task.resume_at:
+        resume_at = db.from_iso(task.resume_at)
+        out.print(
+            f"continues by itself at {utc_text(resume_at)} ({relative(resume_at, now)}); "
+            f"or now: agent-team retry {task.id}"
+        )
     if task.checkpoints_pruned_at:
         out.print(
             f"checkpoints pruned at {task.checkpoints_pruned_at} "
             "(AGENT_TEAM_CHECKPOINT_RETENTION); this is the ledger's own record"
         )
-    journey = Table("#", "step", "outcome", "entered", "duration", "USD", "note", title="steps")
+    journey = Table(
+        "#", "step", "outcome", "entered", "duration", "USD", "model", "note", title="steps"
+    )
     for step in report.steps:
         journey.add_row(
             str(step.number),
@@ -591,9 +599,14 @@ def show(
             step.entered_at,
             span(step.duration_s) + (" so far" if step.is_open else ""),
             f"{step.cost_usd:.4f}",
+            ", ".join(step.models),
             step.note or "",
         )
     out.print(journey)
+    if report.failures_by_stage:
+        out.print("model calls that failed:")
+        for stage in report.failures_by_stage:
+            out.print(f"  {stage.line()}", markup=False, highlight=False)
     if report.questions:
         asked = id_table(
             "question",

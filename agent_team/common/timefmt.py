@@ -8,9 +8,9 @@ disagree about what a deadline means.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-__all__ = ["deadline_text", "parse_duration", "relative", "span"]
+__all__ = ["deadline_text", "parse_duration", "relative", "span", "utc_text"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -86,3 +86,8 @@ def deadline_text(moment: datetime | None, now: datetime) -> str:
     if moment is None:
         return ""
     return f"{relative(moment, now)} ({moment:%a %H:%M} UTC)"
+
+
+def utc_text(moment: datetime) -> str:
+    """A moment to the second, in UTC: `2026-12-07 12:05:00 UTC` (when a pause ends)."""
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"

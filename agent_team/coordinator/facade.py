@@ -79,6 +79,7 @@ class Coordinator:
             deps=deps,
             transport=transport,
             clock=clock,
+            resume_pauses=settings.resume_pauses(),
         )
         self.worker = Worker(
             ledger,
@@ -217,6 +218,9 @@ class Coordinator:
     def unpark_budget(self) -> int:
         return self.sweeper.unpark_budget()
 
+    def unpark_models(self) -> int:
+        return self.sweeper.unpark_models()
+
     def prune_events(self) -> int:
         return self.sweeper.prune_events()
 
@@ -244,9 +248,10 @@ class Coordinator:
         tell (`listen_for_commands`); otherwise (SQLite, or the listener
         reconnecting) they are found by polling the inbox every `poll_s`
         seconds. The timers run on one instance at a time, the holder of the
-        `timers` loop lease: deadlines, budget unparking and delivery retries
-        every `timers_s` seconds; pruning every `PRUNE_EVERY_S`, or again after
-        `timers_s` while a backlog of checkpoints fills whole passes. Once
+        `timers` loop lease: deadlines, budget unparking, the unparking of tasks
+        whose models' pause is over and delivery retries every `timers_s`
+        seconds; pruning every `PRUNE_EVERY_S`, or again after `timers_s`
+        while a backlog of checkpoints fills whole passes. Once
         `stop` is set no new command is claimed; runs in flight go on
         (`wait_idle` waits).
         """
@@ -264,6 +269,7 @@ class Coordinator:
                 if timers.turn():
                     self.check_deadlines()
                     self.unpark_budget()
+                    self.unpark_models()
                     self.deliver_open()
                     self.run_automations()
                     if time.monotonic() >= next_prune:
@@ -298,7 +304,8 @@ class Coordinator:
         return self.worker.wait_idle(timeout_s)
 
     def tick(self, *, until_idle: bool = False, timeout_s: float = 300.0) -> TickReport:
-        """One pass (sweep, commands, deadlines, budget); with `until_idle`, repeat until quiet."""
+        """One pass (sweep, commands, deadlines, budget and model unparking); with `until_idle`,
+        repeat until quiet."""
         report = TickReport(sweep=self.recovery_sweep())
         self.prune_events()
         report.checkpoints_pruned = self.prune_checkpoints()
@@ -308,7 +315,7 @@ class Coordinator:
             ran = self.run_pending()
             report.commands += ran
             expired = self.check_deadlines()
-            unparked = self.unpark_budget()
+            unparked = self.unpark_budget() + self.unpark_models()
             report.expired += expired
             report.unparked += unparked
             if not until_idle or (ran == 0 and unparked == 0):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -27,7 +27,7 @@ from langgraph.types import Interrupt, StateSnapshot
 
 from agent_team import db
 from agent_team.common.redact import redact, tail
-from agent_team.exceptions import FencedError, ParkingError, TaskStoppedError
+from agent_team.exceptions import FencedError, ModelsDownError, ParkingError, TaskStoppedError
 from agent_team.graph import NODE_PHASES, QUESTION_PHASES
 from agent_team.nodes.common import GraphDeps
 from agent_team.reports import task as reports
@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 # `failed`, `cancelled`. Observers (the GitHub status comment, ...) must be idempotent:
 # a crash can repeat an event, and they must never raise into the task.
 TaskObserver = Callable[[db.Task, str, str], None]
+
+
+# Parked on every model of a call: continues by itself after a pause (`Sweeper.unpark_models`).
+_MODEL_UNAVAILABLE = ModelsDownError.parked_reason
 
 
 def thread_config(task_id: str) -> RunnableConfig:
@@ -97,13 +101,21 @@ class GraphRunner:
         deps: GraphDeps,
         transport: Transport,
         clock: Callable[[], datetime],
+        resume_pauses: Sequence[timedelta],
     ) -> None:
+        """Hold the parts a run needs.
+
+        Args:
+            resume_pauses: how long a task parked `model_unavailable` waits before
+                it continues by itself, park after park (`Settings.resume_pauses`).
+        """
         self.ledger = ledger
         self.graph = graph
         self.checkpointer = checkpointer
         self.deps = deps
         self.transport = transport
         self.clock = clock
+        self.resume_pauses = tuple(resume_pauses)
         self.observers: list[TaskObserver] = []
 
     # -- what a command asks for ----------------------------------------------------------
@@ -291,8 +303,21 @@ class GraphRunner:
     # -- recording outcomes -------------------------------------------------------------
 
     def park(self, task_id: str, reason: str, message: str) -> None:
+        """Park a task: its status, a history row with `message` (redacted), the notice.
+
+        A task parked on its models (`model_unavailable`) also gets the pause it
+        waits before it continues by itself (`db.park_for_models`: longer park
+        after park), and its message says when that is.
+        """
         task = db.get_task(self.ledger, task_id)
-        db.set_task_status(self.ledger, task_id, TaskStatus.PARKED, parked_reason=reason)
+        if reason == _MODEL_UNAVAILABLE:
+            resume_at = db.park_for_models(
+                self.ledger, task_id, pauses=self.resume_pauses, now=self.clock()
+            )
+            if resume_at is not None:
+                message = f"{message}; {reports.resume_notice(task_id, resume_at)}"
+        else:
+            db.set_task_status(self.ledger, task_id, TaskStatus.PARKED, parked_reason=reason)
         if task is not None:
             db.record_transition(
                 self.ledger,

@@ -1,4 +1,4 @@
-"""The sweeper: recovery after a crash, question deadlines, budget unparking, pruning.
+"""The sweeper: recovery after a crash, question deadlines, budget and model unparking, pruning.
 
 These are the passes that put a half-finished state back on its way
 (docs/architecture.md §4) and the timers that change tasks without anyone asking. Each
@@ -147,6 +147,28 @@ class Sweeper:
                 payload={},
             )
             resumed += 1
+        return resumed
+
+    def unpark_models(self) -> int:
+        """Tasks parked on their models (`model_unavailable`) continue once their pause is over.
+
+        Each is queued with a `start` command that continues its graph from the
+        last checkpoint (`db.resume_model_park`: a compare-and-set on the park,
+        its history row and the command in one transaction), so the call that
+        gave up is made again and nothing before it. A task retried or parked
+        anew meanwhile is left alone.
+        """
+        now = self.clock()
+        resumed = 0
+        for task in db.due_model_parks(self.ledger, now=now):
+            resumed += int(
+                db.resume_model_park(
+                    self.ledger,
+                    task_id=task.id,
+                    command_id=f"unpark:{task.id}:{uuid.uuid4().hex[:8]}",
+                    now=now,
+                )
+            )
         return resumed
 
     def _all_tasks(self, status: TaskStatus) -> list[db.Task]:

@@ -176,6 +176,20 @@ class Step:
     note: str
     is_open: bool
     detail: str = ""  # the outcome in words when the status word alone does not say it
+    models: str = ""  # the models whose calls fall in the step
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRow:
+    """One failed attempt of a model call, as the task page lists it."""
+
+    stage: str
+    model: str
+    attempt: int
+    outcome: str
+    http_status: str
+    detail: str
+    at: Stamp | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,6 +380,7 @@ class _Pages:
                     note=self._clean(t.note),
                     is_open=t.is_open,
                     detail=label if label != t.outcome else "",
+                    models=self._clean(", ".join(t.models)),
                 )
             )
         questions = [self._question_card(q, now) for q in report.questions]
@@ -390,6 +405,10 @@ class _Pages:
                 "status": task.status,
                 "phase": task.phase,
                 "parked_reason": self._clean(task.parked_reason) if task.parked_reason else None,
+                # What the park said (for a model park: the provider's last error), and
+                # when a pause ends by itself.
+                "parked_note": self._clean(report.parked_note) if report.parked_note else None,
+                "resume_at": stamp(task.resume_at, now),
                 "created": stamp(task.created_at, now),
                 "checkpoints_pruned": stamp(task.checkpoints_pruned_at, now),
             },
@@ -420,6 +439,19 @@ class _Pages:
                 for e in report.effects
             ],
             "build_output": self._build_output(task.id, task.status, now),
+            "failure_lines": [self._clean(stage.line()) for stage in report.failures_by_stage],
+            "failures": [
+                FailureRow(
+                    stage=f.stage,
+                    model=self._clean(f.model),
+                    attempt=f.attempt,
+                    outcome=f.outcome.replace("_", " "),
+                    http_status=str(f.http_status) if f.http_status is not None else "",
+                    detail=self._clean(f.detail),
+                    at=stamp(f.recorded_at, now),
+                )
+                for f in report.model_failures
+            ],
         }
 
     def _build_output(self, task_id: str, status: str, now: datetime) -> BuildOutput:

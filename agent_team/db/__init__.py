@@ -101,6 +101,7 @@ from agent_team.db.leases import (
     task_lease_name,
 )
 from agent_team.db.ledger import Dialect, Ledger, Reader, Row, Transaction
+from agent_team.db.model_failures import list_model_failures, record_model_failure
 from agent_team.db.open import open_ledger
 from agent_team.db.open_errors import ensure_writable_folder, folder_problem, integrity_problem
 from agent_team.db.outage import is_outage
@@ -126,6 +127,7 @@ from agent_team.db.records import (
     Command,
     IntakeCursor,
     Lease,
+    ModelFailure,
     Question,
     ReplayReport,
     SideEffect,
@@ -150,11 +152,14 @@ from agent_team.db.tasks import (
     StartCommand,
     count_tasks_by_status,
     create_task,
+    due_model_parks,
     finished_unpruned,
     get_task,
     list_tasks,
     mark_checkpoints_pruned,
+    park_for_models,
     parked_before,
+    reset_model_parks,
     search_threads,
     set_task_status,
 )
@@ -172,6 +177,7 @@ from agent_team.db.transitions import (
     record_transition,
     reopen_for_task,
     requeue_task,
+    resume_model_park,
 )
 from agent_team.db.views.dashboard import (
     AnswerResume,
@@ -220,6 +226,7 @@ __all__ = [
     "Lease",
     "LeaseSummary",
     "Ledger",
+    "ModelFailure",
     "OpenQuestionRow",
     "OpenQuestions",
     "OutboxSpend",
@@ -273,6 +280,7 @@ __all__ = [
     "default_outbox_path",
     "delete_issue_ingested",
     "due_automations",
+    "due_model_parks",
     "dump_fresh_postgres_schema",
     "dump_schema",
     "enqueue_command",
@@ -318,6 +326,7 @@ __all__ = [
     "list_effects",
     "list_issue_claims",
     "list_leases",
+    "list_model_failures",
     "list_questions",
     "list_runs",
     "list_tasks",
@@ -328,12 +337,14 @@ __all__ = [
     "open_questions_summary",
     "outbox_spend",
     "overdue_questions",
+    "park_for_models",
     "parked_before",
     "postgres_facts",
     "prune_events",
     "reclaim_space",
     "record_delivery",
     "record_issue_ingested",
+    "record_model_failure",
     "record_poll",
     "record_transition",
     "record_usage",
@@ -346,7 +357,9 @@ __all__ = [
     "reopen_question",
     "replay_outbox",
     "requeue_task",
+    "reset_model_parks",
     "resume_command_id",
+    "resume_model_park",
     "schema_version",
     "search_threads",
     "set_automation_status",

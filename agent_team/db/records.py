@@ -21,6 +21,7 @@ __all__ = [
     "Command",
     "IntakeCursor",
     "Lease",
+    "ModelFailure",
     "Question",
     "ReplayReport",
     "SideEffect",
@@ -114,6 +115,9 @@ class Task:
     created_at: str
     updated_at: str
     checkpoints_pruned_at: str | None = None  # set by the retention pass
+    # While parked `model_unavailable`: when it continues by itself (`db.park_for_models`).
+    resume_at: str | None = None
+    model_parks: int = 0  # `model_unavailable` parks in a row; picks the next pause
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +131,21 @@ class Transition:
     status: str
     note: str | None
     epoch: int | None = None  # the lease epoch of the run that wrote it (None: no run)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFailure:
+    """One failed attempt of a model call, and what followed it (`ModelFailureOutcome`)."""
+
+    failure_id: int
+    thread_id: str
+    stage: str
+    model: str
+    attempt: int
+    outcome: str
+    http_status: int | None
+    detail: str
+    recorded_at: str
 
 
 @dataclass(frozen=True, slots=True)

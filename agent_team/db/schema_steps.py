@@ -1,7 +1,7 @@
 """The ledger's schema, version by version: the statements both backends migrate through.
 
 A fresh ledger is made by the same steps that upgrade an old one (v0 -> v1 ->
-... -> v12), so there is one path to the current schema and `schema.sql` is a
+... -> v13), so there is one path to the current schema and `schema.sql` is a
 dump of what that path produces. The statements of a released version are
 history: never edit them, add a new version instead (CONTRIBUTING.md).
 `schema` applies them to SQLite and `schema_postgres` derives PostgreSQL's from
@@ -14,7 +14,7 @@ from agent_team.exceptions import SchemaTooNewError
 
 __all__ = ["LEDGER_TABLES", "REQUIRED_COLUMNS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -358,6 +358,37 @@ _V12 = (
     SUM(usd_cost) FROM budget_ledger GROUP BY day_bucket, billing_mode""",
 )
 
+# v13: model calls that survive their providers (issue #28).
+# - `tasks.resume_at`: when a task parked `model_unavailable` continues by itself (the
+#   timers pass queues it, `db.due_model_parks`); NULL whenever the task is not parked.
+# - `tasks.model_parks`: how many times in a row the task parked `model_unavailable`; it
+#   picks the next pause (`Settings.resume_pauses`) and goes back to 0 after a call that
+#   answered (`db.reset_model_parks`).
+# - `model_failures`: one row per failed attempt of a model call (retried, fell back to
+#   the next model, gave up, refused by the provider, an answer that did not fit), so
+#   `show` can say "answered after 2 failed attempts" and which model answered.
+# - `idx_tasks_resume_at`: partial, so the timers' look for due tasks reads only the tasks
+#   with a pause running, however many others are parked.
+_V13 = (
+    "ALTER TABLE tasks ADD COLUMN resume_at TEXT",
+    "ALTER TABLE tasks ADD COLUMN model_parks INTEGER NOT NULL DEFAULT 0 CHECK (model_parks >= 0)",
+    """CREATE INDEX idx_tasks_resume_at ON tasks (resume_at)
+    WHERE resume_at IS NOT NULL""",
+    """CREATE TABLE model_failures (
+    failure_id  INTEGER PRIMARY KEY AUTOINCREMENT,
+    thread_id   TEXT NOT NULL,
+    stage       TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    attempt     INTEGER NOT NULL CHECK (attempt >= 1),
+    outcome     TEXT NOT NULL
+                CHECK (outcome IN ('retried', 'fell_back', 'gave_up', 'refused', 'invalid')),
+    http_status INTEGER,
+    detail      TEXT NOT NULL,
+    recorded_at TEXT NOT NULL
+)""",
+    "CREATE INDEX idx_model_failures_thread ON model_failures (thread_id, failure_id)",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -372,6 +403,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
     10: _V10,
     11: _V11,
     12: _V12,
+    13: _V13,
 }
 _FOREIGN_KEYS_OFF = frozenset({5})
 
@@ -392,6 +424,7 @@ LEDGER_TABLES = (
     "automation_runs",
     "audit_log",
     "audit_head",
+    "model_failures",
 )
 
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -457,6 +490,8 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "created_at",
         "updated_at",
         "checkpoints_pruned_at",
+        "resume_at",
+        "model_parks",
     ),
     "commands": (
         "command_id",
@@ -535,6 +570,17 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "audit_log": ("seq", "at", "actor", "via", "action", "target", "detail", "prev_hash", "hash"),
     "audit_head": ("id", "rows", "hash"),
+    "model_failures": (
+        "failure_id",
+        "thread_id",
+        "stage",
+        "model",
+        "attempt",
+        "outcome",
+        "http_status",
+        "detail",
+        "recorded_at",
+    ),
 }
 
 

@@ -4,27 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.commands import insert_command
-from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal
+from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
 from agent_team.db.records import Task, fetch_record, fetch_records
 from agent_team.db.retention import forget_finished
 from agent_team.db.validate import require_member
-from agent_team.exceptions import LedgerInputError
+from agent_team.exceptions import LedgerInputError, ModelsDownError
 from agent_team.task_model import TERMINAL_STATUSES, CommandKind, Phase, TaskKind, TaskStatus
 
 __all__ = [
     "StartCommand",
     "count_tasks_by_status",
     "create_task",
+    "due_model_parks",
     "finished_unpruned",
     "get_task",
     "list_tasks",
     "mark_checkpoints_pruned",
+    "park_for_models",
     "parked_before",
+    "reset_model_parks",
     "search_threads",
     "set_task_status",
     "task_filter",
@@ -53,6 +56,9 @@ class StartCommand:
 # Finished tasks: their checkpoints are history once the retention has passed (a failed
 # task is retried only before that, `transitions.requeue_task`).
 _FINISHED = "('done', 'failed', 'cancelled')"
+
+# Parked because every model of a call kept failing: continues by itself after a pause.
+MODEL_UNAVAILABLE = ModelsDownError.parked_reason
 
 # LIKE's wildcards and its escape character, each made literal.
 _LIKE_ESCAPES = str.maketrans({"\\": "\\\\", "%": "\\%", "_": "\\_"})
@@ -233,7 +239,8 @@ def set_task_status(
     """Set a task's status (and phase, if given).
 
     `parked_reason` is kept only while the task is parked; any other status
-    clears it, so a stale reason never outlives the parking.
+    clears it, and `resume_at` with it, so a stale reason or time never
+    outlives the parking.
 
     Returns:
         True if the task exists and was updated.
@@ -243,18 +250,101 @@ def set_task_status(
         require_member(phase, Phase, "phase")
     if status == TaskStatus.PARKED and not parked_reason:
         raise LedgerInputError("a parked task needs a parked_reason saying how to unpark it")
+    if status == TaskStatus.PARKED and parked_reason == MODEL_UNAVAILABLE:
+        # Without its `resume_at` nothing would ever continue it by itself.
+        raise LedgerInputError("park a task on its models with park_for_models (it sets the pause)")
     reason = parked_reason if status == TaskStatus.PARKED else None
+    resume_at = "resume_at" if status == TaskStatus.PARKED else "NULL"  # kept while parked
 
     def work(tx: Transaction) -> bool:
         now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
         cur = tx.execute(
             "UPDATE tasks SET status = ?, phase = COALESCE(?, phase), parked_reason = ?, "
-            "updated_at = ? WHERE id = ?",
+            f"resume_at = {resume_at}, updated_at = ? WHERE id = ?",
             (status, phase, reason, now, task_id),
         )
         return cur.rowcount == 1
 
     return ledger.write(work)
+
+
+def park_for_models(
+    ledger: Ledger, task_id: str, *, pauses: Sequence[timedelta], now: datetime
+) -> datetime | None:
+    """Park a task whose models are all down, with the pause it waits before it continues.
+
+    One transaction: the task becomes `parked` (`model_unavailable`), its
+    `model_parks` count goes up by one and `resume_at` is `now` plus the pause
+    that count picks: the first park waits `pauses[0]`, the next `pauses[1]`,
+    and so on, the last pause repeating. A provider that stays down is asked
+    less and less often; `reset_model_parks` starts the count over once a call
+    answers.
+
+    Returns:
+        When the task continues by itself (`due_model_parks`); None if there is
+        no such task.
+
+    Raises:
+        LedgerInputError: no pauses, or one that is not positive.
+    """
+    if not pauses or any(pause <= timedelta(0) for pause in pauses):
+        raise LedgerInputError("park_for_models needs pauses, each longer than 0")
+
+    def work(tx: Transaction) -> datetime | None:
+        row = tx.fetch_one("SELECT model_parks FROM tasks WHERE id = ?", (task_id,))
+        if row is None:
+            return None
+        parks = int(row["model_parks"])
+        resume_at = now + pauses[min(parks, len(pauses) - 1)]
+        tx.execute(
+            "UPDATE tasks SET status = ?, parked_reason = ?, model_parks = ?, resume_at = ?, "
+            "updated_at = ? WHERE id = ?",
+            (
+                TaskStatus.PARKED.value,
+                MODEL_UNAVAILABLE,
+                parks + 1,
+                to_iso(resume_at),
+                to_iso(utc_now()),
+                task_id,
+            ),
+        )
+        return resume_at
+
+    return ledger.write(work)
+
+
+def reset_model_parks(ledger: Ledger, task_id: str) -> None:
+    """Start a task's count of `model_unavailable` parks over: a model call answered.
+
+    The model caller calls this after every call that answered, so it reads
+    first and writes only when there is a count to clear: a call on a task
+    that never parked costs no write transaction (and no fsync).
+    """
+    row = ledger.fetch_one("SELECT model_parks FROM tasks WHERE id = ?", (task_id,))
+    if row is None or int(row["model_parks"]) == 0:
+        return
+    # The condition again in the write: a count cleared meanwhile is not written twice.
+    write_statement(
+        ledger,
+        "UPDATE tasks SET model_parks = 0 WHERE id = ? AND model_parks > 0",
+        (task_id,),
+        flush=False,
+    )
+
+
+def due_model_parks(ledger: Reader, *, now: datetime) -> list[Task]:
+    """Tasks parked `model_unavailable` whose pause is over (`resume_at <= now`), oldest first.
+
+    The timers pass asks this every few seconds; the partial index
+    `idx_tasks_resume_at` holds only the tasks with a pause running.
+    """
+    return fetch_records(
+        ledger,
+        Task,
+        "SELECT * FROM tasks WHERE resume_at IS NOT NULL AND resume_at <= ? "
+        "AND status = 'parked' AND parked_reason = ? ORDER BY resume_at",
+        (to_iso(now), MODEL_UNAVAILABLE),
+    )
 
 
 def count_tasks_by_status(ledger: Reader) -> dict[str, int]:

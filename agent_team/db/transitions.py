@@ -15,7 +15,7 @@ from agent_team.db.fencing import current_fence
 from agent_team.db.ledger import Ledger, Reader, Transaction
 from agent_team.db.records import Transition, fetch_records
 from agent_team.db.validate import require_member
-from agent_team.exceptions import LedgerInputError
+from agent_team.exceptions import LedgerInputError, ModelsDownError
 from agent_team.task_model import TERMINAL_STATUSES, CommandKind, Phase, TaskStatus
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "record_transition",
     "reopen_for_task",
     "requeue_task",
+    "resume_model_park",
 ]
 
 
@@ -99,7 +100,8 @@ def requeue_task(
             return False
         phase = str(row["phase"])
         tx.execute(
-            "UPDATE tasks SET status = ?, parked_reason = NULL, updated_at = ? WHERE id = ?",
+            "UPDATE tasks SET status = ?, parked_reason = NULL, resume_at = NULL, updated_at = ? "
+            "WHERE id = ?",
             (TaskStatus.QUEUED.value, to_iso(utc_now()), task_id),
         )
         # A failed task's last row is closed: the new one still says where it came from.
@@ -107,6 +109,45 @@ def requeue_task(
         insert_command(tx, ledger.dialect, command_id, CommandKind.START.value, task_id, "{}")
         if audit is not None:
             append_audit(tx, audit)
+        return True
+
+    return ledger.write(work)
+
+
+def resume_model_park(ledger: Ledger, *, task_id: str, command_id: str, now: datetime) -> bool:
+    """A task parked on its models whose pause is over -> queued: one transaction.
+
+    The timers' side of `park_for_models` (`Sweeper.unpark_models`): a
+    compare-and-set on the park itself (still parked `model_unavailable`, its
+    `resume_at` not after `now`), the task queued with `resume_at` cleared, its
+    history row and a `start` command that continues the graph from its last
+    checkpoint. A task retried or parked anew meanwhile is left alone. Its
+    `model_parks` count stays, so a provider still down makes the next pause
+    longer. No audit row: nobody asked, the pause ran out.
+
+    Returns:
+        False if the task no longer qualifies (nothing written).
+    """
+    due = to_iso(now)
+
+    def work(tx: Transaction) -> bool:
+        row = tx.fetch_one(
+            "SELECT phase FROM tasks WHERE id = ? AND status = ? AND parked_reason = ? "
+            "AND resume_at IS NOT NULL AND resume_at <= ?",
+            (task_id, TaskStatus.PARKED.value, ModelsDownError.parked_reason, due),
+        )
+        if row is None:
+            return False
+        phase = str(row["phase"])
+        tx.execute(
+            "UPDATE tasks SET status = ?, parked_reason = NULL, resume_at = NULL, updated_at = ? "
+            "WHERE id = ?",
+            (TaskStatus.QUEUED.value, to_iso(utc_now()), task_id),
+        )
+        _transition(
+            tx, task_id, phase, TaskStatus.QUEUED.value, "continued by itself after its pause"
+        )
+        insert_command(tx, ledger.dialect, command_id, CommandKind.START.value, task_id, "{}")
         return True
 
     return ledger.write(work)
@@ -139,7 +180,8 @@ def reopen_for_task(
         task = tx.fetch_one("SELECT phase, status FROM tasks WHERE id = ?", (task_id,))
         if task is not None and task["status"] not in TERMINAL_STATUSES:
             tx.execute(
-                "UPDATE tasks SET status = ?, parked_reason = NULL, updated_at = ? WHERE id = ?",
+                "UPDATE tasks SET status = ?, parked_reason = NULL, resume_at = NULL, "
+                "updated_at = ? WHERE id = ?",
                 (TaskStatus.WAITING.value, to_iso(utc_now()), task_id),
             )
             _transition(tx, task_id, str(task["phase"]), TaskStatus.WAITING.value, note)
@@ -216,8 +258,9 @@ def enter_phase(
     def work(tx: Transaction) -> int:
         transition_id = _transition(tx, task_id, phase, status, note)
         tx.execute(
-            "UPDATE tasks SET status = ?, phase = ?, parked_reason = NULL, updated_at = ? "
-            "WHERE id = ? AND (status != ? OR phase != ? OR parked_reason IS NOT NULL)",
+            "UPDATE tasks SET status = ?, phase = ?, parked_reason = NULL, resume_at = NULL, "
+            "updated_at = ? WHERE id = ? "
+            "AND (status != ? OR phase != ? OR parked_reason IS NOT NULL)",
             (status, phase, to_iso(utc_now()), task_id, status, phase),
         )
         return transition_id
@@ -270,7 +313,7 @@ def finish_task(
         _close_open_row(tx, task_id, status, note, now)
         tx.execute(
             "UPDATE tasks SET status = ?, phase = COALESCE(?, phase), parked_reason = NULL, "
-            "updated_at = ? WHERE id = ?",
+            "resume_at = NULL, updated_at = ? WHERE id = ?",
             (status, phase, now, task_id),
         )
         tx.execute(

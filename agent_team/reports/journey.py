@@ -11,7 +11,8 @@ The rules:
 
 - Consecutive rows of one phase are one step (a gate's re-entries after a
   resume, a parked step that was retried); its duration, waiting time and
-  cost are the sums of its rows. A revise loop (plan, plan_review, plan,
+  cost are the sums of its rows, its models those of its rows' model calls
+  (the one that answered, when a call fell back). A revise loop (plan, plan_review, plan,
   plan_review) alternates phases, so it stays separate steps, in order.
 - A step's outcome is its own: `done` when it was left normally,
   `answered` when a person answered a question in it (`waited 2h 03m ·
@@ -68,6 +69,8 @@ class Step:
     is_open: bool
     question_ids: tuple[str, ...] = field(default=())
     transition_ids: tuple[int, ...] = field(default=())
+    # The models whose calls fall in the step (`db.transition_costs`), first used first.
+    models: tuple[str, ...] = field(default=())
 
 
 def who_answered(answered_via: str | None) -> str:
@@ -139,7 +142,8 @@ def journey_steps(
     Args:
         transitions: the task's rows in the order they happened (`db.list_transitions`).
         questions: the task's questions (`db.list_questions`).
-        costs: spend per transition row (`db.transition_costs`); none means no cost.
+        costs: spend per transition row (`db.transition_costs`), with its models; none
+            means no cost.
         task_status: the task's status; a task that ended has no running step.
         parked_reason: the task's reason, shown on the step it is parked in now.
         now: the wall clock, for the open step's duration.
@@ -191,6 +195,7 @@ def journey_steps(
                 is_open=last.exited_at is None and outcome not in _ENDINGS,
                 question_ids=tuple(q.question_id for q in in_step),
                 transition_ids=tuple(r.transition_id for r in rows),
+                models=tuple(dict.fromkeys(m for s in spend for m in s.models)),
             )
         )
     return steps

@@ -10,12 +10,13 @@ is the one JSON shape (`task_report`, `show --json`, `/api/task`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from agent_team import db
+from agent_team.common.timefmt import utc_text
 from agent_team.exceptions import UnknownTaskError
 from agent_team.reports.journey import Step, journey_steps
 from agent_team.reports.plandiff import PlanVersion, plan_versions
@@ -25,6 +26,7 @@ __all__ = [
     "BuildRef",
     "EffectView",
     "QuestionView",
+    "StageFailures",
     "TaskReport",
     "Totals",
     "TransitionView",
@@ -33,10 +35,12 @@ __all__ = [
     "completion_notice",
     "expired_notice",
     "failed_notice",
+    "failure_label",
     "lane_off_notice",
     "parked_notice",
     "read_task_report",
     "result_note",
+    "resume_notice",
     "task_report",
 ]
 
@@ -94,11 +98,20 @@ def parked_notice(task_id: str, reason: str, why: str) -> str:
     """What a person reads when a run parks: why, and how to continue it.
 
     A task parked on today's budget continues by itself tomorrow, so it gets
-    no command to type.
+    no command to type; one parked on its models continues by itself after a
+    pause the runner knows only once it parked it, so the runner adds
+    `resume_notice` to it.
     """
-    if reason == "budget_exhausted":
+    if reason in ("budget_exhausted", "model_unavailable"):
         return why
     return f"{why}; then continue it: agent-team retry {task_id}"
+
+
+def resume_notice(task_id: str, resume_at: datetime) -> str:
+    """When a task parked `model_unavailable` continues by itself, and how to continue it now."""
+    return (
+        f"it continues by itself at {utc_text(resume_at)}, or now with: agent-team retry {task_id}"
+    )
 
 
 def failed_notice(task_id: str, why: str) -> str:
@@ -266,6 +279,105 @@ class Totals:
         return asdict(self)
 
 
+# An error's name in a provider's message: `overloaded_error`, `RateLimitError`, `ReadTimeout`.
+_ERROR_NAME = re.compile(
+    r"\b([a-z]+(?:_[a-z]+)*_error|[A-Z][A-Za-z]*(?:Error|Exception|Timeout))\b"
+)
+_LABEL_CHARS = 40
+_TIMES = "\N{MULTIPLICATION SIGN}"
+# What a stage's last failure says when no call of the stage answered after it.
+_UNANSWERED = {"gave_up": "gave up", "refused": "refused by the provider"}
+
+
+def failure_label(failure: db.ModelFailure) -> str:
+    """A failed attempt in a few words: `HTTP 529 overloaded_error`, `ReadTimeout`."""
+    found = _ERROR_NAME.search(failure.detail)
+    name = found.group(1) if found else None
+    if failure.http_status is not None:
+        return f"HTTP {failure.http_status}" + (f" {name}" if name else "")
+    if name:
+        return name
+    first = failure.detail.strip().splitlines()[0] if failure.detail.strip() else failure.outcome
+    return first if len(first) <= _LABEL_CHARS else first[: _LABEL_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class StageFailures:
+    """One stage's failed model attempts, summed up the way `show` and the task page say it.
+
+    `errors` are (label, count) pairs, first seen first (`failure_label`);
+    `answered_by` the models of the stage's calls that answered from its first
+    failure on (empty: none answered since); `last_outcome` what followed the
+    last failed attempt.
+    """
+
+    stage: str
+    attempts: int
+    errors: tuple[tuple[str, int], ...]
+    answered_by: tuple[str, ...]
+    last_outcome: str
+
+    def line(self) -> str:
+        """One line: the stage, how many attempts failed, each error with its count (a
+        multiplication sign and the count, past one), and who answered or why nobody did."""
+        attempts = "1 failed attempt" if self.attempts == 1 else f"{self.attempts} failed attempts"
+        errors = ", ".join(label if n == 1 else f"{label} {_TIMES}{n}" for label, n in self.errors)
+        if self.answered_by:
+            end = f"answered by {', '.join(self.answered_by)}"
+        else:
+            end = _UNANSWERED.get(self.last_outcome, "no answer yet")
+        return f"{self.stage}: {attempts} ({errors}), {end}"
+
+
+def _stage_failures(
+    failures: Sequence[db.ModelFailure],
+    rows: Sequence[db.Transition],
+    costs: Mapping[int, db.Spend],
+) -> tuple[StageFailures, ...]:
+    """Each stage's failures, with the models that answered in that stage from its first one on.
+
+    A budget row is counted on the transition row whose window holds it
+    (`db.transition_costs`); the stage's rows still open at its first failure,
+    or entered after it, hold the calls that answered since.
+    """
+    by_stage: dict[str, list[db.ModelFailure]] = {}
+    for failure in failures:
+        by_stage.setdefault(failure.stage, []).append(failure)
+    summaries = []
+    for stage, failed in by_stage.items():
+        labels: dict[str, int] = {}
+        for failure in failed:
+            label = failure_label(failure)
+            labels[label] = labels.get(label, 0) + 1
+        first = failed[0].recorded_at
+        since = [
+            r for r in rows if r.to_phase == stage and (r.exited_at is None or r.exited_at > first)
+        ]
+        models = (m for r in since for m in costs.get(r.transition_id, db.Spend()).models)
+        summaries.append(
+            StageFailures(
+                stage=stage,
+                attempts=len(failed),
+                errors=tuple(labels.items()),
+                answered_by=tuple(dict.fromkeys(models)),
+                last_outcome=failed[-1].outcome,
+            )
+        )
+    return tuple(summaries)
+
+
+def _failure_json(failure: db.ModelFailure) -> dict[str, Any]:
+    return {
+        "stage": failure.stage,
+        "model": failure.model,
+        "attempt": failure.attempt,
+        "outcome": failure.outcome,
+        "http_status": failure.http_status,
+        "detail": failure.detail,
+        "recorded_at": failure.recorded_at,
+    }
+
+
 def _plain(value: Any) -> Any:
     """A record as JSON has it (tuples become lists), so the report equals its JSON round trip."""
     if isinstance(value, dict):
@@ -281,7 +393,9 @@ class TaskReport:
 
     `steps` are the transition rows folded as people read them
     (`journey.journey_steps`); `plans` every plan version with its diff
-    against the one it revises (`plandiff.plan_versions`).
+    against the one it revises (`plandiff.plan_versions`);
+    `model_failures` every failed attempt of a model call, and
+    `failures_by_stage` the same summed up per stage.
     """
 
     task: db.Task
@@ -293,6 +407,17 @@ class TaskReport:
     totals: Totals
     build: BuildRef | None
     effects: tuple[EffectView, ...]
+    model_failures: tuple[db.ModelFailure, ...] = ()
+    failures_by_stage: tuple[StageFailures, ...] = ()
+
+    @property
+    def parked_note(self) -> str | None:
+        """Why the task is parked, as its park wrote it (the provider's last error, for a
+        task parked on its models): the note of its open parked row."""
+        if self.task.status != TaskStatus.PARKED or not self.transitions:
+            return None
+        last = self.transitions[-1].transition
+        return last.note if last.status == TaskStatus.PARKED and last.exited_at is None else None
 
     @property
     def cost_by_stage(self) -> dict[str, float]:
@@ -315,6 +440,7 @@ class TaskReport:
             "totals": self.totals.to_json(),
             "build": None if self.build is None else self.build.to_json(),
             "effects": [effect.to_json() for effect in self.effects],
+            "model_failures": [_failure_json(failure) for failure in self.model_failures],
             # Kept for `agent-team show --json` readers from before `totals` existed.
             "total_usd": self.totals.cost_usd,
             "total_tokens": self.totals.tokens,
@@ -368,6 +494,7 @@ def read_task_report(ledger: db.Reader, task_id: str, now: datetime) -> TaskRepo
         wall_end = now
     done_rows = [t for t in rows if t.status == TaskStatus.DONE]
     questions = db.list_questions(ledger, thread_id=task_id)
+    failures = db.list_model_failures(ledger, task_id)
     steps = journey_steps(
         rows,
         questions,
@@ -391,6 +518,8 @@ def read_task_report(ledger: db.Reader, task_id: str, now: datetime) -> TaskRepo
         ),
         build=BuildRef.from_note(done_rows[-1].note) if done_rows else None,
         effects=tuple(EffectView.of(e) for e in db.list_effects(ledger, task_id=task_id)),
+        model_failures=tuple(failures),
+        failures_by_stage=_stage_failures(failures, rows, row_costs),
     )
 
 

@@ -1,11 +1,11 @@
 """The triage inbox: one list of what needs a person now, oldest first.
 
-Open questions (with their age and deadline), parked tasks (the reason and
-the command that fixes it), tasks that failed in the last week, automations
-that are overdue (no daemon ran their slot) or whose last run failed or was
-skipped for the budget, and the day's budget once it is near its cap. The CLI
-(`agent-team inbox`), `GET /api/triage`, the dashboard's inbox page and the
-daily Slack digest all read this one function.
+Open questions (with their age and deadline), parked tasks (the reason, what
+their park said, and the command that fixes it), tasks that failed in the last
+week, automations that are overdue (no daemon ran their slot) or whose last
+run failed or was skipped for the budget, and the day's budget once it is
+near its cap. The CLI (`agent-team inbox`), `GET /api/triage`, the dashboard's
+inbox page and the daily Slack digest all read this one function.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from agent_team import db
+from agent_team.common.timefmt import utc_text
 from agent_team.models.budget_view import BudgetToday, settings_budget
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ NEAR_CAP = 0.8  # the budget shows from 80 % of the day's cap
 # An automation whose slot is this late was not run: no daemon (or `tick`) is working.
 OVERDUE_GRACE = timedelta(minutes=5)
 
-# What fixes a parked task, by reason (`{task}`: its id); others: fix the cause, then retry.
+# What fixes a parked task, by reason (`{task}`: its id; `{resume_at}`: when it continues
+# by itself, UTC); others: fix the cause, then retry.
 _PARKED_FIX = {
     "budget_exhausted": "resumes by itself after UTC midnight; or raise "
     "AGENT_TEAM_DAILY_BUDGET_USD / AGENT_TEAM_DAILY_TOKEN_CAP",
@@ -42,7 +44,14 @@ _PARKED_FIX = {
     "needs_operator": "its checkpoints are missing; submit the task again: agent-team submit ...",
     "repo_unavailable": "make its repository reachable (it exists, the address is right, "
     "AGENT_TEAM_GITHUB_TOKEN may read it), then: agent-team retry {task}",
+    # Every model of the call kept failing: the timers continue it after a pause.
+    "model_unavailable": "continues by itself at {resume_at}; or: agent-team retry {task}",
+    # A 401/403/400: the message names the provider, the model and the setting.
+    "model_refused": "fix the key or the model setting named in the message, then: "
+    "agent-team retry {task}",
 }
+# A park's note in the inbox's detail: its start says what happened (a provider's error).
+_NOTE_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -90,18 +99,30 @@ def _parked(rows: db.TriageRows) -> list[TriageItem]:
             fix = f"agent-team reopen {question}"
         else:
             fix = _PARKED_FIX.get(reason, "fix the cause, then: agent-team retry {task}")
-            fix = fix.replace("{task}", task.id)
+            fix = fix.replace("{task}", task.id).replace("{resume_at}", _utc(task.resume_at))
+        detail = f"parked: {reason}"
+        note = rows.park_note_of.get(task.id)
+        if note:
+            cut = note if len(note) <= _NOTE_CHARS else note[: _NOTE_CHARS - 1] + "…"
+            detail += f": {cut}"
         items.append(
             TriageItem(
                 kind="parked",
                 since=task.updated_at,
                 title=task.title,
-                detail=f"parked: {reason}",
+                detail=detail,
                 fix=fix,
                 task_id=task.id,
             )
         )
     return items
+
+
+def _utc(stamp: str | None) -> str:
+    """A ledger time as people read it: `2026-12-07 12:05:00 UTC`."""
+    if stamp is None:  # `db.park_for_models` always sets one; a row changed by hand may not
+        return "the end of its pause"
+    return utc_text(db.from_iso(stamp))
 
 
 def _failed(rows: db.TriageRows) -> list[TriageItem]:

@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, closing
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -313,6 +314,8 @@ def test_upgraded_indexes_are_all_there(old_ledger: tuple[int, Path]) -> None:
         "idx_automation_runs_task",
         "idx_audit_log_target",
         "idx_audit_log_at",
+        "idx_tasks_resume_at",
+        "idx_model_failures_thread",
     }
     # The recreated partial unique index still does its job on the rebuilt table.
     with raw_connect(path) as raw:
@@ -365,6 +368,46 @@ def test_upgraded_ledger_takes_confluence_approval(old_ledger: tuple[int, Path])
                 "INSERT INTO pending_questions (question_id, thread_id, turn, transport, kind) "
                 "VALUES ('conf-1:q2', 'conf-1', 2, 'slack', 'not_a_kind')"
             )
+
+
+def test_v12_to_v13_gives_every_task_no_pause_and_adds_the_failures_table(
+    tmp_path: Path,
+) -> None:
+    """Tasks of a v12 ledger (one parked on the budget) keep every column, get no
+    `resume_at` and a `model_parks` of 0, and are then parked and found by the v13 functions."""
+    path = tmp_path / "ledger-v12.db"
+    stamp = "2026-12-01T09:00:00.000000Z"
+    with raw_connect(path) as raw:
+        assert schema.migrate(raw, target=12) == 12
+        for task_id, status, reason in (("t-run", "running", None), ("t-budget", "parked", "x")):
+            raw.execute(
+                "INSERT INTO tasks (id, kind, source, title, status, phase, parked_reason, "
+                "created_at, updated_at) VALUES (?, 'code', 'cli', 'T', ?, 'plan', ?, ?, ?)",
+                (task_id, status, reason, stamp, stamp),
+            )
+    before = read_rows(path)
+    assert "model_failures" not in before
+
+    assert db.init_db(path) == 13 == SCHEMA_VERSION
+    db.assert_ready(path)
+
+    after = read_rows(path)
+    assert_rows_kept({t: r for t, r in before.items() if t != "schema_meta"}, after)
+    assert [(r["resume_at"], r["model_parks"]) for r in after["tasks"]] == [
+        (("NoneType", None), ("int", 0))
+    ] * 2
+    assert after["model_failures"] == []
+    indexes = {name for _type, name, _table, _sql in read_indexes(path)}
+    assert {"idx_tasks_resume_at", "idx_model_failures_thread"} <= indexes
+    with raw_connect(path) as raw, pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+        raw.execute("UPDATE tasks SET model_parks = -1 WHERE id = 't-run'")
+
+    now = datetime(2026, 12, 1, 10, tzinfo=UTC)
+    with closing(db.open_ledger(path)) as conn:
+        resume_at = db.park_for_models(conn, "t-run", pauses=[timedelta(minutes=1)], now=now)
+        assert resume_at == now + timedelta(minutes=1)
+        assert [t.id for t in db.due_model_parks(conn, now=resume_at)] == ["t-run"]
+        assert db.due_model_parks(conn, now=now) == []
 
 
 # --- a failure in the middle of the v5 rebuild -------------------------------------------
@@ -579,6 +622,17 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
             run_id="a-1@1",
             task_id="t-2",
             claimed_by="h:1:s",
+        )
+        db.record_model_failure(  # and in the v13 one
+            conn,
+            thread_id="t-1",
+            stage="plan",
+            model="anthropic:claude-sonnet-4-5",
+            attempt=1,
+            outcome="retried",
+            http_status=529,
+            detail="overloaded_error",
+            at=datetime(2024, 8, 1, tzinfo=UTC),
         )
         counts = db.table_counts(conn)
     rows, dump, content = read_rows(path), dump_of(path), path.read_bytes()

@@ -59,6 +59,7 @@ GROWING = frozenset(
         "side_effects",
         "seen_events",
         "ingested_issues",
+        "model_failures",
     }
 )
 # Deliberate scans of tables with a fixed handful of rows: one row each (schema_meta,
@@ -100,10 +101,12 @@ EXPECTED = (
     "DELETE FROM commands WHERE task_id = ?",
     "WHERE status = 'open' AND deadline_at IS NOT NULL",  # deadlines
     "WHERE status = 'parked' AND parked_reason = ?",  # budget unparking
+    "WHERE resume_at IS NOT NULL AND resume_at <= ?",  # model pauses that are over
     "FROM automations WHERE status = 'active'",
     "DELETE FROM seen_events",
     "SELECT DISTINCT owner FROM leases",  # the recovery sweep
     "FROM task_transitions WHERE thread_id = ? ORDER BY",  # the task page
+    "FROM model_failures WHERE thread_id = ?",  # ... and its failed model calls
 )
 
 
@@ -267,6 +270,7 @@ def test_every_hot_query_is_an_index_lookup(hot: Ledger) -> None:
         "idx_leases_owner",
         "idx_seen_events_at",
         "idx_automations_due",
+        "idx_model_failures_thread",
     ],
 )
 def test_dropping_an_index_the_hot_path_uses_fails_the_check(

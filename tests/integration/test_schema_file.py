@@ -21,6 +21,7 @@ from agent_team.task_model import (
     CommandKind,
     CommandState,
     EffectState,
+    ModelFailureOutcome,
     OverlapPolicy,
     QuestionKind,
     QuestionStatus,
@@ -108,6 +109,7 @@ ENUM_CHECKS: dict[tuple[str, str], type[StrEnum]] = {
     ("automations", "overlap"): OverlapPolicy,
     ("automations", "status"): AutomationStatus,
     ("automation_runs", "status"): AutomationRunStatus,
+    ("model_failures", "outcome"): ModelFailureOutcome,
 }
 
 NOW = "2024-08-01T00:00:00.000000Z"
@@ -140,6 +142,14 @@ BASE_ROWS: dict[str, dict[str, object]] = {
         "task_id": "t-1",
         "claimed_by": "x",
         "claimed_at": NOW,
+    },
+    "model_failures": {
+        "thread_id": "t-1",
+        "stage": "plan",
+        "model": "m",
+        "attempt": 1,
+        "detail": "overloaded",
+        "recorded_at": NOW,
     },
 }
 PRIMARY_KEYS = {

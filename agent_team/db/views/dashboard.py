@@ -36,10 +36,12 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Spend:
-    """USD and tokens (input plus output) of some budget rows."""
+    """USD and tokens (input plus output) of some budget rows, and (per transition row:
+    `transition_costs`) the models that made them, in the order they were first used."""
 
     usd_cost: float = 0.0
     tokens: int = 0
+    models: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,18 +93,32 @@ def transition_costs(ledger: Reader, thread_id: str) -> dict[int, Spend]:
 
     A stage entered several times (e.g. `plan_review` running, waiting,
     running) gets each call counted on the row during which it was made,
-    never on every row of that stage.
+    never on every row of that stage. Each row's `models` are the models of
+    those calls (a call that fell back names the model that answered), so the
+    journey can say which model a step used.
     """
+    # Grouped by model too, and folded here: one portable query (SQLite's GROUP_CONCAT
+    # and PostgreSQL's STRING_AGG differ), each model ordered by its first call.
     rows = ledger.fetch_all(
-        "SELECT t.transition_id, COALESCE(SUM(b.usd_cost), 0) AS usd_cost, "
-        "COALESCE(SUM(b.input_tokens + b.output_tokens), 0) AS tokens "
+        "SELECT t.transition_id, b.model, COALESCE(SUM(b.usd_cost), 0) AS usd_cost, "
+        "COALESCE(SUM(b.input_tokens + b.output_tokens), 0) AS tokens, "
+        "MIN(b.recorded_at) AS first_at "
         f"FROM task_transitions t LEFT JOIN budget_ledger b ON {_WINDOW} "
-        "WHERE t.thread_id = ? GROUP BY t.transition_id",
+        "WHERE t.thread_id = ? GROUP BY t.transition_id, b.model "
+        "ORDER BY t.transition_id, first_at, b.model",
         (thread_id,),
     )
-    return {
-        int(row["transition_id"]): Spend(float(row["usd_cost"]), int(row["tokens"])) for row in rows
-    }
+    costs: dict[int, Spend] = {}
+    for row in rows:
+        transition_id = int(row["transition_id"])
+        was = costs.get(transition_id, Spend())
+        model = row["model"]
+        costs[transition_id] = Spend(
+            was.usd_cost + float(row["usd_cost"]),
+            was.tokens + int(row["tokens"]),
+            was.models + ((str(model),) if model is not None else ()),
+        )
+    return costs
 
 
 def unattributed_spend(ledger: Reader, thread_id: str) -> Spend:

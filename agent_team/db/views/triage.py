@@ -7,7 +7,7 @@ ten thousand finished tasks as with ten.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from agent_team.db.clock import to_iso
@@ -47,6 +47,8 @@ class TriageRows:
     failed: list[Task]
     overdue_automations: list[Automation]
     failing_automations: list[FailingAutomationRow]
+    # parked task id -> why its park said it parked (the note of its open parked row)
+    park_note_of: dict[str, str] = field(default_factory=dict)
 
 
 def triage_rows(reader: Reader, *, failed_since: datetime, overdue_before: datetime) -> TriageRows:
@@ -67,6 +69,15 @@ def triage_rows(reader: Reader, *, failed_since: datetime, overdue_before: datet
             "JOIN tasks t ON t.id = q.thread_id AND t.status = 'parked' "
             "WHERE q.status = 'expired' AND q.turn = (SELECT max(o.turn) FROM pending_questions o "
             "WHERE o.thread_id = q.thread_id AND o.status = 'expired')"
+        )
+    }
+    # The open row of a parked task is the one its park wrote (`GraphRunner.park`).
+    notes = {
+        str(row["thread_id"]): str(row["note"])
+        for row in reader.fetch_all(
+            "SELECT r.thread_id, r.note FROM task_transitions r "
+            "JOIN tasks t ON t.id = r.thread_id AND t.status = 'parked' "
+            "WHERE r.exited_at IS NULL AND r.status = 'parked' AND r.note IS NOT NULL"
         )
     }
     failed = fetch_records(
@@ -91,4 +102,4 @@ def triage_rows(reader: Reader, *, failed_since: datetime, overdue_before: datet
             "WHERE a.status <> 'cancelled' AND r.status IN ('failed', 'skipped_budget')"
         )
     ]
-    return TriageRows(questions, parked, expired, failed, overdue, failing)
+    return TriageRows(questions, parked, expired, failed, overdue, failing, notes)

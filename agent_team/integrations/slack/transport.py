@@ -33,6 +33,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 from agent_team import db
 from agent_team.common.redact import redact, redact_deep, tail
 from agent_team.common.testhooks import wall_clock
+from agent_team.common.timefmt import utc_text
 from agent_team.config import Settings
 from agent_team.exceptions import ConfigError
 from agent_team.integrations.slack.blocks import (
@@ -415,6 +416,14 @@ class SlackTransport:
                 return line
             if task.parked_reason == "budget_exhausted":
                 how = "it continues by itself after midnight UTC, or raise the daily budget"
+            elif task.parked_reason == "model_unavailable":
+                when = f"at {utc_text(db.from_iso(task.resume_at))}" if task.resume_at else "soon"
+                how = f"it continues by itself {when}, or now: `agent-team retry {task.id}`"
+            elif task.parked_reason == "model_refused":
+                how = (
+                    "fix the API key or the model setting the message names, then "
+                    f"`agent-team retry {task.id}`"
+                )
             elif task.parked_reason == "repo_unavailable":
                 how = (
                     "make the repository reachable (it exists, the address is right, the "

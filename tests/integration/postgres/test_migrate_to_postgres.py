@@ -51,6 +51,8 @@ from tests.integration.test_cli import assert_one_line_error, cells, run_cli
 KEYS = (
     "SELECT transition_id, thread_id, to_phase, status FROM task_transitions ORDER BY 1",
     "SELECT entry_id, thread_id, stage, usd_cost FROM budget_ledger ORDER BY 1",
+    "SELECT failure_id, thread_id, model, attempt, outcome, http_status, detail "
+    "FROM model_failures ORDER BY 1",
     "SELECT id, title, body FROM tasks ORDER BY id",
     "SELECT rowid, id, status FROM tasks ORDER BY rowid",
     "SELECT rowid, question_id, status FROM pending_questions ORDER BY rowid",
@@ -152,6 +154,17 @@ def _build_source(root: Path) -> Source:
             input_tokens=3,
             output_tokens=4,
             usd_cost=0.1 + 0.2,
+        )
+        db.record_model_failure(
+            ledger,
+            thread_id=tasks["done"],
+            stage="plan",
+            model="anthropic:claude-test",
+            attempt=1,
+            outcome="fell_back",
+            http_status=529,
+            detail="overloaded_error: é — ✓",
+            at=clock.now,
         )
 
         coordinator.answer(to_plan("running"), "approve", via="cli:tester")
@@ -331,6 +344,7 @@ def test_postgres_carries_on_where_the_file_stopped_and_goes_back(
             "SELECT max(rowid) FROM tasks",
             "SELECT max(rowid) FROM commands",
             "SELECT max(rowid) FROM pending_questions",
+            "SELECT max(failure_id) FROM model_failures",
         )
     }
     settings = load_settings(
@@ -360,6 +374,17 @@ def test_postgres_carries_on_where_the_file_stopped_and_goes_back(
         submitted = coordinator.start_task(title="Born on PostgreSQL", body=LONG_BODY)
         coordinator.tick(until_idle=True, timeout_s=120)
         assert task_of(coordinator, submitted).status == "waiting"
+        db.record_model_failure(
+            coordinator.ledger,
+            thread_id=submitted,
+            stage="plan",
+            model="anthropic:claude-test",
+            attempt=2,
+            outcome="retried",
+            http_status=None,
+            detail="ReadTimeout",
+            at=source.now,
+        )
         # Only finished tasks go back to a file.
         for task_id in (tasks["queued"], submitted):
             coordinator.cancel(task_id)

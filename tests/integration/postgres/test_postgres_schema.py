@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -13,7 +14,7 @@ import pytest
 from agent_team import db
 from agent_team.db import postgres_ledger
 from agent_team.db.postgres_ledger import LOCK_KEY, PostgresLedger
-from agent_team.db.schema_postgres import dump_postgres_schema
+from agent_team.db.schema_postgres import dump_postgres_schema, migrate_postgres
 from agent_team.exceptions import LedgerIntegrityError, LedgerNotReadyError, SchemaTooNewError
 from tests.integration.test_schema_file import ENUM_CHECKS, run_cli
 
@@ -165,3 +166,35 @@ def test_a_newer_schema_is_refused(pg_url: str) -> None:
         db.init_db(pg_url)
     with pytest.raises(SchemaTooNewError):
         db.assert_ready(pg_url)
+
+
+def test_v12_to_v13_keeps_the_tasks_and_gives_them_no_pause(pg_url: str) -> None:
+    with PostgresLedger(pg_url) as ledger:
+        assert migrate_postgres(ledger, target=12) == 12
+    stamp = "2026-12-01T09:00:00.000000Z"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO tasks (id, kind, source, title, status, phase, created_at, updated_at) "
+            "VALUES ('t-1', 'code', 'cli', 'T', 'running', 'plan', %s, %s)",
+            (stamp, stamp),
+        )
+
+    assert db.init_db(pg_url) == 13 == db.SCHEMA_VERSION
+    db.assert_ready(pg_url)
+
+    with db.open_ledger(pg_url) as ledger:
+        task = db.get_task(ledger, "t-1")
+        assert task is not None
+        assert (task.status, task.updated_at, task.resume_at, task.model_parks) == (
+            "running",
+            stamp,
+            None,
+            0,
+        )
+        assert db.list_model_failures(ledger, "t-1") == []
+        now = datetime(2026, 12, 1, 10, tzinfo=UTC)
+        assert db.park_for_models(ledger, "t-1", pauses=[timedelta(minutes=5)], now=now) == (
+            now + timedelta(minutes=5)
+        )
+        with pytest.raises(LedgerIntegrityError, match="check"):
+            ledger.write(lambda tx: tx.execute("UPDATE tasks SET model_parks = -1"))

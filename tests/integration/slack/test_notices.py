@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from slack_sdk.errors import SlackApiError
@@ -355,6 +355,30 @@ def test_a_parked_notice_says_how_to_unpark(world: SlackWorld) -> None:
     world.transport.notify(task, "parked", "claude was not found")
     (post,) = in_thread(world, question.channel_ref or "")
     assert "builder_unavailable" in post and f"`agent-team retry {task.id}`" in post
+
+
+def test_a_model_park_says_when_it_continues_and_a_refusal_what_to_fix(
+    world: SlackWorld,
+) -> None:
+    question = world.waiting_question()
+    now = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+    db.park_for_models(world.conn, question.thread_id, pauses=[timedelta(minutes=5)], now=now)
+    task = db.get_task(world.conn, question.thread_id)
+    assert task is not None
+    world.transport.notify(task, "parked", "anthropic:claude-sonnet-4-5 HTTP 529 overloaded")
+    (post,) = in_thread(world, question.channel_ref or "")
+    assert "(model_unavailable): anthropic:claude-sonnet-4-5 HTTP 529 overloaded" in post
+    assert "continues by itself at 2026-12-07 12:05:00 UTC" in post
+    assert f"`agent-team retry {task.id}`" in post
+
+    inbox.retry_task(world.conn, task.id)
+    db.set_task_status(world.conn, task.id, "parked", parked_reason="model_refused")
+    refused = db.get_task(world.conn, task.id)
+    assert refused is not None
+    world.transport.notify(refused, "parked", "openai:gpt-4o refused: HTTP 401 invalid api key")
+    post = in_thread(world, question.channel_ref or "")[-1]
+    assert "(model_refused)" in post and "fix the API key or the model setting" in post
+    assert f"`agent-team retry {task.id}`" in post
 
 
 def test_a_second_identical_parked_notice_after_a_retry_is_posted_again(
