@@ -301,22 +301,22 @@ class ModelCaller:
                     )
                 except _AttemptFailed as failed:
                     failure = failed.failure
-                    self._refuse_if_final(model, thread_id, stage, attempt, failure)
-                    pause = self._retry.pause_s(attempt, failure.retry_after_s)
-                    if failure.worth_retrying and self._retry.may_retry(
-                        attempt, pause, spent_pausing
-                    ):
-                        self._note_failure(model, thread_id, stage, attempt, "retried", failure)
-                        self._pause(thread_id, stage, pause)
-                        spent_pausing += pause
-                        continue
-                    last = index + 1 == len(chain)
-                    outcome = "gave_up" if last else "fell_back"
-                    self._note_failure(model, thread_id, stage, attempt, outcome, failure)
-                    tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
-                    gave_up.append(f"{model.spec}: {failure.detail} after {tries}")
-                    break
-                return self._answer(model, stage, schema, result, thread_id, attempt, index)
+                else:
+                    return self._answer(model, stage, schema, result, thread_id, attempt, index)
+                # Outside the `except`: what is raised next carries no exception context.
+                self._refuse_if_final(model, thread_id, stage, attempt, failure)
+                pause = self._retry.pause_s(attempt, failure.retry_after_s)
+                if failure.worth_retrying and self._retry.may_retry(attempt, pause, spent_pausing):
+                    self._note_failure(model, thread_id, stage, attempt, "retried", failure)
+                    self._pause(thread_id, stage, pause)
+                    spent_pausing += pause
+                    continue
+                last = index + 1 == len(chain)
+                outcome = "gave_up" if last else "fell_back"
+                self._note_failure(model, thread_id, stage, attempt, outcome, failure)
+                tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
+                gave_up.append(f"{model.spec}: {failure.detail} after {tries}")
+                break
         raise ModelsDownError(
             f"no model answered the {stage} call: " + "; ".join(gave_up) + " (retries and "
             "fallbacks spent; AGENT_TEAM_MODEL_FALLBACKS adds models to fall back on)"

@@ -230,3 +230,72 @@ def test_spend_rows_the_database_refused_are_replayed_at_start_and_counted(
         daemon.request_stop()
         thread.join(timeout=60)
     assert codes == [0]
+
+
+def test_spend_the_ledger_refuses_goes_on_counts_and_is_written_back_when_it_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database refuses budget rows (a trigger stands in for a full table): the model
+    calls go on, the rows wait in the outbox and count against the cap, and once the
+    database takes rows again the daemon's loop writes them back and `/metrics` says 0."""
+    import sqlite3
+
+    from agent_team.service import daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "OUTBOX_REPLAY_S", 0.2)
+    ledger = tmp_path / "agent-team.db"
+    db.init_db(ledger)
+    with sqlite3.connect(ledger) as raw:
+        raw.execute(
+            "CREATE TRIGGER refuse_spend BEFORE INSERT ON budget_ledger "
+            "BEGIN SELECT RAISE(ABORT, 'the ledger refuses spend rows'); END"
+        )
+    outbox = tmp_path / db.OUTBOX_FILENAME
+    settings = load_settings(
+        db_path=ledger, state_dir=tmp_path / "state", dashboard_port=0, poll_s=0.1
+    )
+    daemon = Daemon(settings)
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(daemon.run()), daemon=True)
+    thread.start()
+    conn = db.open_ledger(ledger)
+    try:
+        task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
+        # Clarify and plan ran although their rows were refused: the task waits at its gate.
+        wait_for(
+            lambda: db.list_questions(conn, status="open", thread_id=task_id),
+            what="the plan gate, reached with every spend row refused",
+            timeout_s=60,
+        )
+        assert db.task_usage(conn, thread_id=task_id) == []
+        today = db.utc_now()
+        stranded = db.outbox_spend(outbox, day=today, billing_mode="api")
+        assert stranded.rows == 2 and stranded.tokens > 0  # clarify and plan
+        wait_for(lambda: daemon.bound is not None, what="the HTTP server", timeout_s=30)
+        wait_for(
+            lambda: "\nagent_team_budget_outbox_rows 2.0" in metrics(daemon),
+            what="/metrics to count the rows waiting",
+            timeout_s=30,
+        )
+        with sqlite3.connect(ledger) as raw:
+            raw.execute("DROP TRIGGER refuse_spend")  # the ledger takes rows again
+
+        wait_for(
+            lambda: "\nagent_team_budget_outbox_rows 0.0" in metrics(daemon),
+            what="/metrics to say the outbox is empty",
+            timeout_s=30,
+        )
+        rows = db.task_usage(conn, thread_id=task_id)
+        assert sorted(row.stage for row in rows) == ["clarify", "plan"]
+        assert sum(row.input_tokens + row.output_tokens for row in rows) == stranded.tokens
+        assert db.tokens_spent(conn, day=today, billing_mode="api") == stranded.tokens
+        assert not outbox.exists()
+    finally:
+        conn.close()
+        daemon.request_stop()
+        thread.join(timeout=60)
+    assert codes == [0]
+
+
+def metrics(daemon: Daemon) -> str:
+    return httpx.get(daemon.url + "metrics", timeout=10).text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
+import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 from agent_team import db
 from agent_team.cli.main import app
 from agent_team.config import load_settings
-from agent_team.service.doctor import check_budget_outbox, run_checks
+from agent_team.service.doctor import check_budget_outbox, check_model, run_checks
 
 
 def test_backup_is_consistent_while_writing_and_keeps_n(ledger_file: Path, tmp_path: Path) -> None:
@@ -101,7 +102,9 @@ def test_doctor_flags_a_busy_port_and_a_missing_builder(tmp_path: Path) -> None:
     assert results["model"].ok and results["budget cap"].ok
 
 
-def test_doctor_command_exit_codes(tmp_path: Path) -> None:
+def test_doctor_command_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # None in sys.modules: the anthropic extra looks uninstalled (it is a dev dependency).
+    monkeypatch.setitem(sys.modules, "langchain_anthropic", None)
     runner = CliRunner()
     ok = runner.invoke(
         app, ["--db", str(tmp_path / "x.db"), "doctor"], env={"AGENT_TEAM_DASHBOARD_PORT": "0"}
@@ -115,6 +118,31 @@ def test_doctor_command_exit_codes(tmp_path: Path) -> None:
     )
     assert bad.exit_code == 1
     assert "agent-team[anthropic]" in bad.output
+
+
+def test_doctor_lists_every_model_and_endpoint_without_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "langchain_ollama", None)
+    settings = load_settings(
+        db_path=tmp_path / "agent-team.db",
+        model="anthropic:claude-sonnet-4-5",
+        model_plan="anthropic:claude-opus-4-5",
+        model_fallbacks=["openai:gpt-5-mini", "ollama:llama3.1"],
+        openai_base_url="https://gateway:s3cret-pass@llm.example.com/v1?key=s3cret-key",
+    )
+
+    result = check_model(settings)
+
+    assert not result.ok and result.fix == "pip install 'agent-team[ollama]'"
+    assert result.detail.startswith(
+        "clarify anthropic:claude-sonnet-4-5, plan anthropic:claude-opus-4-5, docs "
+        "anthropic:claude-sonnet-4-5; fallbacks openai:gpt-5-mini, ollama:llama3.1"
+    )
+    assert "openai at https://llm.example.com/v1" in result.detail
+    assert "anthropic at https://api.anthropic.com (the client's default)" in result.detail
+    assert "ollama:llama3.1 needs the langchain_ollama package" in result.detail
+    assert "s3cret" not in result.detail and "gateway" not in result.detail
 
 
 def test_doctor_says_how_many_spend_rows_wait_in_the_outbox(tmp_path: Path) -> None:

@@ -236,7 +236,7 @@ def test_each_stage_uses_its_own_model(conn: db.Ledger) -> None:
     model_caller.structured(thread_id="t1", stage="clarify", schema=Plan, messages=MESSAGES)
 
     assert planner.calls == 1 and default.calls == 1
-    assert sorted(row[0] for row in spend_rows(conn)) == ["openai:gpt-5", SONNET]
+    assert sorted(row[0] for row in spend_rows(conn)) == [SONNET, "openai:gpt-5"]
     assert model_caller.models_for("plan") == ("openai:gpt-5",)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
 from typing import Any
@@ -56,14 +55,25 @@ def test_bad_spec_message_does_not_echo_a_pasted_key() -> None:
     assert "abcdefghijklmnop" not in str(caught.value)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("langchain_anthropic") is not None,
-    reason="the anthropic extra is installed here",
-)
-def test_missing_anthropic_extra_for_real() -> None:
-    with pytest.raises(ModelUnavailableError) as caught:
-        make_chat_model("anthropic:claude-sonnet-4-5")
-    assert "pip install 'agent-team[anthropic]'" in str(caught.value)
+def test_real_clients_get_our_endpoint_time_limit_and_no_retries_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The extras are dev dependencies: these are the providers' own classes.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    anthropic = make_chat_model(
+        "anthropic:claude-sonnet-4-5", base_url="http://127.0.0.1:9/a", timeout_s=7.0
+    )
+    openai = make_chat_model("openai:gpt-5", base_url="http://127.0.0.1:9/v1", timeout_s=7.0)
+    ollama = make_chat_model("ollama:llama3.1", base_url="http://127.0.0.1:9", timeout_s=7.0)
+
+    assert type(anthropic).__name__ == "ChatAnthropic"
+    assert (anthropic.max_retries, anthropic.default_request_timeout) == (0, 7.0)  # type: ignore[attr-defined]
+    assert anthropic.anthropic_api_url == "http://127.0.0.1:9/a"  # type: ignore[attr-defined]
+    assert (openai.max_retries, openai.request_timeout) == (0, 7.0)  # type: ignore[attr-defined]
+    assert openai.openai_api_base == "http://127.0.0.1:9/v1"  # type: ignore[attr-defined]
+    assert ollama.client_kwargs == {"timeout": 7.0}  # type: ignore[attr-defined]
+    assert ollama.base_url == "http://127.0.0.1:9"  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai", "ollama"])
