@@ -78,7 +78,7 @@ CREATE TABLE budget_ledger (
     usd_cost      REAL NOT NULL DEFAULT 0 CHECK (usd_cost >= 0),
     recorded_at   TEXT NOT NULL,
     day_bucket    TEXT NOT NULL
-);
+, estimated INTEGER NOT NULL DEFAULT 0 CHECK (estimated BETWEEN 0 AND 1));
 
 CREATE TABLE commands (
     command_id   TEXT PRIMARY KEY,

@@ -190,7 +190,11 @@ class Settings(BaseSettings):
         "`openai:gpt-5-mini,ollama:llama3.1`.",
     )
     model_timeout_s: float = Field(
-        default=300.0, gt=0, description="Longest one model request may take."
+        default=300.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="Longest one model request may take.",
     )
     model_retries: int = Field(
         default=2,
@@ -201,12 +205,16 @@ class Settings(BaseSettings):
     model_backoff_s: float = Field(
         default=1.0,
         ge=0,
+        le=600,
+        allow_inf_nan=False,
         description="The first pause before a retry; it doubles (with jitter) up to 30 s, "
         "unless the provider's retry-after asks for longer.",
     )
     model_retry_window_s: float = Field(
         default=120.0,
         ge=0,
+        le=3600,
+        allow_inf_nan=False,
         description="Longest a call spends pausing between its attempts, every model counted; "
         "past it the next model is tried, then the task parks.",
     )
@@ -769,6 +777,14 @@ def load_systemd_env() -> SystemdEnv:
         raise ConfigError(f"systemd variables are malformed: {fields}") from None
 
 
+# Settings that are also read from a provider's own variable (their `AliasChoices`).
+_ALSO_READ = {
+    "anthropic_base_url": "ANTHROPIC_BASE_URL",
+    "openai_base_url": "OPENAI_BASE_URL",
+    "ollama_base_url": "OLLAMA_HOST",
+}
+
+
 def _describe(error: dict[str, Any], config_file: Path | None) -> str:
     loc = error.get("loc")
     if not loc:  # a check across settings (e.g. the `[models]` table) names them itself
@@ -777,8 +793,13 @@ def _describe(error: dict[str, Any], config_file: Path | None) -> str:
     where = (
         field.upper() if field.upper().startswith(ENV_PREFIX) else f"{ENV_PREFIX}{field.upper()}"
     )
+    also = _ALSO_READ.get(field)
+    if also is not None:
+        where += f" (or {also})"
     if config_file is not None:
-        where += f" (or `{field}` in {config_file})"
+        stage = field.removeprefix("model_")
+        key = f"`{stage}` under [models]" if stage in MODEL_STAGES else f"`{field}`"
+        where += f" (or {key} in {config_file})"
     message = str(error.get("msg", "is invalid"))
     if error.get("type") == "extra_forbidden":
         message = "is not a setting agent-team knows; check the spelling"

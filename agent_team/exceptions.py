@@ -295,6 +295,11 @@ class ModelsDownError(ParkingError):
 
     parked_reason = "model_unavailable"
 
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        # The longest wait a provider asked for (`retry-after`): the park lasts at least that.
+        self.retry_after_s = retry_after_s
+
 
 class ModelRefusedError(ParkingError):
     """A provider refused the call (401, 403, 400): retrying the same request cannot help.

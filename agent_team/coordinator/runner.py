@@ -232,10 +232,12 @@ class GraphRunner:
         except FencedError:
             raise  # another instance owns the task now: record nothing, stop here
         except ParkingError as exc:
+            asked = exc.retry_after_s if isinstance(exc, ModelsDownError) else None
             self.park(
                 task_id,
                 exc.parked_reason,
                 reports.parked_notice(task_id, exc.parked_reason, str(exc)),
+                at_least=timedelta(seconds=asked or 0.0),
             )
             return
         except TaskStoppedError as exc:
@@ -302,20 +304,27 @@ class GraphRunner:
 
     # -- recording outcomes -------------------------------------------------------------
 
-    def park(self, task_id: str, reason: str, message: str) -> None:
+    def park(
+        self, task_id: str, reason: str, message: str, *, at_least: timedelta = timedelta(0)
+    ) -> None:
         """Park a task: its status, a history row with `message` (redacted), the notice.
 
         A task parked on its models (`model_unavailable`) also gets the pause it
         waits before it continues by itself (`db.park_for_models`: longer park
-        after park), and its message says when that is.
+        after park, never shorter than `at_least`, what a provider's retry-after
+        asked), and its message says when that is. Only the first park of a
+        streak is told to people: an outage of a day would otherwise post a
+        notice an hour; each park is in the task's history all the same.
         """
         task = db.get_task(self.ledger, task_id)
+        tell = True
         if reason == _MODEL_UNAVAILABLE:
             resume_at = db.park_for_models(
-                self.ledger, task_id, pauses=self.resume_pauses, now=self.clock()
+                self.ledger, task_id, pauses=self.resume_pauses, now=self.clock(), at_least=at_least
             )
             if resume_at is not None:
                 message = f"{message}; {reports.resume_notice(task_id, resume_at)}"
+            tell = task is None or task.model_parks == 0
         else:
             db.set_task_status(self.ledger, task_id, TaskStatus.PARKED, parked_reason=reason)
         if task is not None:
@@ -326,7 +335,8 @@ class GraphRunner:
                 status=TaskStatus.PARKED,
                 note=redact(message),
             )
-            self.notify(task_id, "parked", redact(message))
+            if tell:
+                self.notify(task_id, "parked", redact(message))
 
     def _finish(
         self, task_id: str, status: TaskStatus, note: str | None, *, text: str | None = None

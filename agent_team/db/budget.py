@@ -54,6 +54,7 @@ _FIELDS = (
     "usd_cost",
     "recorded_at",
     "day_bucket",
+    "estimated",
 )
 
 
@@ -123,12 +124,16 @@ def record_usage(
     usd_cost: float,
     recorded_at: datetime | None = None,
     outbox: Path | None = None,
+    estimated: bool = False,
 ) -> bool:
     """Record one model call's spend. Never raises on a write failure.
 
     Args:
         outbox: where rows go when the database refuses them; defaults to
             `budget_ledger_failures.jsonl` beside the database.
+        estimated: the tokens are our estimate, not the provider's count (an
+            attempt that timed out or was abandoned): the cap counts them, but
+            the journey does not name the model as having answered.
 
     Returns:
         True if the row is in the ledger; False if it went to the outbox.
@@ -151,6 +156,7 @@ def record_usage(
         "usd_cost": float(usd_cost),
         "recorded_at": to_iso(moment),
         "day_bucket": day_bucket(moment),
+        "estimated": 1 if estimated else 0,
     }
     try:
         ledger.write(partial(_insert, row=row))
@@ -173,7 +179,10 @@ def _parse_line(line: str) -> dict[str, Any] | None:
         data = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(data, dict) or any(name not in data for name in _FIELDS):
+    if not isinstance(data, dict):
+        return None
+    data.setdefault("estimated", 0)  # lines written before v13 had no such field
+    if any(name not in data for name in _FIELDS):
         return None
     return {name: data[name] for name in _FIELDS}
 

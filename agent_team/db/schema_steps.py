@@ -387,6 +387,10 @@ _V13 = (
     recorded_at TEXT NOT NULL
 )""",
     "CREATE INDEX idx_model_failures_thread ON model_failures (thread_id, failure_id)",
+    # A row whose tokens are our estimate, not the provider's count (a timed-out or abandoned
+    # attempt): it counts against the cap, but names no model as having answered.
+    "ALTER TABLE budget_ledger ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0 "
+    "CHECK (estimated BETWEEN 0 AND 1)",
 )
 
 # Version -> statements. v5 also needs foreign keys off around its transaction.
@@ -455,6 +459,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "usd_cost",
         "recorded_at",
         "day_bucket",
+        "estimated",
     ),
     "budget_days": (
         "day_bucket",

@@ -239,8 +239,8 @@ def set_task_status(
     """Set a task's status (and phase, if given).
 
     `parked_reason` is kept only while the task is parked; any other status
-    clears it, and `resume_at` with it, so a stale reason or time never
-    outlives the parking.
+    clears it. `resume_at` is cleared always: only `park_for_models` sets it,
+    so a stale time never outlives its park.
 
     Returns:
         True if the task exists and was updated.
@@ -254,13 +254,13 @@ def set_task_status(
         # Without its `resume_at` nothing would ever continue it by itself.
         raise LedgerInputError("park a task on its models with park_for_models (it sets the pause)")
     reason = parked_reason if status == TaskStatus.PARKED else None
-    resume_at = "resume_at" if status == TaskStatus.PARKED else "NULL"  # kept while parked
 
     def work(tx: Transaction) -> bool:
         now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
+        # `resume_at` belongs to a `model_unavailable` park alone, which this never sets.
         cur = tx.execute(
             "UPDATE tasks SET status = ?, phase = COALESCE(?, phase), parked_reason = ?, "
-            f"resume_at = {resume_at}, updated_at = ? WHERE id = ?",
+            "resume_at = NULL, updated_at = ? WHERE id = ?",
             (status, phase, reason, now, task_id),
         )
         return cur.rowcount == 1
@@ -269,7 +269,12 @@ def set_task_status(
 
 
 def park_for_models(
-    ledger: Ledger, task_id: str, *, pauses: Sequence[timedelta], now: datetime
+    ledger: Ledger,
+    task_id: str,
+    *,
+    pauses: Sequence[timedelta],
+    now: datetime,
+    at_least: timedelta = timedelta(0),
 ) -> datetime | None:
     """Park a task whose models are all down, with the pause it waits before it continues.
 
@@ -278,7 +283,8 @@ def park_for_models(
     that count picks: the first park waits `pauses[0]`, the next `pauses[1]`,
     and so on, the last pause repeating. A provider that stays down is asked
     less and less often; `reset_model_parks` starts the count over once a call
-    answers.
+    answers. `at_least` is the longest `retry-after` a provider asked for: the
+    pause is never shorter.
 
     Returns:
         When the task continues by itself (`due_model_parks`); None if there is
@@ -295,7 +301,7 @@ def park_for_models(
         if row is None:
             return None
         parks = int(row["model_parks"])
-        resume_at = now + pauses[min(parks, len(pauses) - 1)]
+        resume_at = now + max(pauses[min(parks, len(pauses) - 1)], at_least)
         tx.execute(
             "UPDATE tasks SET status = ?, parked_reason = ?, model_parks = ?, resume_at = ?, "
             "updated_at = ? WHERE id = ?",

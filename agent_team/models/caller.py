@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -291,6 +291,8 @@ class ModelCaller:
         chain = self._chain(stage)
         spent_pausing = 0.0
         gave_up: list[str] = []
+        worth_waiting = False  # some model failed in a way that passes by itself
+        asked_wait = 0.0  # the longest retry-after a provider sent
         for index, model in enumerate(chain):
             attempt = 0
             while True:
@@ -304,7 +306,18 @@ class ModelCaller:
                 else:
                     return self._answer(model, stage, schema, result, thread_id, attempt, index)
                 # Outside the `except`: what is raised next carries no exception context.
-                self._refuse_if_final(model, thread_id, stage, attempt, failure)
+                asked_wait = max(asked_wait, failure.retry_after_s or 0.0)
+                if not failure.worth_falling_back:  # a refusal, or a failure that is no outage
+                    outcome = "invalid" if failure.kind == "invalid" else "refused"
+                    self._note_failure(model, thread_id, stage, attempt, outcome, failure)
+                    if index == 0:  # the stage's own model: no fallback can mend its settings
+                        self._raise_final(model, stage, failure)
+                    # A fallback's own fault must not stop the others, nor the wait for them.
+                    gave_up.append(
+                        f"{model.spec}: {failure.detail} ({self._fix_for(model, failure)})"
+                    )
+                    break
+                worth_waiting = worth_waiting or failure.worth_retrying
                 pause = self._retry.pause_s(attempt, failure.retry_after_s)
                 if failure.worth_retrying and self._retry.may_retry(attempt, pause, spent_pausing):
                     self._note_failure(model, thread_id, stage, attempt, "retried", failure)
@@ -317,9 +330,17 @@ class ModelCaller:
                 tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
                 gave_up.append(f"{model.spec}: {failure.detail} after {tries}")
                 break
+        told = "; ".join(gave_up)
+        if not worth_waiting:
+            # Unknown models and refusals only: waiting cannot help, a person must.
+            raise ModelRefusedError(
+                f"no model could take the {stage} call: {told}; check the model names "
+                "(AGENT_TEAM_MODEL, [models], AGENT_TEAM_MODEL_FALLBACKS) and the keys"
+            )
         raise ModelsDownError(
-            f"no model answered the {stage} call: " + "; ".join(gave_up) + " (retries and "
-            "fallbacks spent; AGENT_TEAM_MODEL_FALLBACKS adds models to fall back on)"
+            f"no model answered the {stage} call: {told} (retries and fallbacks spent; "
+            "AGENT_TEAM_MODEL_FALLBACKS adds models to fall back on)",
+            retry_after_s=asked_wait or None,
         )
 
     def _answer(
@@ -362,28 +383,27 @@ class ModelCaller:
             )
         return parsed
 
-    def _refuse_if_final(
-        self, model: _Model, thread_id: str, stage: str, attempt: int, failure: ProviderFailure
-    ) -> None:
-        """Raise for a failure no retry or other model can mend (a refusal, a bug)."""
-        if failure.kind in ("auth", "refused"):
-            self._note_failure(model, thread_id, stage, attempt, "refused", failure)
+    @staticmethod
+    def _fix_for(model: _Model, failure: ProviderFailure) -> str:
+        """What a person checks after a refusal: the key's variable (never its value)."""
+        if failure.kind == "auth":
             provider = split_model_spec(model.spec)[0]
-            hint = _KEY_HINTS.get(provider, "the provider's settings")
-            what = (
-                f"check {hint}"
-                if failure.kind == "auth"
-                else "check the model name and the prompt's size for this model"
-            )
-            raise ModelRefusedError(
-                f"model {model.spec} refused the {stage} call: {failure.detail}; {what}"
-            )
+            return f"check {_KEY_HINTS.get(provider, 'the provider settings')}"
         if failure.kind == "invalid":
-            self._note_failure(model, thread_id, stage, attempt, "invalid", failure)
+            return "the reply could not be read"
+        return "check the model name and the prompt's size for this model"
+
+    def _raise_final(self, model: _Model, stage: str, failure: ProviderFailure) -> NoReturn:
+        """Raise for the stage's own model's failure that no retry or other model can mend."""
+        if failure.kind == "invalid":
             raise ModelError(
                 f"model {model.spec} failed in the {stage} stage: {failure.detail}; the task "
                 "can be retried"
             )
+        raise ModelRefusedError(
+            f"model {model.spec} refused the {stage} call: {failure.detail}; "
+            f"{self._fix_for(model, failure)}"
+        )
 
     def _pause(self, thread_id: str, stage: str, seconds: float) -> None:
         """Wait before the next attempt; a cancel ends the wait at once."""
@@ -498,6 +518,9 @@ class ModelCaller:
             _AttemptFailed: the provider failed; an attempt that timed out has
                 its estimate recorded (the provider may bill it).
         """
+        told = stop_requested(thread_id)
+        if told is not None:  # told between attempts: no further request is sent
+            raise stopped_error(told, f"{stage} model call")
         estimated_input = estimate_tokens(message_text(messages))
         expected_output = max(0, expected_output_tokens)
         estimated_usd, estimated_tokens = self._reserve(
@@ -512,7 +535,7 @@ class ModelCaller:
                 self._record(model, thread_id, stage, None, estimated_input, expected_output)
                 raise
             except _AttemptFailed as failed:
-                if failed.failure.timed_out:
+                if failed.failure.timed_out:  # sent, and maybe billed: its estimate counts
                     self._record(model, thread_id, stage, None, estimated_input, expected_output)
                 raise
             self._record(model, thread_id, stage, result.get("raw"), estimated_input, 0)
@@ -611,8 +634,9 @@ class ModelCaller:
         backstop = None if limit is None else limit * 1.25 + 1.0
         started = time.monotonic()
         with watching(thread_id, wake):
-            threading.Thread(target=call, name=f"model-{stage}", daemon=True).start()
-            wake.wait(backstop)
+            if not wake.is_set():  # told to stop just now: send nothing
+                threading.Thread(target=call, name=f"model-{stage}", daemon=True).start()
+                wake.wait(backstop)
         if "error" in outcome:
             raise outcome["error"]
         if "result" in outcome:
@@ -690,6 +714,7 @@ class ModelCaller:
             usd_cost=usd,
             recorded_at=self._clock(),
             outbox=self._outbox,
+            estimated=raw is None,  # no reply: our estimate, and no answer
         )
 
     def _redact(self, text: str) -> str:

@@ -78,6 +78,8 @@ _CONNECTION_NAMES = frozenset(
         "ModelConnectionError",  # langchain-core
     }
 )
+# Timeouts before the request was sent (httpx / httpx2 names): a connection failure.
+_NEVER_SENT = frozenset({"ConnectTimeout", "PoolTimeout"})
 # A reply that arrived but could not be read as the API's reply: a bug, not an outage.
 _UNREADABLE_NAMES = frozenset({"APIResponseValidationError"})
 
@@ -144,6 +146,10 @@ def classify(exc: BaseException, *, now: Callable[[], datetime] | None = None) -
         if verdict is None:
             continue
         kind, status, detail = verdict
+        if detail == "timed out" and any(_class_names(e) & _NEVER_SENT for e, _ in chain):
+            # The SDKs raise their timeout for a connect or a pool wait too: nothing
+            # reached the provider, so nothing can be billed.
+            detail = "connection failed (timed out connecting)"
         # The headers may sit deeper than the verdict: ollama raises its ResponseError
         # `from None` inside the handler of httpx's HTTPStatusError, which has them.
         headers = next((h for e, _ in chain[index:] if (h := _headers(e)) is not None), None)

@@ -93,18 +93,20 @@ def transition_costs(ledger: Reader, thread_id: str) -> dict[int, Spend]:
 
     A stage entered several times (e.g. `plan_review` running, waiting,
     running) gets each call counted on the row during which it was made,
-    never on every row of that stage. Each row's `models` are the models of
-    those calls (a call that fell back names the model that answered), so the
-    journey can say which model a step used.
+    never on every row of that stage. Each row's `models` are the models that
+    answered those calls (a call that fell back names the fallback; an estimate
+    for a timed-out attempt names none), so the journey can say which model a
+    step used.
     """
     # Grouped by model too, and folded here: one portable query (SQLite's GROUP_CONCAT
     # and PostgreSQL's STRING_AGG differ), each model ordered by its first call.
     rows = ledger.fetch_all(
-        "SELECT t.transition_id, b.model, COALESCE(SUM(b.usd_cost), 0) AS usd_cost, "
+        "SELECT t.transition_id, b.model, b.estimated, "
+        "COALESCE(SUM(b.usd_cost), 0) AS usd_cost, "
         "COALESCE(SUM(b.input_tokens + b.output_tokens), 0) AS tokens, "
         "MIN(b.recorded_at) AS first_at "
         f"FROM task_transitions t LEFT JOIN budget_ledger b ON {_WINDOW} "
-        "WHERE t.thread_id = ? GROUP BY t.transition_id, b.model "
+        "WHERE t.thread_id = ? GROUP BY t.transition_id, b.model, b.estimated "
         "ORDER BY t.transition_id, first_at, b.model",
         (thread_id,),
     )
@@ -113,10 +115,12 @@ def transition_costs(ledger: Reader, thread_id: str) -> dict[int, Spend]:
         transition_id = int(row["transition_id"])
         was = costs.get(transition_id, Spend())
         model = row["model"]
+        # An estimate (a timed-out or abandoned attempt) is spend, not an answer.
+        answered = model is not None and not row["estimated"] and str(model) not in was.models
         costs[transition_id] = Spend(
             was.usd_cost + float(row["usd_cost"]),
             was.tokens + int(row["tokens"]),
-            was.models + ((str(model),) if model is not None else ()),
+            was.models + ((str(model),) if answered else ()),
         )
     return costs
 

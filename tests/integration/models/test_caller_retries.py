@@ -281,3 +281,79 @@ def test_a_fallback_is_priced_and_capped_as_itself(conn: db.Ledger) -> None:
     usage = db.task_usage(conn, thread_id="t1")
     assert [(row.model, row.usd_cost) for row in usage] == [(LOCAL, 0.0)]  # no price known
     assert db.tokens_spent(conn, day=DAY.date()) == 150
+
+
+def test_a_fallback_that_refuses_is_skipped_for_the_next(conn: db.Ledger) -> None:
+    down = answering(*[APIStatusError(503, "api_error") for _ in range(3)])
+    expired = answering(APIStatusError(401, "authentication_error"))
+    spare = answering()
+
+    plan(caller(conn, down, fallbacks=[(MINI, expired), (LOCAL, spare)]))
+
+    assert (expired.calls, spare.calls) == (1, 1)
+    assert [(f[0], f[2]) for f in failures(conn)][-2:] == [(SONNET, "fell_back"), (MINI, "refused")]
+    assert spend_rows(conn) == [(LOCAL, 100, 50)]
+
+
+def test_a_refusing_fallback_does_not_turn_an_outage_into_a_refusal(conn: db.Ledger) -> None:
+    down = answering(*[APIStatusError(529, "overloaded_error") for _ in range(3)])
+    expired = answering(APIStatusError(401, "authentication_error"))
+
+    with pytest.raises(ModelsDownError) as raised:
+        plan(caller(conn, down, fallbacks=[(MINI, expired)]))
+
+    # The outage passes by itself: the task continues by itself, the bad key is named.
+    assert "OPENAI_API_KEY" in str(raised.value)
+
+
+def test_unknown_models_alone_need_a_person_not_a_wait(conn: db.Ledger) -> None:
+    gone = answering(APIStatusError(404, "not_found_error"))
+    also_gone = answering(APIStatusError(404, "not_found_error"))
+
+    with pytest.raises(ModelRefusedError, match="check the model names"):
+        plan(caller(conn, gone, fallbacks=[(MINI, also_gone)]))
+
+
+def test_the_longest_retry_after_goes_with_the_park(conn: db.Ledger) -> None:
+    limited = answering(
+        APIStatusError(429, "rate_limit_error", {"retry-after": "900"}),
+    )
+
+    with pytest.raises(ModelsDownError) as raised:
+        plan(caller(conn, limited))
+
+    assert raised.value.retry_after_s == 900.0  # past the window: parked at least that long
+
+
+def test_a_timed_out_attempt_is_an_estimate_that_names_no_answer(conn: db.Ledger) -> None:
+    never = threading.Event()
+    policy = RetryPolicy(retries=0, backoff_s=0.0, timeout_s=0.2, jitter=lambda: 0.0)
+    spare = answering()
+    try:
+        plan(caller(conn, answering(hold=never), fallbacks=[(MINI, spare)], retry=policy))
+    finally:
+        never.set()
+
+    rows = conn.fetch_all(
+        "SELECT model, estimated FROM budget_ledger WHERE thread_id = 't1' ORDER BY entry_id"
+    )
+    assert [(row["model"], row["estimated"]) for row in rows] == [(SONNET, 1), (MINI, 0)]
+
+
+def test_a_stop_during_an_attempt_sends_nothing_more(conn: db.Ledger) -> None:
+    class StopsTheTask(Scripted):
+        def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+            request_stop("t-stop", "cancelled")  # told while this attempt fails
+            return super()._generate(*args, **kwargs)
+
+    reply = tool_reply("Plan", PLAN_ARGS, (100, 50))
+    down = StopsTheTask(responses=[reply], failures=[APIStatusError(404, "not_found_error")])
+    spare = answering()
+    try:
+        with pytest.raises(TaskStoppedError):
+            plan(caller(conn, down, fallbacks=[(MINI, spare)]), "t-stop")
+    finally:
+        forget_stop("t-stop")
+    assert spare.calls == 0  # the fallback was never asked
+    # The attempt in flight when the stop came is counted, as sent (its estimate).
+    assert [row[0] for row in spend_rows(conn, "t-stop")] == [SONNET]

@@ -231,7 +231,7 @@ def test_ollamas_retry_after_is_read_from_the_httpx_error_it_raised_from_none() 
     ("error", "detail"),
     [
         (httpx.ReadTimeout("timed out"), "timed out"),
-        (httpx.ConnectTimeout("timed out"), "timed out"),
+        (httpx.ConnectTimeout("timed out"), "connection failed (timed out connecting)"),
         (httpx2.ReadTimeout("timed out"), "timed out"),
         (httpx.ConnectError("refused"), "connection failed"),
         (httpx.ReadError("reset"), "connection failed"),
@@ -370,3 +370,21 @@ def test_the_module_imports_no_provider_package() -> None:
     }
     roots = {name.split(".")[0] for name in imported}
     assert not roots & {"anthropic", "openai", "ollama", "httpx", "httpx2", "langchain_core"}
+
+
+def test_a_timeout_while_connecting_is_a_connection_failure_not_a_billed_timeout() -> None:
+    import httpx
+
+    class APITimeoutError(Exception):
+        """Shaped as the SDKs' timeout, which they raise for a connect timeout too."""
+
+    try:
+        try:
+            raise httpx.ConnectTimeout("timed out connecting")
+        except httpx.ConnectTimeout as cause:
+            raise APITimeoutError("Request timed out.") from cause
+    except APITimeoutError as exc:
+        failure = classify(exc)
+    assert failure.kind == "transient" and not failure.timed_out
+    assert failure.detail == "connection failed (timed out connecting)"
+    assert classify(APITimeoutError("Request timed out.")).timed_out  # a read timeout is
