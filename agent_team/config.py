@@ -215,8 +215,8 @@ class Settings(BaseSettings):
         ge=0,
         le=3600,
         allow_inf_nan=False,
-        description="Longest a call spends pausing between its attempts, every model counted; "
-        "past it the next model is tried, then the task parks.",
+        description="How long a call keeps retrying, its attempts and pauses counted (every "
+        "model); past it each model left is asked once, then the task parks.",
     )
     model_resume_pauses: CommaList = Field(
         default_factory=lambda: ["1m", "5m", "15m", "1h"],

@@ -289,7 +289,7 @@ class ModelCaller:
         if told is not None:  # stopped before it asked: nothing called, nothing spent
             raise stopped_error(told, f"{stage} model call")
         chain = self._chain(stage)
-        spent_pausing = 0.0
+        started = time.monotonic()
         gave_up: list[str] = []
         worth_waiting = False  # some model failed in a way that passes by itself
         asked_wait = 0.0  # the longest retry-after a provider sent
@@ -319,10 +319,10 @@ class ModelCaller:
                     break
                 worth_waiting = worth_waiting or failure.worth_retrying
                 pause = self._retry.pause_s(attempt, failure.retry_after_s)
-                if failure.worth_retrying and self._retry.may_retry(attempt, pause, spent_pausing):
+                spent = time.monotonic() - started  # attempts and pauses, every model counted
+                if failure.worth_retrying and self._retry.may_retry(attempt, pause, spent):
                     self._note_failure(model, thread_id, stage, attempt, "retried", failure)
                     self._pause(thread_id, stage, pause)
-                    spent_pausing += pause
                     continue
                 last = index + 1 == len(chain)
                 outcome = "gave_up" if last else "fell_back"

@@ -9,9 +9,10 @@ attempt at a time (docs/architecture.md §4, "Model calls").
 The pause before retry n (1, 2, ...) is `backoff_s * 2**(n-1)`, capped at
 `backoff_max_s`, times a jitter factor in [0.5, 1.0] so that several daemons
 hit by one outage do not come back in step. A provider's `retry-after`
-(or `retry-after-ms`) is a floor: we never come back sooner than asked. The
-pauses of one call, every model counted, stay within `window_s`; a pause
-that would pass it is not taken, and the call moves to its next model.
+(or `retry-after-ms`) is a floor: we never come back sooner than asked. A
+call retries only while its time so far (attempts and pauses, every model
+counted) plus the next pause stays within `window_s`; past it, each model
+left is asked once, and the call ends.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class RetryPolicy:
             `retries + 1` attempts at most per model).
         backoff_s: the first pause; it doubles per retry.
         backoff_max_s: the longest pause back-off alone chooses.
-        window_s: the longest one call spends pausing, every model counted.
+        window_s: how long one call keeps retrying, its attempts and pauses counted.
         timeout_s: the longest one attempt may take (None: the client's own).
         jitter: a number in [0, 1) per pause (tests pin it).
     """
@@ -50,7 +51,7 @@ class RetryPolicy:
         chosen = backoff * (0.5 + self.jitter() / 2)
         return max(chosen, retry_after_s or 0.0)
 
-    def may_retry(self, attempt: int, pause_s: float, paused_s: float) -> bool:
+    def may_retry(self, attempt: int, pause_s: float, spent_s: float) -> bool:
         """Whether attempt number `attempt` (just failed) may be followed by another after
-        `pause_s`, when the call has paused `paused_s` already."""
-        return attempt <= self.retries and paused_s + pause_s <= self.window_s
+        `pause_s`, when the call has taken `spent_s` so far."""
+        return attempt <= self.retries and spent_s + pause_s <= self.window_s

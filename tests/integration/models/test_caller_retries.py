@@ -357,3 +357,16 @@ def test_a_stop_during_an_attempt_sends_nothing_more(conn: db.Ledger) -> None:
     assert spare.calls == 0  # the fallback was never asked
     # The attempt in flight when the stop came is counted, as sent (its estimate).
     assert [row[0] for row in spend_rows(conn, "t-stop")] == [SONNET]
+
+
+def test_the_window_counts_the_attempts_time_not_only_the_pauses(conn: db.Ledger) -> None:
+    never = threading.Event()
+    # One attempt (its time limit) already outlasts the window: no retry on this model.
+    policy = RetryPolicy(retries=2, backoff_s=0.0, window_s=0.1, timeout_s=0.2, jitter=lambda: 0.0)
+    hung = answering(hold=never)
+    try:
+        with pytest.raises(ModelsDownError, match="after 1 attempt"):
+            plan(caller(conn, hung, retry=policy))
+    finally:
+        never.set()
+    assert failures(conn) == [(SONNET, 1, "gave_up", None)]
