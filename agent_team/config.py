@@ -790,6 +790,8 @@ def _describe(error: dict[str, Any], config_file: Path | None) -> str:
     if not loc:  # a check across settings (e.g. the `[models]` table) names them itself
         return str(error.get("msg", "is invalid")).removeprefix("Value error, ")
     field = str(loc[0])
+    if field.upper().startswith(ENV_PREFIX) and field[len(ENV_PREFIX) :].lower() in _ALSO_READ:
+        field = field[len(ENV_PREFIX) :].lower()  # a field with aliases: named by its first
     where = (
         field.upper() if field.upper().startswith(ENV_PREFIX) else f"{ENV_PREFIX}{field.upper()}"
     )

@@ -123,6 +123,16 @@ def test_doctor_command_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_doctor_lists_every_model_and_endpoint_without_credentials(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Anthropic's endpoint must be the client's default, whatever this machine has set:
+    # the providers' own variables are read as endpoints, and so are ours.
+    for provider, variable in [
+        ("ANTHROPIC", "ANTHROPIC_BASE_URL"),
+        ("OPENAI", "OPENAI_BASE_URL"),
+        ("OLLAMA", "OLLAMA_HOST"),
+    ]:
+        monkeypatch.delenv(variable, raising=False)
+        monkeypatch.delenv(f"AGENT_TEAM_{provider}_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
     monkeypatch.setitem(sys.modules, "langchain_ollama", None)
     settings = load_settings(
         db_path=tmp_path / "agent-team.db",

@@ -5,11 +5,16 @@ output through a tool call that the server computed with `OfflineChatModel`, and
 reports the usage the server sent. Each scripted failure raises whatever the
 client raises for it, and `classify` must read that right. `max_retries=0`: one
 request per call, so the records show exactly what one attempt sent.
+
+Two read timeouts: a generous one for every call that gets a reply (an answer or an
+error), so that a loaded CI machine never turns a reply into a timeout, and a short one
+only for the servers that hold or never send their reply, so those tests end fast.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -27,7 +32,10 @@ from agent_team.models.schemas import ClarifyDecision, Plan
 from tests.fakes import model_providers as mp
 from tests.waiting import wait_for
 
-TIMEOUT_S = 0.3
+# Every call that is answered: far longer than any loopback reply, however loaded the machine.
+ANSWER_TIMEOUT_S = 30.0
+# Only where the server holds its reply (`Slow`, `HANG`): the timeout is what is tested.
+HANG_TIMEOUT_S = 0.3
 KEY = "test-key-0123456789"
 USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 
@@ -46,26 +54,39 @@ PROMPTS = [
 
 
 def anthropic(
-    server: mp.FakeModelServer, *, model: str = "claude-test", key: str = KEY, **options: Any
+    server: mp.FakeModelServer,
+    *,
+    model: str = "claude-test",
+    key: str = KEY,
+    timeout: float = ANSWER_TIMEOUT_S,
+    **options: Any,
 ) -> ChatAnthropic:
     return ChatAnthropic(  # type: ignore[call-arg]
         model=model,
         base_url=server.url,
         api_key=SecretStr(key),
         max_retries=0,
-        default_request_timeout=TIMEOUT_S,
+        default_request_timeout=timeout,
         **options,
     )
 
 
-def openai(server: mp.FakeModelServer, *, model: str = "gpt-test", key: str = KEY) -> ChatOpenAI:
+def openai(
+    server: mp.FakeModelServer,
+    *,
+    model: str = "gpt-test",
+    key: str = KEY,
+    timeout: float = ANSWER_TIMEOUT_S,
+) -> ChatOpenAI:
     return ChatOpenAI(
-        model=model, base_url=server.url, api_key=SecretStr(key), max_retries=0, timeout=TIMEOUT_S
+        model=model, base_url=server.url, api_key=SecretStr(key), max_retries=0, timeout=timeout
     )
 
 
-def ollama(server: mp.FakeModelServer, *, model: str = "llama-test") -> ChatOllama:
-    return ChatOllama(model=model, base_url=server.url, client_kwargs={"timeout": TIMEOUT_S})
+def ollama(
+    server: mp.FakeModelServer, *, model: str = "llama-test", timeout: float = ANSWER_TIMEOUT_S
+) -> ChatOllama:
+    return ChatOllama(model=model, base_url=server.url, client_kwargs={"timeout": timeout})
 
 
 def ask(chat: BaseChatModel, schema: type[BaseModel], messages: list[BaseMessage]) -> Any:
@@ -85,6 +106,15 @@ def failure(
     except Exception as exc:
         return classify(exc)
     raise AssertionError("the call succeeded")
+
+
+def timed_out(chat: BaseChatModel) -> ProviderFailure:
+    """Classify the failure of a call to a server that holds its reply, and check that the
+    short timeout ended it: with the answering one the test would wait 30 s and still pass."""
+    started = time.monotonic()
+    found = failure(chat)
+    assert time.monotonic() - started < ANSWER_TIMEOUT_S / 3
+    return found
 
 
 def offline(schema: type[BaseModel], messages: list[BaseMessage]) -> tuple[Any, dict[str, int]]:
@@ -140,7 +170,7 @@ def test_anthropic_answers_the_offline_models_tool_call_with_its_usage(
     assert sent.body["tool_choice"] == {"type": "tool", "name": schema.__name__}
     assert sent.streamed is streaming
     assert sent.headers["x-stainless-retry-count"] == "0"
-    assert sent.headers["x-stainless-read-timeout"] == str(TIMEOUT_S)
+    assert sent.headers["x-stainless-read-timeout"] == str(ANSWER_TIMEOUT_S)
     assert sent.auth == "sent"
     assert sent.headers["authorization"] == mp.REDACTED
     assert not any(KEY in value for value in sent.headers.values())
@@ -196,7 +226,8 @@ def test_anthropic_reply_slower_than_the_timeout_is_a_transient_timeout(
 ) -> None:
     release = threading.Event()
     fake_anthropic.script(mp.Slow(release))
-    assert_failure(failure(anthropic(fake_anthropic)), "transient", None, None, "timed out")
+    chat = anthropic(fake_anthropic, timeout=HANG_TIMEOUT_S)
+    assert_failure(timed_out(chat), "transient", None, None, "timed out")
     release.set()
     wait_for(lambda: fake_anthropic.held == 0, "the held reply to be let go", 10)
     assert len(fake_anthropic.requests) == 1
@@ -241,7 +272,7 @@ def test_openai_answers_the_offline_models_tool_call_with_its_usage(
     assert sent.body["parallel_tool_calls"] is False
     assert "response_format" not in sent.body
     assert sent.headers["x-stainless-retry-count"] == "0"
-    assert sent.headers["x-stainless-read-timeout"] == str(TIMEOUT_S)
+    assert sent.headers["x-stainless-read-timeout"] == str(ANSWER_TIMEOUT_S)
     assert sent.headers["authorization"] == mp.REDACTED
 
 
@@ -259,7 +290,6 @@ def test_openai_answers_the_offline_models_tool_call_with_its_usage(
             id="429-quota",
         ),
         pytest.param(mp.Fail(503), ("transient", 503, None, "HTTP 503 (server_error)"), id="503"),
-        pytest.param(mp.HANG, ("transient", None, None, "timed out"), id="timeout"),
         pytest.param(mp.DROP, ("transient", None, None, "connection failed"), id="dropped"),
     ],
 )
@@ -268,6 +298,13 @@ def test_openai_failures_are_classified(
 ) -> None:
     fake_openai.script(step)
     assert_failure(failure(openai(fake_openai)), *expected)
+    assert len(fake_openai.requests) == 1
+
+
+def test_openai_server_that_never_answers_times_out(fake_openai: mp.FakeModelServer) -> None:
+    fake_openai.script(mp.HANG)
+    found = timed_out(openai(fake_openai, timeout=HANG_TIMEOUT_S))
+    assert_failure(found, "transient", None, None, "timed out")
     assert len(fake_openai.requests) == 1
 
 
@@ -357,7 +394,8 @@ def test_ollama_unknown_model_is_not_found() -> None:
 def test_ollama_server_that_never_answers_times_out_and_stop_lets_it_go() -> None:
     with mp.fake_ollama() as server:
         server.script(mp.HANG)
-        assert_failure(failure(ollama(server)), "transient", None, None, "timed out")
+        found = timed_out(ollama(server, timeout=HANG_TIMEOUT_S))
+        assert_failure(found, "transient", None, None, "timed out")
         assert server.held == 1
     wait_for(lambda: server.held == 0, "the hung reply to be let go", 10)
 
