@@ -317,26 +317,31 @@ class GraphRunner:
         notice an hour; each park is in the task's history all the same.
         """
         task = db.get_task(self.ledger, task_id)
-        tell = True
+        if task is None:
+            return
+        note = redact(message)
         if reason == _MODEL_UNAVAILABLE:
-            resume_at = db.park_for_models(
-                self.ledger, task_id, pauses=self.resume_pauses, now=self.clock(), at_least=at_least
-            )
-            if resume_at is not None:
-                message = f"{message}; {reports.resume_notice(task_id, resume_at)}"
-            tell = task is None or task.model_parks == 0
-        else:
-            db.set_task_status(self.ledger, task_id, TaskStatus.PARKED, parked_reason=reason)
-        if task is not None:
-            db.record_transition(
+            told: list[str] = []
+
+            def with_resume(resume_at: datetime) -> str:
+                told.append(redact(f"{message}; {reports.resume_notice(task_id, resume_at)}"))
+                return told[-1]
+
+            db.park_for_models(
                 self.ledger,
-                thread_id=task_id,
-                to_phase=task.phase,
-                status=TaskStatus.PARKED,
-                note=redact(message),
+                task_id,
+                pauses=self.resume_pauses,
+                now=self.clock(),
+                at_least=at_least,
+                note=with_resume,
             )
-            if tell:
-                self.notify(task_id, "parked", redact(message))
+            note = told[-1] if told else note
+            tell = task.model_parks == 0
+        else:
+            db.park_task(self.ledger, task_id=task_id, reason=reason, note=note)
+            tell = True
+        if tell:
+            self.notify(task_id, "parked", note)
 
     def _finish(
         self, task_id: str, status: TaskStatus, note: str | None, *, text: str | None = None

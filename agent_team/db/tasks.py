@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -12,6 +12,7 @@ from agent_team.db.commands import insert_command
 from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
 from agent_team.db.records import Task, fetch_record, fetch_records
 from agent_team.db.retention import forget_finished
+from agent_team.db.transitions import _transition
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError, ModelsDownError
 from agent_team.task_model import TERMINAL_STATUSES, CommandKind, Phase, TaskKind, TaskStatus
@@ -275,6 +276,7 @@ def park_for_models(
     pauses: Sequence[timedelta],
     now: datetime,
     at_least: timedelta = timedelta(0),
+    note: Callable[[datetime], str] | None = None,
 ) -> datetime | None:
     """Park a task whose models are all down, with the pause it waits before it continues.
 
@@ -284,7 +286,8 @@ def park_for_models(
     and so on, the last pause repeating. A provider that stays down is asked
     less and less often; `reset_model_parks` starts the count over once a call
     answers. `at_least` is the longest `retry-after` a provider asked for: the
-    pause is never shorter.
+    pause is never shorter. `note(resume_at)` is the park's history row, written
+    in the same transaction, so the inbox never shows the park without it.
 
     Returns:
         When the task continues by itself (`due_model_parks`); None if there is
@@ -297,7 +300,7 @@ def park_for_models(
         raise LedgerInputError("park_for_models needs pauses, each longer than 0")
 
     def work(tx: Transaction) -> datetime | None:
-        row = tx.fetch_one("SELECT model_parks FROM tasks WHERE id = ?", (task_id,))
+        row = tx.fetch_one("SELECT model_parks, phase FROM tasks WHERE id = ?", (task_id,))
         if row is None:
             return None
         parks = int(row["model_parks"])
@@ -314,6 +317,8 @@ def park_for_models(
                 task_id,
             ),
         )
+        if note is not None:
+            _transition(tx, task_id, str(row["phase"]), TaskStatus.PARKED.value, note(resume_at))
         return resume_at
 
     return ledger.write(work)

@@ -270,6 +270,36 @@ def enter_phase(
     return ledger.write(work, flush=False)
 
 
+def park_task(ledger: Ledger, *, task_id: str, reason: str, note: str) -> bool:
+    """Park a task in its phase with its history row (`note`: why, and how to go on).
+
+    One transaction, so nobody reads a parked task whose reason is not in its
+    history yet (the inbox and the task page show that row's note). A task
+    parked on its models takes `park_for_models`, which sets its pause.
+
+    Returns:
+        False if there is no such task (nothing written).
+    """
+    if not reason:
+        raise LedgerInputError("a parked task needs a parked_reason saying how to unpark it")
+    if reason == ModelsDownError.parked_reason:
+        raise LedgerInputError("park a task on its models with park_for_models (it sets the pause)")
+
+    def work(tx: Transaction) -> bool:
+        row = tx.fetch_one("SELECT phase FROM tasks WHERE id = ?", (task_id,))
+        if row is None:
+            return False
+        tx.execute(
+            "UPDATE tasks SET status = ?, parked_reason = ?, resume_at = NULL, updated_at = ? "
+            "WHERE id = ?",
+            (TaskStatus.PARKED.value, reason, to_iso(utc_now()), task_id),
+        )
+        _transition(tx, task_id, str(row["phase"]), TaskStatus.PARKED.value, note)
+        return True
+
+    return ledger.write(work)
+
+
 def close_terminal(ledger: Ledger, *, thread_id: str, status: str, note: str | None = None) -> bool:
     """Close the task's open row with its terminal status (done, failed, cancelled).
 

@@ -296,3 +296,35 @@ def test_each_transition_row_names_the_models_of_its_calls(ledger: db.Ledger) ->
     assert costs[second] == db.Spend(1.5, 45, ("anthropic:claude-sonnet-4-5", "openai:gpt-4o")), (
         "each model once, first used first"
     )
+
+
+def test_a_park_and_its_history_row_are_one_write(
+    ledger: db.Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _task(ledger)
+    with counted_writes(ledger, monkeypatch) as writes:
+        assert db.park_task(ledger, task_id="t1", reason="repo_unavailable", note="gone; retry")
+    assert len(writes) == 1
+    task = _task_of(ledger)
+    assert (task.status, task.parked_reason, task.resume_at) == ("parked", "repo_unavailable", None)
+    last = db.list_transitions(ledger, "t1")[-1]
+    assert (last.status, last.note) == ("parked", "gone; retry")
+    assert not db.park_task(ledger, task_id="nobody", reason="repo_unavailable", note="x")
+    with pytest.raises(LedgerInputError, match="park_for_models"):
+        db.park_task(ledger, task_id="t1", reason="model_unavailable", note="x")
+
+
+def test_a_model_park_writes_its_note_with_the_time_it_continues(ledger: db.Ledger) -> None:
+    _task(ledger)
+    moment = datetime(2031, 1, 1, tzinfo=UTC)
+    resume_at = db.park_for_models(
+        ledger,
+        "t1",
+        pauses=[timedelta(minutes=1)],
+        now=moment,
+        at_least=timedelta(minutes=15),  # a provider's retry-after outlasts the pause
+        note=lambda at: f"down; continues at {db.to_iso(at)}",
+    )
+    assert resume_at == moment + timedelta(minutes=15)
+    last = db.list_transitions(ledger, "t1")[-1]
+    assert (last.status, last.note) == ("parked", f"down; continues at {db.to_iso(resume_at)}")
