@@ -526,13 +526,15 @@ class ModelCaller:
         estimated_usd, estimated_tokens = self._reserve(
             model, stage, estimated_input, expected_output
         )
+        sent: list[bool] = []
         try:
             try:
-                result = self._invoke_stoppable(model, thread_id, stage, schema, messages)
+                result = self._invoke_stoppable(model, thread_id, stage, schema, messages, sent)
             except TaskStoppedError:
-                # Abandoned while the provider worked: it may bill the whole call, so the
-                # estimate is counted (the prompt, and the reply it was held for).
-                self._record(model, thread_id, stage, None, estimated_input, expected_output)
+                if sent:
+                    # Abandoned while the provider worked: it may bill the whole call, so the
+                    # estimate is counted (the prompt, and the reply it was held for).
+                    self._record(model, thread_id, stage, None, estimated_input, expected_output)
                 raise
             except _AttemptFailed as failed:
                 if failed.failure.timed_out:  # sent, and maybe billed: its estimate counts
@@ -609,6 +611,7 @@ class ModelCaller:
         stage: str,
         schema: type[BaseModel],
         messages: Sequence[BaseMessage],
+        sent: list[bool],
     ) -> dict[str, Any]:
         """`_invoke` in a thread of its own, abandoned at once if the task is told to stop,
         and after the attempt's time limit if the client itself does not give up.
@@ -617,6 +620,8 @@ class ModelCaller:
         for it (docs/architecture.md §4); a client with no time limit of its own
         must not hold a worker for ever. The abandoned thread ends when the
         provider answers or its client times out; what it returns is dropped.
+        `sent` gets an entry once the request is on its way (a stop before that
+        sends, and bills, nothing).
         """
         wake = threading.Event()
         outcome: dict[str, Any] = {}
@@ -635,6 +640,7 @@ class ModelCaller:
         started = time.monotonic()
         with watching(thread_id, wake):
             if not wake.is_set():  # told to stop just now: send nothing
+                sent.append(True)  # from here the provider may bill it
                 threading.Thread(target=call, name=f"model-{stage}", daemon=True).start()
                 wake.wait(backstop)
         if "error" in outcome:
