@@ -116,6 +116,7 @@ def _task_row(task: db.Task, cost: db.TaskCost, now: datetime) -> dict[str, Any]
         "status": task.status,
         "phase": task.phase,
         "parked_reason": task.parked_reason,
+        "resume_at": task.resume_at,  # a task parked on its models continues by itself then
         "created_at": task.created_at,
         "updated_at": task.updated_at,
         "age_s": _age_s(task.created_at, now),

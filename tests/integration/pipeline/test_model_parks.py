@@ -365,6 +365,7 @@ def test_the_task_page_and_the_api_show_the_park_the_failures_and_the_models(
         api = client.get(f"/api/task/{task_id}").json()
         inbox = client.get("/inbox")
         (item,) = client.get("/api/triage").json()["items"]
+        listed = client.get("/api/tasks").json()
 
     assert page.status_code == 200
     html = page.text
@@ -379,3 +380,7 @@ def test_the_task_page_and_the_api_show_the_park_the_failures_and_the_models(
     assert [f["outcome"] for f in api["model_failures"]] == ["retried", "retried", "gave_up"]
     assert f"parked: model_unavailable: {DOWN}" in inbox.text
     assert item["detail"].startswith(f"parked: model_unavailable: {DOWN}")
+    rows = listed["tasks"] if isinstance(listed, dict) else listed
+    (row,) = [r for r in rows if r["id"] == task_id]
+    assert row["resume_at"] is not None  # the list says when it continues
+    assert row["resume_at"] == api["task"]["resume_at"]
