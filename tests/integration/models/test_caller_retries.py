@@ -341,9 +341,12 @@ def test_a_timed_out_attempt_is_an_estimate_that_names_no_answer(conn: db.Ledger
 
 
 def test_a_stop_during_an_attempt_sends_nothing_more(conn: db.Ledger) -> None:
+    released = threading.Event()
+
     class StopsTheTask(Scripted):
         def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-            request_stop("t-stop", "cancelled")  # told while this attempt fails
+            request_stop("t-stop", "cancelled")  # told while this attempt is in flight
+            released.wait(30)  # still working when the caller looks: it sees the stop
             return super()._generate(*args, **kwargs)
 
     reply = tool_reply("Plan", PLAN_ARGS, (100, 50))
@@ -353,6 +356,7 @@ def test_a_stop_during_an_attempt_sends_nothing_more(conn: db.Ledger) -> None:
         with pytest.raises(TaskStoppedError):
             plan(caller(conn, down, fallbacks=[(MINI, spare)]), "t-stop")
     finally:
+        released.set()
         forget_stop("t-stop")
     assert spare.calls == 0  # the fallback was never asked
     # The attempt in flight when the stop came is counted, as sent (its estimate).

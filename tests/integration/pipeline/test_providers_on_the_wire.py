@@ -203,7 +203,7 @@ def test_a_provider_that_is_down_parks_the_task_which_comes_back_by_itself(
     task_id = coordinator.start_task(title="Make login nicer", body=SHORT_BODY)
     settle(coordinator)
     clarify = open_question(coordinator, task_id)
-    server.down("refuse")  # the provider goes away between the question and its answer
+    server.down("drop")  # the provider goes away (answers nothing) between question and answer
 
     coordinator.answer(clarify.question_id, CLARIFICATION, via="cli:ada")
     settle(coordinator)
