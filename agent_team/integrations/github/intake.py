@@ -309,8 +309,9 @@ class GitHubClient:
         next_url = self.next_link(response, url)
         return _Page(200, items, response.headers.get("etag"), next_url, response.headers)
 
-    def json_list(self, response: httpx.Response, url: str) -> list[Any]:
-        """The JSON list a 200 carries.
+    def json_list(self, response: httpx.Response, url: str, key: str | None = None) -> list[Any]:
+        """The JSON list a 200 carries (with `key`: the list under that key of a wrapped
+        list, `{"total_count": n, key: [...]}`, as check runs and workflow runs come).
 
         Raises:
             GitHubError: an error status, malformed JSON, or not a list.
@@ -323,6 +324,10 @@ class GitHubClient:
             items = response.json()
         except ValueError:
             raise GitHubError(f"GitHub sent malformed JSON for {url}", status=200) from None
+        if key is not None:
+            items = items.get(key) if isinstance(items, dict) else None
+            if not isinstance(items, list):
+                raise GitHubError(f"GitHub's reply for {url} has no `{key}` list")
         if not isinstance(items, list):
             raise GitHubError(f"GitHub sent a {type(items).__name__}, not a list, for {url}")
         return items
@@ -341,8 +346,12 @@ class GitHubClient:
             )
         return next_url
 
-    def pages(self, url: str, *, params: dict[str, str] | None = None) -> Iterator[list[Any]]:
+    def pages(
+        self, url: str, *, params: dict[str, str] | None = None, key: str | None = None
+    ) -> Iterator[list[Any]]:
         """Each page of a JSON list endpoint, following `Link: rel="next"` on this server only.
+
+        `key` names the list of a wrapped list endpoint (see `json_list`).
 
         Raises:
             GitHubError: an error status, a body that is not a JSON list, or a
@@ -351,7 +360,7 @@ class GitHubClient:
         following: str | None = url
         while following is not None:
             response = self.request("GET", following, params=params)
-            yield self.json_list(response, url)
+            yield self.json_list(response, url, key)
             following = self.next_link(response, url)
             params = None  # the link carries the query
 
