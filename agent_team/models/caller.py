@@ -66,6 +66,7 @@ from agent_team.exceptions import (
 from agent_team.models.budget_view import capped_in_usd
 from agent_team.models.pricing import Price, cost_usd, price_for
 from agent_team.models.provider_errors import ProviderFailure, classify
+from agent_team.models.registry import PROVIDERS
 from agent_team.models.retry_policy import RetryPolicy
 from agent_team.models.tokens import estimate_tokens, message_text, reply_text
 from agent_team.task_model import BillingMode
@@ -112,14 +113,6 @@ class Remaining:
 
 def _shorten(text: str) -> str:
     return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "…"
-
-
-# Where a refused call sends the operator, by provider (the key's variable, never its value).
-_KEY_HINTS = {
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "ollama": "the Ollama server's settings",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,9 +278,6 @@ class ModelCaller:
                 or a failure that is no provider's (a bug); redacted.
             TaskStoppedError: the task was told to stop.
         """
-        told = stop_requested(thread_id)
-        if told is not None:  # stopped before it asked: nothing called, nothing spent
-            raise stopped_error(told, f"{stage} model call")
         chain = self._chain(stage)
         started = time.monotonic()
         gave_up: list[str] = []
@@ -387,8 +377,8 @@ class ModelCaller:
     def _fix_for(model: _Model, failure: ProviderFailure) -> str:
         """What a person checks after a refusal: the key's variable (never its value)."""
         if failure.kind == "auth":
-            provider = split_model_spec(model.spec)[0]
-            return f"check {_KEY_HINTS.get(provider, 'the provider settings')}"
+            provider = PROVIDERS.get(split_model_spec(model.spec)[0])
+            return f"check {provider.key_hint if provider else 'the provider settings'}"
         if failure.kind == "invalid":
             return "the reply could not be read"
         return "check the model name and the prompt's size for this model"
@@ -519,7 +509,7 @@ class ModelCaller:
                 its estimate recorded (the provider may bill it).
         """
         told = stop_requested(thread_id)
-        if told is not None:  # told between attempts: no further request is sent
+        if told is not None:  # told before it asked, or between attempts: nothing is sent
             raise stopped_error(told, f"{stage} model call")
         estimated_input = estimate_tokens(message_text(messages))
         expected_output = max(0, expected_output_tokens)
