@@ -777,12 +777,14 @@ def load_systemd_env() -> SystemdEnv:
         raise ConfigError(f"systemd variables are malformed: {fields}") from None
 
 
-# Settings that are also read from a provider's own variable (their `AliasChoices`).
-_ALSO_READ = {
-    "anthropic_base_url": "ANTHROPIC_BASE_URL",
-    "openai_base_url": "OPENAI_BASE_URL",
-    "ollama_base_url": "OLLAMA_HOST",
-}
+def _also_read(field: str) -> str | None:
+    """The provider's own variable a setting is also read from (its `AliasChoices`), if any."""
+    info = Settings.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    if not isinstance(alias, AliasChoices):
+        return None
+    theirs = (c for c in alias.choices if isinstance(c, str) and c.isupper())
+    return next((c for c in theirs if not c.startswith(ENV_PREFIX)), None)
 
 
 def _describe(error: dict[str, Any], config_file: Path | None) -> str:
@@ -790,12 +792,13 @@ def _describe(error: dict[str, Any], config_file: Path | None) -> str:
     if not loc:  # a check across settings (e.g. the `[models]` table) names them itself
         return str(error.get("msg", "is invalid")).removeprefix("Value error, ")
     field = str(loc[0])
-    if field.upper().startswith(ENV_PREFIX) and field[len(ENV_PREFIX) :].lower() in _ALSO_READ:
-        field = field[len(ENV_PREFIX) :].lower()  # a field with aliases: named by its first
+    own = field[len(ENV_PREFIX) :].lower()
+    if field.upper().startswith(ENV_PREFIX) and _also_read(own) is not None:
+        field = own  # a field with aliases is named by its first: ours
     where = (
         field.upper() if field.upper().startswith(ENV_PREFIX) else f"{ENV_PREFIX}{field.upper()}"
     )
-    also = _ALSO_READ.get(field)
+    also = _also_read(field)
     if also is not None:
         where += f" (or {also})"
     if config_file is not None:
