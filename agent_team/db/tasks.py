@@ -13,7 +13,7 @@ from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write
 from agent_team.db.records import Task, fetch_record, fetch_records
 from agent_team.db.retention import forget_finished
 from agent_team.db.transitions import _transition
-from agent_team.db.validate import require_member
+from agent_team.db.validate import require_member, require_park_reason
 from agent_team.exceptions import LedgerInputError, ModelsDownError
 from agent_team.task_model import TERMINAL_STATUSES, CommandKind, Phase, TaskKind, TaskStatus
 
@@ -249,12 +249,7 @@ def set_task_status(
     require_member(status, TaskStatus, "task status")
     if phase is not None:
         require_member(phase, Phase, "phase")
-    if status == TaskStatus.PARKED and not parked_reason:
-        raise LedgerInputError("a parked task needs a parked_reason saying how to unpark it")
-    if status == TaskStatus.PARKED and parked_reason == MODEL_UNAVAILABLE:
-        # Without its `resume_at` nothing would ever continue it by itself.
-        raise LedgerInputError("park a task on its models with park_for_models (it sets the pause)")
-    reason = parked_reason if status == TaskStatus.PARKED else None
+    reason = require_park_reason(parked_reason) if status == TaskStatus.PARKED else None
 
     def work(tx: Transaction) -> bool:
         now = to_iso(utc_now())  # taken under the write lock, so times follow commit order

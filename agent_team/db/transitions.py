@@ -14,7 +14,7 @@ from agent_team.db.commands import insert_command
 from agent_team.db.fencing import current_fence
 from agent_team.db.ledger import Ledger, Reader, Transaction
 from agent_team.db.records import Transition, fetch_records
-from agent_team.db.validate import require_member
+from agent_team.db.validate import require_member, require_park_reason
 from agent_team.exceptions import LedgerInputError, ModelsDownError
 from agent_team.task_model import TERMINAL_STATUSES, CommandKind, Phase, TaskStatus
 
@@ -280,10 +280,7 @@ def park_task(ledger: Ledger, *, task_id: str, reason: str, note: str) -> bool:
     Returns:
         False if there is no such task (nothing written).
     """
-    if not reason:
-        raise LedgerInputError("a parked task needs a parked_reason saying how to unpark it")
-    if reason == ModelsDownError.parked_reason:
-        raise LedgerInputError("park a task on its models with park_for_models (it sets the pause)")
+    require_park_reason(reason)
 
     def work(tx: Transaction) -> bool:
         row = tx.fetch_one("SELECT phase FROM tasks WHERE id = ?", (task_id,))
