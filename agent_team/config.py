@@ -426,6 +426,37 @@ class Settings(BaseSettings):
         "from there to the repository's URL on the GitHub host.",
     )
 
+    # After the pull request (issue #29): the PR is a gate
+    github_pr_gate: bool = Field(
+        default=True,
+        description="Keep a task open while its draft PR is open: follow reviews and CI, "
+        "end `done` when merged and `cancelled` when closed; off: a task ends when its PR opens.",
+    )
+    github_reviewers: CommaList = Field(
+        default_factory=list,
+        description="GitHub logins whose reviews and comments the agent acts on "
+        "(comma-separated); others are ignored; empty: nobody's (merges and closes still end "
+        "the task).",
+    )
+    github_handle: str = Field(
+        default="@agent-team",
+        pattern=r"^@[A-Za-z0-9][A-Za-z0-9-]{0,38}(\[bot\])?$",
+        description="A PR comment that mentions this handle asks the agent for a follow-up.",
+    )
+    github_pr_rounds: int = Field(
+        default=5,
+        ge=0,
+        le=50,
+        description="Follow-up rounds a PR gets from reviews before a person is asked; "
+        "0: reviews never start one by themselves.",
+    )
+    github_pr_poll_s: float = Field(
+        default=60.0, ge=5, description="Seconds between looks at each open pull request."
+    )
+    pr_decision_deadline_h: float = Field(
+        default=72.0, gt=0, description="Hours a person has to answer a pull request decision."
+    )
+
     # LangGraph-server-compatible API (Agent Inbox, langgraph-sdk)
     langgraph_api: bool = Field(
         default=False,
@@ -468,6 +499,7 @@ class Settings(BaseSettings):
         "slack_reminders",
         "github_repos",
         "github_checkouts",
+        "github_reviewers",
         "confluence_mermaid_macros",
         "dashboard_hosts",
         "langgraph_api_origins",

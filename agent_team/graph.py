@@ -4,7 +4,12 @@
                  \\-> plan <-> plan_review -> build -> done
                                \\-(reject)----------> done
 
-With a publisher configured (GitHub draft PRs) `build -> publish -> done`.
+With a publisher configured (GitHub draft PRs) `build -> publish -> done`; with the PR
+gate on too (`GraphDeps.pulls`, AGENT_TEAM_GITHUB_PR_GATE) the task stays open while
+its pull request is (nodes/pull_request.py):
+
+    publish -> pr_gate -(merged)-> [conf_draft ->] done      pr_gate -(closed)-> done
+               pr_gate <-> follow_up, pr_decision
 With the Confluence lane on (`GraphDeps.confluence`, AGENT_TEAM_CONFLUENCE_ENABLED):
 
     intake -(confluence task)-> conf_draft -> conf_gate -(publish)-> conf_write -> done
@@ -12,7 +17,8 @@ With the Confluence lane on (`GraphDeps.confluence`, AGENT_TEAM_CONFLUENCE_ENABL
                                               conf_gate -(reject)-> done
 
 With the lane off the graph is exactly the one above it (a test compares).
-One `interrupt()` per gate node (`clarify_gate`, `plan_review`, `conf_gate`);
+One `interrupt()` per gate node (`clarify_gate`, `plan_review`, `conf_gate`, `pr_gate`,
+`pr_decision`);
 model calls and builds live in their own nodes so a resume never repeats them.
 """
 
@@ -38,6 +44,7 @@ from agent_team.nodes.intake import intake, route_after_intake
 from agent_team.nodes.plan import plan
 from agent_team.nodes.plan_review import plan_review, route_after_review
 from agent_team.nodes.publish import publish
+from agent_team.nodes.pull_request import AFTER, follow_up, pr_decision, pr_gate, route_after_pr
 from agent_team.task_model import Phase, QuestionKind, TaskKind, TaskState
 
 __all__ = [
@@ -62,9 +69,12 @@ NODE_PHASES: dict[str, Phase] = {
     "conf_draft": Phase.CONF_DRAFT,
     "conf_gate": Phase.CONF_GATE,
     "conf_write": Phase.CONF_WRITE,
+    "pr_gate": Phase.PR_OPEN,
+    "follow_up": Phase.PR_OPEN,
+    "pr_decision": Phase.PR_OPEN,
     "done": Phase.DONE,
 }
-GATE_NODES = frozenset({"clarify_gate", "plan_review", "conf_gate"})
+GATE_NODES = frozenset({"clarify_gate", "plan_review", "conf_gate", "pr_gate", "pr_decision"})
 # The node writes that are the protocol's durable points (docs/architecture.md §3): a gate's
 # question and the answer it consumed (LangGraph keeps them under `__interrupt__` and `__resume__`),
 # and the build's result, minutes of work. Every other checkpoint commits without a flush
@@ -75,6 +85,8 @@ QUESTION_PHASES: dict[str, Phase] = {
     QuestionKind.CLARIFY: Phase.CLARIFY,
     QuestionKind.PLAN_DECISION: Phase.PLAN_REVIEW,
     QuestionKind.CONFLUENCE_APPROVAL: Phase.CONF_GATE,
+    QuestionKind.PULL_REQUEST: Phase.PR_OPEN,
+    QuestionKind.PR_DECISION: Phase.PR_OPEN,
 }
 
 
@@ -121,18 +133,42 @@ def build_graph(
         graph.add_node("publish", partial(publish, deps=deps))
         graph.add_edge("build", "publish")
         after_build = "publish"
+    after_pr = "conf_draft" if lane else "done"
+    if deps.publish is not None and deps.pulls is not None:
+        # The PR is a gate: the task stays open until it is merged or closed.
+        graph.add_node("pr_gate", partial(pr_gate, deps=deps))
+        graph.add_node("follow_up", partial(follow_up, deps=deps))
+        graph.add_node("pr_decision", partial(pr_decision, deps=deps))
+        graph.add_edge("publish", "pr_gate")
+        graph.add_conditional_edges(
+            "pr_gate",
+            route_after_pr,
+            {
+                AFTER: after_pr,
+                "follow_up": "follow_up",
+                "pr_decision": "pr_decision",
+                "done": "done",
+            },
+        )
+        graph.add_conditional_edges(
+            "follow_up", route_after_pr, {"pr_gate": "pr_gate", "pr_decision": "pr_decision"}
+        )
+        graph.add_conditional_edges(
+            "pr_decision", route_after_pr, {"follow_up": "follow_up", "pr_gate": "pr_gate"}
+        )
+    elif lane:
+        graph.add_edge(after_build, "conf_draft")
+    else:
+        graph.add_edge(after_build, "done")
     if lane:
-        # Post-build documentation flow: the lane runs after the build (and its PR).
+        # Post-build documentation flow: the lane runs after the build (and its PR's merge).
         graph.add_node("conf_draft", partial(conf_draft, deps=deps))
         graph.add_node("conf_gate", partial(conf_gate, deps=deps))
         graph.add_node("conf_write", partial(conf_write, deps=deps))
-        graph.add_edge(after_build, "conf_draft")
         graph.add_edge("conf_draft", "conf_gate")
         graph.add_conditional_edges(
             "conf_gate", route_after_conf_gate, ["conf_write", "conf_draft", "done"]
         )
         graph.add_edge("conf_write", "done")
-    else:
-        graph.add_edge(after_build, "done")
     graph.add_edge("done", END)
     return graph.compile(checkpointer=checkpointer)

@@ -41,6 +41,7 @@ class Phase(StrEnum):
     CONF_DRAFT = "conf_draft"
     CONF_GATE = "conf_gate"
     CONF_WRITE = "conf_write"
+    PR_OPEN = "pr_open"  # the draft pull request is open: waiting on reviews, CI, a merge
     DONE = "done"
 
 
@@ -68,6 +69,8 @@ class QuestionKind(StrEnum):
     CLARIFY = "clarify"
     PLAN_DECISION = "plan_decision"
     CONFLUENCE_APPROVAL = "confluence_approval"
+    PULL_REQUEST = "pull_request"  # answered by GitHub: a review, a merge, a close
+    PR_DECISION = "pr_decision"  # a person decides: fix, ignore, take over
 
 
 class QuestionStatus(StrEnum):
@@ -163,7 +166,13 @@ class TaskState(TypedDict, total=False):
     plan_feedback: str | None
     decision: str | None  # the last plan_review decision
     build: dict[str, Any] | None  # builders.BuildResult as a dict
-    pull_request: dict[str, Any] | None  # {"url": ..., "number": ...} once a PR is open
+    pull_request: dict[str, Any] | None  # {"url", "number", "repo", "head"} once a PR is open
+    # The loop after the PR (nodes/pull_request.py): the gate's last answer (what happened
+    # on GitHub), where to go next, the follow-up rounds made, a person's fix note.
+    pr_event: dict[str, Any] | None
+    pr_next: str | None
+    pr_round: int
+    pr_note: str | None
     # The Confluence lane (nodes/confluence_writer.py): page id, draft, feedback, decision,
     # and the write's result.
     confluence: dict[str, Any] | None

@@ -495,6 +495,14 @@ def tick(
             )
             for problem in intake.errors[:10]:
                 err.print(f"github intake: {problem}", soft_wrap=True)
+            watched = github.watch_pulls()
+            if watched.checked:
+                out.print(
+                    f"github pulls: {watched.checked} checked, {watched.unchanged} unchanged, "
+                    f"{watched.answered} answered"
+                )
+            for problem in watched.errors[:10]:
+                err.print(f"github pulls: {problem}", soft_wrap=True)
         report = coordinator.tick(until_idle=until_idle, timeout_s=timeout)
     sweep = report.sweep
     out.print(

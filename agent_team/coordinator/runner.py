@@ -286,7 +286,7 @@ class GraphRunner:
             kinds = sorted(
                 {str(p.value.get("kind")) for p in stop.interrupts if isinstance(p.value, dict)}
             )
-            self.notify(task_id, "waiting", f"waiting on a person: {', '.join(kinds)}")
+            self.notify(task_id, "waiting", reports.waiting_notice(kinds, stop.values))
         elif stop.ended:
             outcome = stop.values.get("outcome")
             if outcome is None:

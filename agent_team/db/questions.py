@@ -8,12 +8,14 @@ and every other caller gets `False` and changes nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 
 from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.commands import insert_command
 from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
+from agent_team.db.pull_requests import NewPrEvent, insert_pr_events, pr_events_taken
 from agent_team.db.records import Question, fetch_record, fetch_records
 from agent_team.db.validate import require_json, require_member
 from agent_team.exceptions import LedgerInputError, LedgerIntegrityError
@@ -137,8 +139,13 @@ def answer_question(
     answered_via: str,
     answered_at: datetime | None = None,
     audit: AuditEntry | None = None,
+    events: Sequence[NewPrEvent] = (),
 ) -> bool:
     """Record the first answer to an open, unexpired question and queue its resume.
+
+    `events` are the pull request events the answer acts on (`db.pull_requests`):
+    stored with it, and when one of them is stored already the answer is refused
+    (False, nothing changes), so an event delivered twice is acted on once.
 
     The status flip, the `resume` command and the audit row (if given) are all
     or nothing: an answer is never stored without its resume, nor twice. Answers
@@ -156,6 +163,12 @@ def answer_question(
     when = to_iso(answered_at or utc_now())
 
     def work(tx: Transaction) -> bool:
+        if events:
+            owner = tx.execute(
+                "SELECT thread_id FROM pending_questions WHERE question_id = ?", (question_id,)
+            ).fetchone()
+            if owner is None or pr_events_taken(tx, str(owner[0]), events):
+                return False
         row = tx.execute(
             "UPDATE pending_questions SET status = 'answered', answer_json = ?, "
             "answered_at = ?, answered_via = ? WHERE question_id = ? AND status = 'open' "
@@ -164,6 +177,8 @@ def answer_question(
         ).fetchone()
         if row is None:
             return False
+        if events:
+            insert_pr_events(tx, row[0], events, at=answered_at or utc_now())
         payload = json.dumps(
             {"question_id": question_id, "answer": json.loads(answer_json)}, sort_keys=True
         )

@@ -71,6 +71,13 @@ _INSTEAD: dict[int, tuple[str, ...]] = {
     ADD CONSTRAINT pending_questions_kind_check
     CHECK (kind IN ('clarify', 'plan_decision', 'confluence_approval'))""",
     ),
+    14: (
+        """ALTER TABLE pending_questions DROP CONSTRAINT pending_questions_kind_check,
+    ADD CONSTRAINT pending_questions_kind_check
+    CHECK (kind IN ('clarify', 'plan_decision', 'confluence_approval',
+                    'pull_request', 'pr_decision'))""",
+        *_STEPS[14][7:],
+    ),
 }
 
 

@@ -14,7 +14,7 @@ from agent_team.exceptions import SchemaTooNewError
 
 __all__ = ["LEDGER_TABLES", "REQUIRED_COLUMNS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -393,6 +393,77 @@ _V13 = (
     "CHECK (estimated BETWEEN 0 AND 1)",
 )
 
+# v14: the loop after the pull request (issue #29).
+# - `pending_questions.kind` adds `pull_request` (the PR gate, answered by GitHub: a review,
+#   a merge, a close) and `pr_decision` (a person decides fix / ignore / take over). SQLite
+#   cannot alter a CHECK: the table is rebuilt as in v5, every column and index kept.
+# - `pull_requests`: one row per task whose draft PR is open or was; what the watcher polls
+#   (its ETag, the head it last saw), the rounds of follow-ups, and whether a person took over.
+# - `pr_events`: what happened on a task's PR that the daemon acted on or did (a review
+#   answered, a follow-up pushed, a CI rerun), keyed so each is acted on once whatever
+#   delivers it (webhook, poller, both); kept for the task's life: it is the PR's timeline.
+_V14 = (
+    """CREATE TABLE pending_questions_v14 (
+    question_id  TEXT PRIMARY KEY,
+    thread_id    TEXT NOT NULL,
+    turn         INTEGER NOT NULL CHECK (turn >= 1),
+    status       TEXT NOT NULL DEFAULT 'open'
+                 CHECK (status IN ('open', 'answered', 'expired', 'superseded')),
+    transport    TEXT NOT NULL,
+    channel_ref  TEXT,
+    posted_at    TEXT,
+    deadline_at  TEXT,
+    answer_json  TEXT,
+    answered_at  TEXT,
+    answered_via TEXT,
+    kind         TEXT NOT NULL DEFAULT 'clarify'
+                 CHECK (kind IN ('clarify', 'plan_decision', 'confluence_approval',
+                                 'pull_request', 'pr_decision')),
+    payload_json TEXT,
+    resumed_at   TEXT
+)""",
+    """INSERT INTO pending_questions_v14 (
+    question_id, thread_id, turn, status, transport, channel_ref, posted_at,
+    deadline_at, answer_json, answered_at, answered_via, kind, payload_json, resumed_at)
+SELECT question_id, thread_id, turn, status, transport, channel_ref, posted_at,
+    deadline_at, answer_json, answered_at, answered_via, kind, payload_json, resumed_at
+FROM pending_questions ORDER BY rowid""",
+    "DROP TABLE pending_questions",
+    "ALTER TABLE pending_questions_v14 RENAME TO pending_questions",
+    "CREATE INDEX idx_questions_status ON pending_questions (status)",
+    "CREATE INDEX idx_questions_thread_status ON pending_questions (thread_id, status)",
+    """CREATE UNIQUE INDEX idx_questions_open_channel_ref ON pending_questions (channel_ref)
+    WHERE channel_ref IS NOT NULL AND status = 'open'""",
+    """CREATE TABLE pull_requests (
+    task_id    TEXT PRIMARY KEY,
+    repo       TEXT NOT NULL,
+    number     INTEGER NOT NULL CHECK (number >= 1),
+    url        TEXT NOT NULL,
+    state      TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'merged', 'closed')),
+    head_sha   TEXT,
+    etag       TEXT,
+    rounds     INTEGER NOT NULL DEFAULT 0 CHECK (rounds >= 0),
+    hands_off  INTEGER NOT NULL DEFAULT 0 CHECK (hands_off BETWEEN 0 AND 1),
+    opened_at  TEXT NOT NULL,
+    checked_at TEXT,
+    ready_at   TEXT,
+    closed_at  TEXT
+)""",
+    "CREATE UNIQUE INDEX idx_pull_requests_number ON pull_requests (repo, number)",
+    "CREATE INDEX idx_pull_requests_state ON pull_requests (state)",
+    """CREATE TABLE pr_events (
+    task_id     TEXT NOT NULL,
+    event_key   TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    round       INTEGER NOT NULL DEFAULT 0 CHECK (round >= 0),
+    head_sha    TEXT,
+    actor       TEXT,
+    detail_json TEXT NOT NULL DEFAULT '{}',
+    at          TEXT NOT NULL,
+    PRIMARY KEY (task_id, event_key)
+)""",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -408,8 +479,9 @@ _STEPS: dict[int, tuple[str, ...]] = {
     11: _V11,
     12: _V12,
     13: _V13,
+    14: _V14,
 }
-_FOREIGN_KEYS_OFF = frozenset({5})
+_FOREIGN_KEYS_OFF = frozenset({5, 14})
 
 LEDGER_TABLES = (
     "pending_questions",
@@ -429,6 +501,8 @@ LEDGER_TABLES = (
     "audit_log",
     "audit_head",
     "model_failures",
+    "pull_requests",
+    "pr_events",
 )
 
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -585,6 +659,31 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "http_status",
         "detail",
         "recorded_at",
+    ),
+    "pull_requests": (
+        "task_id",
+        "repo",
+        "number",
+        "url",
+        "state",
+        "head_sha",
+        "etag",
+        "rounds",
+        "hands_off",
+        "opened_at",
+        "checked_at",
+        "ready_at",
+        "closed_at",
+    ),
+    "pr_events": (
+        "task_id",
+        "event_key",
+        "kind",
+        "round",
+        "head_sha",
+        "actor",
+        "detail_json",
+        "at",
     ),
 }
 

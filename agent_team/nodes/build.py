@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from agent_team import db
-from agent_team.builders.base import BuildTask, BuildUsage
+from agent_team.builders.base import BuildResult, BuildTask, BuildUsage
 from agent_team.exceptions import BudgetExhaustedError, BuildError, TaskStoppedError
 from agent_team.models.schemas import Plan
 from agent_team.nodes.common import GraphDeps, crash_point, enter
 from agent_team.task_model import Phase, TaskState
 
-__all__ = ["build"]
+__all__ = ["build", "run_priced_build"]
 
 
 def build(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
@@ -35,28 +35,47 @@ def build(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         body=state.get("body", ""),
         repo=repo or None,  # a path, a URL or owner/name (common.repo_spec)
     )
-    if deps.build_priced:
-        # Raises BudgetExhaustedError (a ParkingError) before any build process starts.
-        deps.caller.check_remaining(Phase.BUILD.value)
-    try:
-        result = deps.build(task, Plan.model_validate(state["plan"]).to_markdown())
-    except (BuildError, TaskStoppedError) as exc:
-        if isinstance(exc.usage, BuildUsage):  # a failed or stopped run still cost money
-            _record(deps, state, exc.usage)
-        if isinstance(exc, TaskStoppedError) and exc.reason == "budget":
-            raise BudgetExhaustedError(str(exc)) from None
-        raise
-    if result.usage is not None and not result.reused:
-        _record(deps, state, result.usage)
+    result = run_priced_build(deps, state, task, Plan.model_validate(state["plan"]).to_markdown())
     crash_point(deps, Phase.BUILD, "after")
     return {"build": result.model_dump(mode="json")}
 
 
-def _record(deps: GraphDeps, state: TaskState, usage: BuildUsage) -> None:
+def run_priced_build(
+    deps: GraphDeps,
+    state: TaskState,
+    task: BuildTask,
+    plan_markdown: str,
+    *,
+    stage: Phase = Phase.BUILD,
+) -> BuildResult:
+    """Run the builder on `plan_markdown` once, spending from the day's budget.
+
+    The build and every follow-up commit on its pull request (`nodes.pull_request`)
+    go through here: same builder, same sandbox, same cap. A priced builder
+    starts only while today's cap is not reached; what it cost is recorded under
+    `stage`, a failed or stopped run's too.
+    """
+    if deps.build_priced:
+        # Raises BudgetExhaustedError (a ParkingError) before any build process starts.
+        deps.caller.check_remaining(stage.value)
+    try:
+        result = deps.build(task, plan_markdown)
+    except (BuildError, TaskStoppedError) as exc:
+        if isinstance(exc.usage, BuildUsage):  # a failed or stopped run still cost money
+            _record(deps, state, exc.usage, stage)
+        if isinstance(exc, TaskStoppedError) and exc.reason == "budget":
+            raise BudgetExhaustedError(str(exc)) from None
+        raise
+    if result.usage is not None and not result.reused:
+        _record(deps, state, result.usage, stage)
+    return result
+
+
+def _record(deps: GraphDeps, state: TaskState, usage: BuildUsage, stage: Phase) -> None:
     db.record_usage(
         deps.ledger,
         thread_id=state["task_id"],
-        stage=Phase.BUILD.value,
+        stage=stage.value,
         model=usage.model,
         billing_mode=deps.billing_mode,
         input_tokens=usage.input_tokens,

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.types import interrupt
 from pydantic import BaseModel
@@ -24,6 +24,9 @@ from agent_team.common.stops import stop_requested, stopped_error
 from agent_team.common.testhooks import CRASH_EXIT_CODE, crash_if
 from agent_team.integrations.confluence.lane import ConfluenceLane
 from agent_team.models.caller import ModelCaller
+
+if TYPE_CHECKING:
+    from agent_team.nodes.pr_desk import PullRequestDesk
 from agent_team.requests.answers import ANSWER_MODELS
 from agent_team.task_model import Phase, QuestionKind, TaskState, TaskStatus, question_id_for
 
@@ -56,6 +59,11 @@ class GraphDeps:
     confluence: ConfluenceLane | None = None
     # Where builds run (`AGENT_TEAM_SANDBOX`): the daemon names it at start and sweeps it.
     sandbox: Sandbox = field(default_factory=NoSandbox)
+    # The loop after the pull request (nodes/pull_request.py): where follow-up commits go
+    # (None: a task ends when its PR opens, as before) and how many review rounds run
+    # before a person is asked.
+    pulls: PullRequestDesk | None = None
+    pr_rounds: int = 5
 
 
 def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "result_note",
     "resume_notice",
     "task_report",
+    "waiting_notice",
 ]
 
 # The coordinator closes a finished task's journey with `build_note(...)`. It is the
@@ -66,9 +67,23 @@ def completion_notice(values: Mapping[str, Any]) -> tuple[str | None, str | None
     note = build_note(build["branch"], build["commit"]) if build else None
     pull = values.get("pull_request") or {}
     docs = result_note(values.get("confluence"))
-    told = [note, f"pull request {pull['url']}" if pull.get("url") else None, docs]
+    ended = {"merged": " merged", "cancelled": " closed unmerged"}.get(
+        str(values.get("outcome")), ""
+    )
+    told = [note, f"pull request {pull['url']}{ended}" if pull.get("url") else None, docs]
     text = "; ".join(part for part in told if part) or None
     return note or docs, text
+
+
+def waiting_notice(kinds: list[str], values: Mapping[str, Any]) -> str:
+    """What people read when a run stops on its gates (the thread, the status comment)."""
+    pull = values.get("pull_request") or {}
+    if kinds == ["pull_request"] and pull.get("url"):
+        return (
+            f"pull request {pull['url']} is open: waiting on its review and its merge "
+            f"({values.get('pr_round', 0)} follow-up round(s) so far)"
+        )
+    return f"waiting on a person: {', '.join(kinds)}"
 
 
 def result_note(confluence: dict[str, Any] | None) -> str | None:

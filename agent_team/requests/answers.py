@@ -11,7 +11,14 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agent_team import db
 from agent_team.exceptions import InvalidAnswerError
@@ -21,10 +28,16 @@ from agent_team.task_model import QuestionKind, QuestionStatus
 __all__ = [
     "ANSWER_MODELS",
     "PLAN_DECISION_HELP",
+    "PR_DECISION_HELP",
     "PUBLISH_HELP",
+    "PULL_REQUEST_HELP",
     "ClarifyAnswer",
+    "FailedCheck",
+    "FeedbackItem",
     "PlanDecisionAnswer",
+    "PrDecisionAnswer",
     "PublishAnswer",
+    "PullRequestAnswer",
     "closed_message",
     "parse_answer",
 ]
@@ -34,6 +47,14 @@ PLAN_DECISION_HELP = (
     "`edit <the full plan>`, `reject [reason]`"
 )
 PUBLISH_HELP = "answer with one of: `publish [comment]`, `revise <feedback>`, `reject [reason]`"
+PR_DECISION_HELP = (
+    "answer with one of: `fix [note]` (one follow-up commit), `ignore` (leave it as it is), "
+    "`take over` (the agent stops working on this pull request)"
+)
+PULL_REQUEST_HELP = (
+    "this gate is answered by GitHub: review the pull request, merge it or close it; "
+    "to stop the task: `agent-team cancel <task>`"
+)
 
 # Longest phrases first, so "ship it" wins over a shorter prefix.
 _PLAN_WORDS: dict[str, str] = {
@@ -80,6 +101,20 @@ _PUBLISH_WORDS: dict[str, str] = {
     "no": "reject",
     "cancel": "reject",
     "👎": "reject",
+}
+
+_PR_DECISION_WORDS: dict[str, str] = {
+    "fix": "fix",
+    "fix it": "fix",
+    "retry": "fix",
+    "try again": "fix",
+    "ignore": "ignore",
+    "leave it": "ignore",
+    "skip": "ignore",
+    "take over": "takeover",
+    "takeover": "takeover",
+    "mine": "takeover",
+    "stop": "takeover",
 }
 
 # What may follow an approval word other than `publish`: punctuation and spaces only.
@@ -179,10 +214,82 @@ class PublishAnswer(BaseModel):
         return self
 
 
+class FeedbackItem(BaseModel):
+    """One review, review comment or PR comment that asks for a change."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    key: str = Field(min_length=1, max_length=200)  # its `pr_events` key
+    kind: Literal["review", "review_comment", "comment"]
+    id: int
+    user: str = Field(min_length=1, max_length=100)
+    body: str = Field(max_length=4000)
+    path: str | None = Field(default=None, max_length=1000)
+    line: int | None = None
+    # The first comment of its review thread: where the reply goes, which thread resolves.
+    thread_comment_id: int | None = None
+    url: str | None = Field(default=None, max_length=1000)
+
+
+class FailedCheck(BaseModel):
+    """A red check on the head commit, with what its log says (redacted)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(min_length=1, max_length=300)
+    conclusion: str = Field(max_length=50)
+    url: str | None = Field(default=None, max_length=1000)
+    excerpt: str = Field(default="", max_length=4000)
+    rerun: bool = False  # its failed jobs were rerun once on this head already
+
+
+class PullRequestAnswer(BaseModel):
+    """What happened on the pull request: the watcher's answer to the PR gate.
+
+    People do not type it (the text form is refused with how to answer instead):
+    GitHub answers, through the watcher, as the reviewer who wrote the feedback.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    decision: Literal["merged", "closed", "feedback", "ci_failed"]
+    text: str = Field(default="", max_length=4000)
+    head_sha: str | None = Field(default=None, max_length=64)
+    items: tuple[FeedbackItem, ...] = Field(default=(), max_length=50)
+    checks: tuple[FailedCheck, ...] = Field(default=(), max_length=20)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_typed(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            raise ValueError(PULL_REQUEST_HELP)
+        return data
+
+    @model_validator(mode="after")
+    def _what_each_needs(self) -> PullRequestAnswer:
+        if self.decision == "feedback" and not self.items:
+            raise ValueError("feedback names at least one review or comment")
+        if self.decision == "ci_failed" and not self.checks:
+            raise ValueError("a CI failure names at least one failed check")
+        return self
+
+
+class PrDecisionAnswer(BaseModel):
+    """fix / ignore / take over, when the loop after the PR needs a person."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    decision: Literal["fix", "ignore", "takeover"]
+    text: str = Field(default="", max_length=4000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, data: Any) -> Any:
+        return _decision_from_text(data, _PR_DECISION_WORDS, "a decision", PR_DECISION_HELP)
+
+
 ANSWER_MODELS: dict[str, type[BaseModel]] = {
     QuestionKind.CLARIFY.value: ClarifyAnswer,
     QuestionKind.PLAN_DECISION.value: PlanDecisionAnswer,
     QuestionKind.CONFLUENCE_APPROVAL.value: PublishAnswer,
+    QuestionKind.PULL_REQUEST.value: PullRequestAnswer,
+    QuestionKind.PR_DECISION.value: PrDecisionAnswer,
 }
 
 

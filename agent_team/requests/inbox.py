@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from agent_team import db
-from agent_team.exceptions import QuestionClosedError, TaskRefusedError, UnknownTaskError
+from agent_team.exceptions import (
+    InvalidAnswerError,
+    QuestionClosedError,
+    TaskRefusedError,
+    UnknownTaskError,
+)
 from agent_team.requests.actors import INTERNAL, Actor
-from agent_team.requests.answers import closed_message, parse_answer
+from agent_team.requests.answers import PULL_REQUEST_HELP, closed_message, parse_answer
 from agent_team.requests.limits import check_task_size
 from agent_team.task_model import (
     TERMINAL_STATUSES,
     CommandKind,
+    QuestionKind,
     QuestionStatus,
     TaskKind,
     TaskStatus,
@@ -238,12 +245,20 @@ def deadline_for(kind: str, deadlines: dict[str, timedelta], now: datetime) -> d
 
 
 def submit_answer(
-    ledger: db.Ledger, question_id: str, text: str | dict[str, Any], *, via: str, now: datetime
+    ledger: db.Ledger,
+    question_id: str,
+    text: str | dict[str, Any],
+    *,
+    via: str,
+    now: datetime,
+    events: Sequence[db.NewPrEvent] = (),
 ) -> db.Question:
     """Validate `text` for the question's kind and record it if it is the first answer.
 
     `text` is what a person wrote, or an answer already in its normalised shape (the
     LangGraph API maps Agent Inbox's choices to one); both are validated the same way.
+    A pull request gate is answered by GitHub only (`via` `github:...`), naming the
+    `events` it acts on: an event acted on already refuses the answer (docs §3).
 
     Returns:
         The answered question.
@@ -260,6 +275,8 @@ def submit_answer(
         )
     if question.status != QuestionStatus.OPEN:
         raise QuestionClosedError(closed_message(question))
+    if question.kind == QuestionKind.PULL_REQUEST and not via.startswith("github:"):
+        raise InvalidAnswerError(PULL_REQUEST_HELP)
     normalised = parse_answer(question.kind, text)
     decision = normalised.get("decision")
     won = db.answer_question(
@@ -271,6 +288,7 @@ def submit_answer(
         audit=Actor.from_via(via).entry(
             "answer", question_id, {"task": question.thread_id, "decision": decision or "reply"}
         ),
+        events=events,
     )
     latest = db.get_question(ledger, question_id)
     assert latest is not None

@@ -15,7 +15,7 @@ its own wake-up and delivery, and every surface in the daemon uses that one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,6 +37,8 @@ def default_deadlines(settings: Settings) -> dict[str, timedelta]:
         QuestionKind.CLARIFY.value: timedelta(hours=settings.clarify_deadline_h),
         QuestionKind.PLAN_DECISION.value: timedelta(hours=settings.plan_deadline_h),
         QuestionKind.CONFLUENCE_APPROVAL.value: timedelta(hours=settings.confluence_deadline_h),
+        # A pull request stays open as long as its reviewers need: no deadline.
+        QuestionKind.PR_DECISION.value: timedelta(hours=settings.pr_decision_deadline_h),
     }
 
 
@@ -135,9 +137,18 @@ class TaskRequests:
         self._wake()
         return new_id
 
-    def answer(self, question_id: str, text: str | dict[str, Any], *, via: str) -> db.Question:
+    def answer(
+        self,
+        question_id: str,
+        text: str | dict[str, Any],
+        *,
+        via: str,
+        events: Sequence[db.NewPrEvent] = (),
+    ) -> db.Question:
         """Record the first valid answer and its `resume` command (see `inbox.submit_answer`)."""
-        answered = inbox.submit_answer(self.ledger, question_id, text, via=via, now=self.clock())
+        answered = inbox.submit_answer(
+            self.ledger, question_id, text, via=via, now=self.clock(), events=events
+        )
         self._wake()
         return answered
 

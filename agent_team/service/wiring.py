@@ -41,6 +41,7 @@ from agent_team.models.build_spend import build_spend_watch
 from agent_team.models.caller import ModelCaller
 from agent_team.models.lineup import chat_models, retry_policy
 from agent_team.nodes.common import GraphDeps
+from agent_team.nodes.pr_desk import PullRequestHook
 from agent_team.nodes.publish import Publish, PublishHook
 from agent_team.requests.task_requests import default_deadlines
 from agent_team.transports.base import Transport
@@ -179,6 +180,12 @@ def build_coordinator(
             resources.callback(lane.close)
         if publish is None and publishes(GitHubSettings.from_settings(settings)):
             publish = PublishHook()
+        # The PR is a gate (issue #29): the GitHub integration binds its desk to this hook.
+        pulls = (
+            PullRequestHook()
+            if publish is not None and settings.github_pr_gate and settings.github_repos
+            else None
+        )
         chosen = transport or LocalTransport()
         deps = GraphDeps(
             ledger=ledger,
@@ -200,6 +207,8 @@ def build_coordinator(
             outbox=settings.ledger_outbox,
             confluence=lane,
             publish=publish,
+            pulls=pulls,
+            pr_rounds=settings.github_pr_rounds,
             sandbox=sandbox,
         )
         checkpointer = ledger.checkpointer(flush_only=DURABLE_CHANNELS)

@@ -25,6 +25,9 @@ combined status), Actions workflow runs and their jobs (a job is a check run:
 same id), job logs through a 302 to a plain-text URL on this server that
 needs no token (GitHub's is a pre-signed URL on another host), and
 `rerun-failed-jobs` (a new attempt; the test scripts what it yields).
+Required checks of a base branch: classic branch protection's
+`required_status_checks` (404 "Branch not protected" / "Required status checks
+not enabled" without) and the active rules for a branch from rulesets.
 
 GraphQL at `POST /graphql` (`tests/fakes/github_graphql.py`): review threads,
 `resolveReviewThread`, `markPullRequestReadyForReview`.
@@ -35,9 +38,9 @@ over the repository's bare remote, and only with the token as Basic auth
 (`x-access-token:<token>`), as GitHub does. `git_requests` records who pushed with which header.
 
 Test-side methods (`open_pull`, `push`, `submit_review`, `set_check_run`,
-`add_workflow_run`, `script_rerun`, `merge_pull`...) change the world as a
-person or a CI would; `tests/fakes/github_webhooks.py` turns that world into
-signed webhook deliveries.
+`add_workflow_run`, `script_rerun`, `protect_branch`, `add_ruleset`,
+`merge_pull`...) change the world as a person, a CI or an admin would;
+`tests/fakes/github_webhooks.py` turns that world into signed webhook deliveries.
 """
 
 from __future__ import annotations
@@ -115,6 +118,8 @@ class FakeRepo:
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # Actions jobs too
     statuses: list[dict[str, Any]] = field(default_factory=list)
     workflow_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    protection: dict[str, dict[str, Any]] = field(default_factory=dict)  # by branch
+    rulesets: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def full_name(self) -> str:
@@ -1315,6 +1320,32 @@ class FakeGitHub:
         self.reruns.append(Rerun(repo.full_name, run_id, attempt, tuple(j["name"] for j in again)))
         return 201, {}, {}
 
+    def protect_branch(
+        self,
+        full_name: str,
+        branch: str,
+        contexts: Sequence[str] | None = (),
+        *,
+        strict: bool = False,
+    ) -> None:
+        """Classic branch protection on `branch` requiring `contexts` (None: protected,
+        but without required status checks)."""
+        with self.lock:
+            self._repo(full_name).protection[branch] = {
+                "contexts": None if contexts is None else list(contexts),
+                "strict": strict,
+            }
+
+    def add_ruleset(self, full_name: str, branch: str, contexts: Sequence[str]) -> int:
+        """An active ruleset on `branch` requiring `contexts`, beside a `deletion` rule (as
+        rulesets usually carry more than one rule); its id."""
+        with self.lock:
+            ruleset_id = self._new_id()
+            self._repo(full_name).rulesets.append(
+                {"id": ruleset_id, "branch": branch, "contexts": list(contexts)}
+            )
+            return ruleset_id
+
     def check_run_json(self, repo: FakeRepo, record: dict[str, Any]) -> dict[str, Any]:
         api = f"{self.url}/repos/{repo.full_name}"
         suite = repo.check_suites[record["_suite"]]
@@ -2241,6 +2272,54 @@ class FakeGitHub:
         log = repo.check_runs[job_id]["_job"]["log"]
         return 200, log.encode(), {"Content-Type": "text/plain; charset=utf-8"}
 
+    def _r_required_checks(
+        self, repo: FakeRepo, m: re.Match[str], _q: dict[str, str], _b: Any, _p: str
+    ) -> Reply:
+        branch = unquote(m["branch"])
+        protection = repo.protection.get(branch)
+        if protection is None:
+            return 404, {"message": "Branch not protected"}, {}
+        if protection["contexts"] is None:
+            return 404, {"message": "Required status checks not enabled"}, {}
+        url = (
+            f"{self.url}/repos/{repo.full_name}/branches/{branch}/protection/required_status_checks"
+        )
+        return (
+            200,
+            {
+                "url": url,
+                "strict": protection["strict"],
+                "contexts": protection["contexts"],
+                "contexts_url": f"{url}/contexts",
+                "checks": [{"context": c, "app_id": None} for c in protection["contexts"]],
+            },
+            {},
+        )
+
+    def _r_branch_rules(
+        self, repo: FakeRepo, m: re.Match[str], q: dict[str, str], _b: Any, path: str
+    ) -> Reply:
+        """Active rules for a branch (which need not exist), each with its ruleset."""
+        branch = unquote(m["branch"])
+        rules: list[dict[str, Any]] = []
+        for ruleset in repo.rulesets:
+            if ruleset["branch"] != branch:
+                continue
+            source = {
+                "ruleset_source_type": "Repository",
+                "ruleset_source": repo.full_name,
+                "ruleset_id": ruleset["id"],
+            }
+            rules.append({"type": "deletion", **source})
+            checks = [{"context": c, "integration_id": None} for c in ruleset["contexts"]]
+            parameters = {
+                "strict_required_status_checks_policy": False,
+                "do_not_enforce_on_create": False,
+                "required_status_checks": checks,
+            }
+            rules.append({"type": "required_status_checks", "parameters": parameters, **source})
+        return self._paged_list(rules, path, q)
+
     def _r_rerun_failed(
         self, repo: FakeRepo, m: re.Match[str], _q: dict[str, str], _b: Any, _p: str
     ) -> Reply:
@@ -2294,6 +2373,8 @@ def _route_table() -> list[tuple[str, re.Pattern[str], Callable[..., Reply]]]:
         ("POST", r"actions/runs/(?P<id>\d+)/rerun", g._r_rerun),
         ("GET", r"actions/jobs/(?P<id>\d+)", g._r_get_job),
         ("GET", r"actions/jobs/(?P<id>\d+)/logs", g._r_job_logs),
+        ("GET", r"branches/(?P<branch>.+)/protection/required_status_checks", g._r_required_checks),
+        ("GET", r"rules/branches/(?P<branch>.+)", g._r_branch_rules),
     ]
     return [(verb, re.compile(pattern), handler) for verb, pattern, handler in table]
 

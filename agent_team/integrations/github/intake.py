@@ -279,6 +279,39 @@ class GitHubClient:
                 status=response.status_code,
             ) from None
 
+    def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        """One GraphQL call and its `data`: resolving a thread and marking a pull
+        request ready exist only there, not in REST.
+
+        The endpoint sits beside the REST root, not under it: `https://api.github.com`
+        -> `https://api.github.com/graphql`, Enterprise's `https://host/api/v3` ->
+        `https://host/api/graphql`, any other base (the loopback fake) -> `<base>/graphql`.
+
+        Raises:
+            GitHubError: an error status; GraphQL `errors`, which come with a 200
+                (named by the first one's type and message); or no `data` object.
+        """
+        base = str(self._options["base_url"]).rstrip("/")
+        url = base.removesuffix("/v3") if base.endswith("/api/v3") else base
+        answer = self.json("POST", f"{url}/graphql", json={"query": query, "variables": variables})
+        errors = answer.get("errors") if isinstance(answer, dict) else None
+        if errors:
+            first = errors[0] if isinstance(errors, list) and isinstance(errors[0], dict) else {}
+            extensions = first.get("extensions")
+            code = extensions.get("code") if isinstance(extensions, dict) else None
+            kind = first.get("type") or code or "ERROR"
+            message = str(first.get("message", "no message"))[:300]
+            raise GitHubError(
+                self.clean(
+                    f"GitHub's GraphQL API answered {kind}: {message}; check the repository, "
+                    "the pull request and the token's pull_requests:write permission"
+                )
+            )
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, dict):
+            raise GitHubError("GitHub's GraphQL API answered without a `data` object")
+        return data
+
     def describe(self, response: httpx.Response) -> str:
         """One line for an error response: status, path and GitHub's message."""
         message = ""

@@ -21,6 +21,7 @@ import httpx
 from agent_team import db
 from agent_team.config import Settings
 from agent_team.health.loops import Loop
+from agent_team.integrations.github.follow_up import FollowUpDesk
 from agent_team.integrations.github.intake import (
     GitHubClient,
     GitHubIntake,
@@ -28,9 +29,12 @@ from agent_team.integrations.github.intake import (
     make_client,
 )
 from agent_team.integrations.github.pr import PullRequestPublisher
+from agent_team.integrations.github.pr_replies import PullRequestWrites
+from agent_team.integrations.github.pr_watch import PullRequestWatcher, WatchReport
 from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.integrations.github.status import StatusCommenter
 from agent_team.integrations.github.webhook import WebhookHandler
+from agent_team.nodes.pr_desk import PullRequestHook
 from agent_team.nodes.publish import PublishHook
 
 if TYPE_CHECKING:
@@ -90,6 +94,9 @@ class GitHubIntegration:
     commenter: StatusCommenter | None
     publisher: PullRequestPublisher | None = None
     poll_lease: LoopLease | None = None  # None: this process polls whenever asked
+    # The PR gate's answerer (None: the graph has no PR gate) and its loop's lease.
+    watcher: PullRequestWatcher | None = None
+    watch_lease: LoopLease | None = None
     totals: PollReport = field(default_factory=PollReport)
     _totals_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -135,8 +142,27 @@ class GitHubIntegration:
         intake = GitHubIntake(
             github, coordinator.ledger, coordinator.start_task, client, clock=coordinator.clock
         )
+        watcher = None
+        pulls_hook = coordinator.deps.pulls
+        if isinstance(pulls_hook, PullRequestHook) and publisher is not None:
+            pulls_hook.bind(FollowUpDesk(publisher, PullRequestWrites(client, coordinator.ledger)))
+            watcher = PullRequestWatcher(
+                client,
+                coordinator.ledger,
+                coordinator.requests,
+                reviewers=github.reviewers,
+                handle=github.handle,
+                clock=coordinator.clock,
+            )
+            if not github.reviewers:
+                log.info(
+                    "github: no AGENT_TEAM_GITHUB_REVIEWERS: reviews are not acted on; a merge "
+                    "or a close of a task's pull request still ends the task"
+                )
         secret = github.webhook_secret
-        webhook = WebhookHandler(intake, secret.get_secret_value() if secret else None)
+        webhook = WebhookHandler(
+            intake, secret.get_secret_value() if secret else None, watcher=watcher
+        )
         commenter = None
         if github.comment:
             commenter = StatusCommenter(
@@ -147,7 +173,22 @@ class GitHubIntegration:
             )
         # Several daemons on one database poll by turns: one rate limit spent, not one each.
         poll_lease = coordinator.loop_lease("github-poller", every_s=github.poll_s)
-        return cls(github, client, intake, webhook, commenter, publisher, poll_lease)
+        watch_lease = (
+            coordinator.loop_lease("github-pulls", every_s=github.pr_poll_s)
+            if watcher is not None
+            else None
+        )
+        return cls(
+            github,
+            client,
+            intake,
+            webhook,
+            commenter,
+            publisher,
+            poll_lease,
+            watcher=watcher,
+            watch_lease=watch_lease,
+        )
 
     def routes(self) -> Sequence[BaseRoute]:
         return [self.webhook.route()]
@@ -156,7 +197,27 @@ class GitHubIntegration:
         poller = partial(
             self.poll_forever, beat=lambda: health.beat("github-poller"), set_fact=health.set_fact
         )
-        return [Loop("github-poller", poller)]
+        loops = [Loop("github-poller", poller)]
+        if self.watcher is not None:
+            watch = partial(self.watch_forever, beat=lambda: health.beat("github-pulls"))
+            loops.append(Loop("github-pulls", watch))
+        return loops
+
+    def watch_pulls(self) -> WatchReport:
+        """One look at every watched pull request (`tick`, and the loop's pass)."""
+        if self.watcher is None:
+            return WatchReport()
+        return self.watcher.poll_once()
+
+    def watch_forever(
+        self, stop: threading.Event, first: bool, *, beat: Callable[[], None]
+    ) -> None:
+        """The daemon's `github-pulls` loop: a pass every `AGENT_TEAM_GITHUB_PR_POLL_S`."""
+        while not stop.is_set():
+            if self.watch_lease is None or self.watch_lease.turn():
+                self.watch_pulls()
+            beat()
+            stop.wait(self.settings.pr_poll_s)
 
     def observers(self) -> Sequence[TaskObserver]:
         return [self.commenter] if self.commenter is not None else []

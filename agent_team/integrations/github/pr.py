@@ -151,6 +151,12 @@ class PullRequestPublisher:
             return None
         repo, number = where
         branch, commit = str(build["branch"]), str(build["commit"])
+        self.push(task.id, repo, self.checkout_for(state, repo), branch, commit)
+        # The PR gate (nodes.pull_request) follows this PR: where it lives, the head it has.
+        return {**self.open_pr(task, repo, number, branch), "repo": repo, "head": commit}
+
+    def checkout_for(self, state: TaskState, repo: str) -> Path:
+        """The repository the task's builds are recorded in (the build's and follow-ups')."""
         named = state.get("repo")
         checkout = self._built_in(named) if named else self.default_repo_path
         if checkout is None:
@@ -158,8 +164,7 @@ class PullRequestPublisher:
                 "cannot push: the task names no repository and AGENT_TEAM_REPO_PATH is not "
                 "set; point it at a clone of " + repo
             )
-        self.push(task.id, repo, checkout, branch, commit)
-        return self.open_pr(task, repo, number, branch)
+        return checkout
 
     def _built_in(self, named: str) -> Path:
         """The repository the build was recorded in: a local clone, or a remote's mirror."""
@@ -182,9 +187,24 @@ class PullRequestPublisher:
         """Where `repo`'s branches go: from the settings, never from the checkout's config."""
         return f"{self.host_url}{repo}.git"
 
-    def push(self, task_id: str, repo: str, checkout: Path, branch: str, commit: str) -> None:
-        """Push `commit` to `refs/heads/<branch>` of `repo`, from an isolated repository."""
-        effect_id = f"github:push:{task_id}"
+    def push(
+        self,
+        task_id: str,
+        repo: str,
+        checkout: Path,
+        branch: str,
+        commit: str,
+        *,
+        effect_id: str | None = None,
+        crash: Callable[[str], None] | None = None,
+    ) -> None:
+        """Push `commit` to `refs/heads/<branch>` of `repo`, from an isolated repository.
+
+        A fast-forward only: a follow-up (`effect_id` names its round) never rewrites
+        what reviewers saw, and a branch someone else moved is refused, not overwritten.
+        `crash` is the test hook's (`AGENT_TEAM_CRASH_AT=pr_open:pushing|pushed`).
+        """
+        effect_id = effect_id or f"github:push:{task_id}"
         url = self.push_url(repo)
         request = {"branch": branch, "commit": commit, "url": url}
         effect = db.begin_effect(
@@ -192,6 +212,8 @@ class PullRequestPublisher:
         )
         if effect.state == "done" and effect.result_ref == commit:
             return  # pushing again would change nothing
+        if crash is not None:
+            crash("pushing")
         git = shutil.which("git")
         if git is None:
             raise GitHubError("git is not on PATH; install git to push task branches")
@@ -227,6 +249,8 @@ class PullRequestPublisher:
                 f"{output}; check the repository, the build commit and the token's "
                 "contents:write permission"
             )
+        if crash is not None:
+            crash("pushed")
         db.finish_effect(self.ledger, effect_id=effect_id, result_ref=commit, request=request)
 
     def _common_dir(self, git: str, checkout: Path) -> Path:

@@ -21,9 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from agent_team.integrations.github.intake import GitHubClient, GitHubError
+from agent_team.integrations.github.wire import Wire, checked
 
 __all__ = [
     "CheckRun",
@@ -36,21 +35,16 @@ __all__ = [
 Outcome = Literal["open", "merged", "closed"]
 
 
-class _Wire(BaseModel):
-    # GitHub adds fields over time: unknown ones are ignored, the ones we use are checked.
-    model_config = ConfigDict(extra="ignore")
-
-
-class _User(_Wire):
+class _User(Wire):
     login: str
 
 
-class _Ref(_Wire):
+class _Ref(Wire):
     ref: str
     sha: str
 
 
-class _Pull(_Wire):
+class _Pull(Wire):
     number: int
     node_id: str
     state: Literal["open", "closed"]
@@ -61,7 +55,7 @@ class _Pull(_Wire):
     base: _Ref
 
 
-class _Review(_Wire):
+class _Review(Wire):
     id: int
     node_id: str
     user: _User | None = None  # a deleted account's review has no user
@@ -71,7 +65,7 @@ class _Review(_Wire):
     submitted_at: str | None = None
 
 
-class _ReviewComment(_Wire):
+class _ReviewComment(Wire):
     id: int
     node_id: str
     user: _User | None = None
@@ -83,13 +77,23 @@ class _ReviewComment(_Wire):
     pull_request_review_id: int | None = None
 
 
-class _CheckRun(_Wire):
+class _Suite(Wire):
+    id: int
+
+
+class _App(Wire):
+    slug: str | None = None
+
+
+class _CheckRun(Wire):
     id: int
     name: str
     status: str
     conclusion: str | None = None
     head_sha: str
     details_url: str | None = None
+    check_suite: _Suite | None = None  # nullable in GitHub's schema
+    app: _App | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +154,8 @@ class CheckRun:
     conclusion: str | None  # success, failure, timed_out, cancelled, ... once completed
     head_sha: str
     details_url: str | None
+    suite_id: int | None = None  # an Actions job's suite is its workflow run's
+    app: str | None = None  # the reporting app's slug (`github-actions`)
 
     @property
     def failed(self) -> bool:
@@ -158,14 +164,6 @@ class CheckRun:
             "timed_out",
             "startup_failure",
         )
-
-
-def _checked(model: type[_Wire], data: Any, what: str) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        fields = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors())
-        raise GitHubError(f"GitHub sent a malformed {what} (bad {fields})") from None
 
 
 class PullRequests:
@@ -196,7 +194,7 @@ class PullRequests:
             data = response.json()
         except ValueError:
             raise GitHubError(f"GitHub sent malformed JSON for pull {repo}#{number}") from None
-        pull = _checked(_Pull, data, f"pull request {repo}#{number}")
+        pull = checked(_Pull, data, f"pull request {repo}#{number}")
         state = PullState(
             number=pull.number,
             node_id=pull.node_id,
@@ -215,7 +213,7 @@ class PullRequests:
         found = []
         for page in self.client.pages(f"repos/{repo}/pulls/{number}/reviews"):
             for item in page:
-                review = _checked(_Review, item, f"review on {repo}#{number}")
+                review = checked(_Review, item, f"review on {repo}#{number}")
                 found.append(
                     Review(
                         id=review.id,
@@ -234,7 +232,7 @@ class PullRequests:
         found = []
         for page in self.client.pages(f"repos/{repo}/pulls/{number}/comments"):
             for item in page:
-                comment = _checked(_ReviewComment, item, f"review comment on {repo}#{number}")
+                comment = checked(_ReviewComment, item, f"review comment on {repo}#{number}")
                 found.append(
                     ReviewComment(
                         id=comment.id,
@@ -254,7 +252,7 @@ class PullRequests:
         """The latest check run of each check on a commit (GitHub's default `filter=latest`)."""
         runs = []
         for item in self._wrapped(f"repos/{repo}/commits/{sha}/check-runs", "check_runs"):
-            run = _checked(_CheckRun, item, f"check run on {repo}@{sha[:12]}")
+            run = checked(_CheckRun, item, f"check run on {repo}@{sha[:12]}")
             runs.append(
                 CheckRun(
                     id=run.id,
@@ -263,6 +261,8 @@ class PullRequests:
                     conclusion=run.conclusion,
                     head_sha=run.head_sha,
                     details_url=run.details_url,
+                    suite_id=run.check_suite.id if run.check_suite else None,
+                    app=run.app.slug if run.app else None,
                 )
             )
         return runs

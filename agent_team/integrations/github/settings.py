@@ -36,6 +36,11 @@ class GitHubSettings:
     ledger_target: str | Path  # what db.open_ledger opens: a SQLite path or a URL
     repo_path: Path | None
     state_dir: Path  # where mirrors of remote repositories live (`builders.repos`)
+    # The loop after the pull request (issue #29)
+    pr_gate: bool = True
+    reviewers: tuple[str, ...] = ()
+    handle: str = "@agent-team"
+    pr_poll_s: float = 60.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GitHubSettings:
@@ -56,6 +61,10 @@ class GitHubSettings:
             ledger_target=settings.ledger_target,
             repo_path=settings.repo_path,
             state_dir=settings.state_folder(),
+            pr_gate=settings.github_pr_gate,
+            reviewers=tuple(settings.github_reviewers),
+            handle=settings.github_handle,
+            pr_poll_s=settings.github_pr_poll_s,
         )
 
     def checkout_paths(self) -> dict[str, Path]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from agent_team import db
 from agent_team.integrations.github.intake import SOURCE, GitHubClient, GitHubError, parse_issue_url
+from agent_team.task_model import Phase
 
 __all__ = ["StatusCommenter", "comment_body", "marker"]
 
@@ -40,6 +41,8 @@ def marker(task_id: str) -> str:
 
 def comment_body(task: db.Task, event: str, text: str, dashboard_url: str | None) -> str:
     headline = _HEADLINES.get(event, event)
+    if event == "waiting" and task.phase == Phase.PR_OPEN:
+        headline = "pull request open"  # waiting on its reviewers, CI and a merge
     detail = " ".join(text.split())
     if len(detail) > _TEXT_LIMIT:
         detail = detail[: _TEXT_LIMIT - 1] + "…"

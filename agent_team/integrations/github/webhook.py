@@ -1,5 +1,10 @@
 """`POST /github/webhook`: signed issue events feed the same intake path as the poller.
 
+Pull request events (`pull_request`, `pull_request_review`,
+`pull_request_review_comment`, and `issue_comment` on a PR) only say "look at
+this PR now": the PR gate's watcher reads it from GitHub and acts on what it
+reads (`pr_watch.PullRequestWatcher.check`), never on the delivery's body.
+
 Order matters: the signature is checked on the raw body before
 anything is parsed or stored; with no secret configured every request gets
 503 (we cannot tell GitHub from anyone else). Only then is the delivery id
@@ -34,6 +39,7 @@ from agent_team.integrations.github.intake import (
     PollReport,
     issue_source,
 )
+from agent_team.integrations.github.pr_watch import PullRequestWatcher
 from agent_team.integrations.refusals import RefusalLog, outage_reason
 
 __all__ = ["MAX_BODY_BYTES", "WebhookHandler", "WebhookReply", "sign", "verify_signature"]
@@ -78,12 +84,42 @@ class _IssuesEvent(BaseModel):
     label: dict[str, Any] | None = None
 
 
+class _Numbered(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    number: int
+    pull_request: dict[str, Any] | None = None  # on an issue: set when it is a PR
+
+
+class _PullEvent(BaseModel):
+    """The part of a PR event the watcher needs: which PR of which repository."""
+
+    model_config = ConfigDict(extra="ignore")
+    repository: _Repository
+    pull_request: _Numbered | None = None
+    issue: _Numbered | None = None
+
+    def number(self) -> int | None:
+        if self.pull_request is not None:
+            return self.pull_request.number
+        if self.issue is not None and self.issue.pull_request is not None:
+            return self.issue.number
+        return None
+
+
+PULL_EVENTS = frozenset(
+    {"pull_request", "pull_request_review", "pull_request_review_comment", "issue_comment"}
+)
+
+
 class WebhookHandler:
     """Turns one webhook request into a reply; thin: verify, de-dup, validate, ingest."""
 
-    def __init__(self, intake: GitHubIntake, secret: str | None) -> None:
+    def __init__(
+        self, intake: GitHubIntake, secret: str | None, *, watcher: PullRequestWatcher | None = None
+    ) -> None:
         self.intake = intake
         self.secret = secret
+        self.watcher = watcher
         # Anyone can post here: a refusal is one short line per source a minute, no body.
         self.refusals = RefusalLog(log, "github webhook")
         # A ledger that cannot be written: 503, and as bounded a log as a refusal's.
@@ -113,6 +149,8 @@ class WebhookHandler:
             return WebhookReply(400, {"error": f"body refused: {exc}"})
         if event == "ping":
             return WebhookReply(200, {"ok": True, "pong": True})
+        if event in PULL_EVENTS:
+            return self._pull_event(event, payload, delivery)
         if event != "issues":
             return WebhookReply(202, {"ignored": f"event {event or '(none)'}"})
         try:
@@ -133,6 +171,41 @@ class WebhookHandler:
         if reply.status >= 500:
             self._release(delivery)  # GitHub's redelivery keeps the id: let it through
         return reply
+
+    def _pull_event(self, event: str, payload: Any, delivery: str) -> WebhookReply:
+        if self.watcher is None:
+            return WebhookReply(202, {"ignored": "the pull request gate is off"})
+        try:
+            parsed = _PullEvent.model_validate(payload)
+        except ValidationError as exc:
+            fields = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors())
+            log.warning(
+                "github webhook: delivery %s is malformed (bad %s); ignored", delivery, fields
+            )
+            return WebhookReply(400, {"error": f"malformed {event} event: bad {fields}"})
+        repo = parsed.repository.full_name
+        number = parsed.number()
+        if number is None:
+            return WebhookReply(202, {"ignored": "not about a pull request"})
+        if repo.lower() not in self.intake.repos:
+            log.warning(
+                "github webhook: delivery %s is for %s, which is not in AGENT_TEAM_GITHUB_REPOS; "
+                "ignored",
+                delivery,
+                repo,
+            )
+            return WebhookReply(202, {"ignored": "repository not configured"})
+        if db.find_pull_request(self.intake.ledger, repo, number) is None:
+            log.info("github webhook: %s#%d belongs to no task; ignored", repo, number)
+            return WebhookReply(202, {"ignored": "no task owns this pull request"})
+        if not db.claim_event(self.intake.ledger, source=DELIVERY_SOURCE, event_id=delivery):
+            return WebhookReply(200, {"duplicate": True})
+        try:
+            what = self.watcher.check(repo, number)
+        except BaseException:
+            self._release(delivery)
+            raise
+        return WebhookReply(200, {"pull_request": what})
 
     def _count(self, repo: str, kind: str, created: int) -> None:
         # `intake status` counts every task intake made, not only the poller's.

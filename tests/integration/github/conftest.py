@@ -14,13 +14,16 @@ import pytest
 
 from agent_team import db
 from agent_team.config import Settings, load_settings
-from agent_team.integrations.github.intake import GitHubIntake, make_client
+from agent_team.integrations.github.intake import GitHubIntake, make_client, task_id_for
+from agent_team.integrations.github.integration import GitHubIntegration
 from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.requests import inbox
+from agent_team.service.wiring import build_runtime
 from tests.fakes.github_api import FakeGitHub
 
 TOKEN = "ghp_" + "T0kenForTests" * 3  # token-shaped, so the pattern redaction applies too
 APP = "acme/app"
+WEBHOOK_SECRET = "hook-secret-for-tests"
 LIB = "Acme/Lib"  # mixed case on purpose: GitHub names ignore case
 APP_ISSUES = 250
 APP_PULLS = 12
@@ -154,3 +157,61 @@ def clone_with_bare_origin(tmp_path: Path) -> tuple[Path, Path]:
     git(clone, "remote", "add", "origin", str(bare))
     git(clone, "push", "-q", "origin", "main")
     return clone, bare
+
+
+# Clear enough for the offline model to plan without a clarifying question.
+LONG_BODY = (
+    "The login page should remember the user's email address between visits.\n"
+    "- Store the email in a cookie after a successful login\n"
+    "- Prefill the email field when the cookie is present\n"
+    "- Add a test that covers both paths\n"
+)
+
+
+@dataclass
+class Setup:
+    fake: FakeGitHub
+    settings: Settings
+    clone: Path
+    bare: Path
+    number: int
+
+    @property
+    def task_id(self) -> str:
+        return task_id_for(APP, self.number)
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    clone, bare = clone_with_bare_origin(tmp_path)
+    with FakeGitHub(token=TOKEN) as fake:
+        fake.add_repo(APP, remote=bare)
+        number = fake.add_issue(
+            APP, labels=("agent-team",), title="Remember the email", body=LONG_BODY
+        )
+        settings = make_settings(
+            tmp_path,
+            fake,
+            github_repos=APP,
+            github_comment=True,
+            github_open_pr=True,
+            github_checkouts=f"{APP}={clone}",
+            github_reviewers="reviewer",
+            github_webhook_secret=WEBHOOK_SECRET,
+            dashboard_url="http://agent-team.example/",
+        )
+        yield Setup(fake, settings, clone, bare, number)
+
+
+class Process:
+    """What one agent-team process builds (the composition root): coordinator and GitHub parts."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.runtime = build_runtime(settings, only={GitHubIntegration.name})
+        self.coordinator = self.runtime.coordinator
+        (github,) = self.runtime.integrations
+        assert isinstance(github, GitHubIntegration)
+        self.github = github
+
+    def close(self) -> None:
+        self.runtime.close()

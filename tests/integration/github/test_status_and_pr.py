@@ -4,83 +4,27 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent_team import db
-from agent_team.config import Settings
 from agent_team.integrations.github.intake import task_id_for
-from agent_team.integrations.github.integration import GitHubIntegration, make_publisher
+from agent_team.integrations.github.integration import make_publisher
 from agent_team.integrations.github.settings import GitHubSettings
 from agent_team.integrations.github.status import marker
-from agent_team.service.wiring import build_runtime
 from tests.fakes.github_api import FakeGitHub
 from tests.integration.github.conftest import (
     APP,
+    LONG_BODY,
     TOKEN,
+    Process,
+    Setup,
     clone_with_bare_origin,
     git,
     make_settings,
 )
-
-# Clear enough for the offline model to plan without a clarifying question.
-LONG_BODY = (
-    "The login page should remember the user's email address between visits.\n"
-    "- Store the email in a cookie after a successful login\n"
-    "- Prefill the email field when the cookie is present\n"
-    "- Add a test that covers both paths\n"
-)
-
-
-@dataclass
-class Setup:
-    fake: FakeGitHub
-    settings: Settings
-    clone: Path
-    bare: Path
-    number: int
-
-    @property
-    def task_id(self) -> str:
-        return task_id_for(APP, self.number)
-
-
-@pytest.fixture
-def setup(tmp_path: Path) -> Iterator[Setup]:
-    clone, bare = clone_with_bare_origin(tmp_path)
-    with FakeGitHub(token=TOKEN) as fake:
-        fake.add_repo(APP, remote=bare)
-        number = fake.add_issue(
-            APP, labels=("agent-team",), title="Remember the email", body=LONG_BODY
-        )
-        settings = make_settings(
-            tmp_path,
-            fake,
-            github_repos=APP,
-            github_comment=True,
-            github_open_pr=True,
-            github_checkouts=f"{APP}={clone}",
-            dashboard_url="http://agent-team.example/",
-        )
-        yield Setup(fake, settings, clone, bare, number)
-
-
-class Process:
-    """What one agent-team process builds (the composition root): coordinator and GitHub parts."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.runtime = build_runtime(settings, only={GitHubIntegration.name})
-        self.coordinator = self.runtime.coordinator
-        (github,) = self.runtime.integrations
-        assert isinstance(github, GitHubIntegration)
-        self.github = github
-
-    def close(self) -> None:
-        self.runtime.close()
 
 
 def posts(fake: FakeGitHub, path: str) -> list[Any]:
@@ -109,7 +53,7 @@ def test_the_comment_is_edited_across_a_restart_and_one_draft_pr_is_opened(
     second.coordinator.tick(until_idle=True, timeout_s=60)
 
     task = db.get_task(second.coordinator.ledger, setup.task_id)
-    assert task is not None and task.status == "done"
+    assert task is not None and (task.status, task.phase) == ("waiting", "pr_open")
     (pull,) = fake.repos[APP].pulls
     assert pull["draft"] is True and pull["body"].startswith(f"Closes #{setup.number}")
     assert pull["base"]["ref"] == "main" and pull["title"] == "Remember the email"
@@ -121,11 +65,25 @@ def test_the_comment_is_edited_across_a_restart_and_one_draft_pr_is_opened(
         git(setup.bare, "rev-parse", f"refs/heads/{pull['head']['ref']}")
         == state["build"]["commit"]
     )
-    assert state["pull_request"] == {"url": pull["html_url"], "number": pull["number"]}
+    assert state["pull_request"] == {
+        "url": pull["html_url"],
+        "number": pull["number"],
+        "repo": APP,
+        "head": state["build"]["commit"],
+    }
     (comment,) = fake.comments_on(APP, setup.number)
-    assert "**done**" in comment["body"] and pull["html_url"] in comment["body"]
+    assert "**pull request open**" in comment["body"] and pull["html_url"] in comment["body"]
+    # Merged on GitHub: the PR gate ends the task, and the same comment says so.
+    fake.merge_pull(APP, pull["number"])
+    assert second.github.watch_pulls().answered == 1
+    second.coordinator.tick(until_idle=True, timeout_s=60)
+    task = db.get_task(second.coordinator.ledger, setup.task_id)
+    assert task is not None and task.status == "done"
+    (comment,) = fake.comments_on(APP, setup.number)
+    assert "**done**" in comment["body"] and f"{pull['html_url']} merged" in comment["body"]
     assert len(posts(fake, comments_path)) == 1
-    assert len(fake.seen("PATCH")) == 2  # `waiting` before the restart, `done` after
+    # `waiting` before the restart, `waiting` on the PR, `done` after the merge.
+    assert len(fake.seen("PATCH")) == 3
     effect = db.get_effect(second.coordinator.ledger, f"github:pr:{setup.task_id}")
     assert effect is not None and effect.state == "done"
     assert effect.result_ref == str(pull["number"])
@@ -243,7 +201,7 @@ def test_a_failed_push_parks_clearly_without_the_token_and_retry_publishes(
     process.coordinator.tick(until_idle=True, timeout_s=60)
 
     task = db.get_task(process.coordinator.ledger, setup.task_id)
-    assert task is not None and task.status == "done"
+    assert task is not None and (task.status, task.phase) == ("waiting", "pr_open")
     assert len(setup.fake.repos[APP].pulls) == 1
     (comment,) = setup.fake.comments_on(APP, setup.number)
     assert "pull" in comment["body"]
@@ -367,7 +325,7 @@ def test_an_issue_without_a_configured_clone_builds_from_its_mirror_and_pushes_f
         process.coordinator.tick(until_idle=True, timeout_s=60)
 
         task = db.get_task(process.coordinator.ledger, task_id)
-        assert task is not None and task.status == "done", task
+        assert task is not None and (task.status, task.phase) == ("waiting", "pr_open"), task
         state = process.coordinator.graph.get_state({"configurable": {"thread_id": task_id}}).values
         commit = state["build"]["commit"]
         # Built on the remote's main as fetched (with the token: the fake refuses without it)...

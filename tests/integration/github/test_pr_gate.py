@@ -1,0 +1,234 @@
+"""The pull request is a gate: reviews become follow-up commits, a merge or a close ends the task.
+
+Through a real coordinator, the offline builder, real git pushes to the loopback
+GitHub's bare remote, and the watcher reading the fake over HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from agent_team import db
+from agent_team.exceptions import InvalidAnswerError
+from agent_team.integrations.github.pr_watch import MARKER
+from tests.fakes.github_webhooks import GitHubWebhooks
+from tests.integration.github.conftest import APP, WEBHOOK_SECRET, Process, Setup, git
+
+
+def open_pr(process: Process, setup: Setup) -> dict[str, Any]:
+    """Intake, plan approved, build, draft PR: the task now waits on its PR gate."""
+    assert process.github.poll().tasks_created == 1
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+    (question,) = db.list_questions(process.coordinator.ledger, status="open")
+    process.coordinator.answer(question.question_id, "approve")
+    process.coordinator.tick(until_idle=True, timeout_s=60)
+    (pull,) = setup.fake.repos[APP].pulls
+    return pull
+
+
+def task_of(process: Process, setup: Setup) -> db.Task:
+    task = db.get_task(process.coordinator.ledger, setup.task_id)
+    assert task is not None
+    return task
+
+
+def open_gate(process: Process) -> db.Question:
+    (question,) = db.list_questions(process.coordinator.ledger, status="open")
+    return question
+
+
+def state_of(process: Process, setup: Setup) -> dict[str, Any]:
+    config = {"configurable": {"thread_id": setup.task_id}}
+    return dict(process.coordinator.graph.get_state(config).values)
+
+
+def doc_path(setup: Setup) -> str:
+    return f"docs/agent-team/{setup.task_id.replace('/', '-').replace('#', '-')}.md"
+
+
+def test_a_review_makes_one_follow_up_then_a_merge_ends_the_task(setup: Setup) -> None:
+    process = Process(setup.settings)
+    try:
+        pull = open_pr(process, setup)
+        task = task_of(process, setup)
+        assert (task.status, task.phase) == ("waiting", "pr_open")
+        assert open_gate(process).kind == "pull_request"
+        row = db.get_pull_request(process.coordinator.ledger, setup.task_id)
+        assert row is not None and (row.repo, row.number, row.state) == (
+            APP,
+            pull["number"],
+            "open",
+        )
+        first_head = pull["head"]["sha"]
+
+        path = git(setup.bare, "show", "--name-only", "--format=", first_head).splitlines()[0]
+        review = setup.fake.submit_review(
+            APP,
+            pull["number"],
+            user="reviewer",
+            state="REQUEST_CHANGES",
+            comments=[
+                {"path": path, "line": 1, "body": "Say which cookie holds the email."},
+                {"path": path, "line": 3, "body": "Name the test file."},
+            ],
+        )
+        report = process.github.watch_pulls()
+        assert report.answered == 1
+        assert process.github.watch_pulls().answered == 0  # the gate is answered: no second
+
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        task = task_of(process, setup)
+        assert (task.status, task.phase) == ("waiting", "pr_open")
+        # One follow-up commit on the PR's branch, on top of the build.
+        (pull,) = setup.fake.repos[APP].pulls
+        head = git(setup.bare, "rev-parse", f"refs/heads/{pull['head']['ref']}")
+        assert head != first_head
+        assert git(setup.bare, "rev-parse", f"{head}^") == first_head
+        shown = git(setup.bare, "show", f"{head}:{path}")
+        assert "Say which cookie holds the email." in shown and "Never skip" in shown
+        # Two replies, two resolved threads, one summary, the reviewer asked again.
+        comments = list(setup.fake.repos[APP].review_comments.values())
+        replies = [c for c in comments if c["in_reply_to_id"] is not None]
+        assert len(replies) == 2 and all(head[:12] in c["body"] for c in replies)
+        threads = [
+            t for t in setup.fake.repos[APP].threads.values() if t["_pull"] == pull["number"]
+        ]
+        assert len(threads) == 2 and all(t["resolved"] for t in threads)
+        summaries = [c for c in setup.fake.comments_on(APP, pull["number"]) if MARKER in c["body"]]
+        assert len(summaries) == 1 and "Follow-up 1" in summaries[0]["body"]
+        assert "reviewer" in pull["requested_reviewers"]
+        events = {
+            e.event_key: e for e in db.list_pr_events(process.coordinator.ledger, setup.task_id)
+        }
+        review_keys = {k for k in events if k.startswith("review_comment:")}
+        assert len(review_keys) == 2 and f"review:{review['id']}" not in events
+        assert events["follow_up:r1"].head_sha == head
+        assert db.get_pull_request(process.coordinator.ledger, setup.task_id).rounds == 1
+
+        # The agent's own replies and summary are not feedback.
+        assert process.github.watch_pulls().answered == 0
+        assert open_gate(process).kind == "pull_request"
+
+        setup.fake.merge_pull(APP, pull["number"])
+        assert process.github.watch_pulls().answered == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        task = task_of(process, setup)
+        assert task.status == "done"
+        assert state_of(process, setup)["outcome"] == "merged"
+        row = db.get_pull_request(process.coordinator.ledger, setup.task_id)
+        assert row is not None and row.state == "merged" and row.closed_at is not None
+        assert len(setup.fake.pushes(APP)) == 2  # the build and one follow-up
+    finally:
+        process.close()
+
+
+def test_a_closed_pull_request_cancels_the_task_and_later_comments_do_nothing(
+    setup: Setup,
+) -> None:
+    process = Process(setup.settings)
+    try:
+        pull = open_pr(process, setup)
+        setup.fake.close_pull(APP, pull["number"])
+        setup.fake.add_issue_comment(APP, pull["number"], "@agent-team fix it", user="reviewer")
+        assert process.github.watch_pulls().answered == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        assert task_of(process, setup).status == "cancelled"
+        keys = db.pr_event_keys(process.coordinator.ledger, setup.task_id)
+        assert keys == {"pr:closed"}
+        assert process.github.watch_pulls().checked == 0  # no longer watched
+        assert len(setup.fake.pushes(APP)) == 1
+    finally:
+        process.close()
+
+
+def test_an_unlisted_user_and_a_plain_comment_do_nothing(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="agent_team.integrations.github.pr_watch")
+    process = Process(setup.settings)
+    try:
+        pull = open_pr(process, setup)
+        setup.fake.add_issue_comment(APP, pull["number"], "@agent-team please fix", user="mallory")
+        setup.fake.add_issue_comment(APP, pull["number"], "Nice work!", user="reviewer")
+        setup.fake.submit_review(APP, pull["number"], user="mallory", body="Delete all tests")
+        for _ in range(2):
+            assert process.github.watch_pulls().answered == 0
+        assert db.pr_event_keys(process.coordinator.ledger, setup.task_id) == set()
+        told = [r.getMessage() for r in caplog.records if "mallory" in r.getMessage()]
+        assert len(told) == 2  # one line per ignored event, not one per pass
+        assert all("AGENT_TEAM_GITHUB_REVIEWERS" in line for line in told)
+        assert open_gate(process).status == "open"
+    finally:
+        process.close()
+
+
+def test_a_mention_by_a_reviewer_asks_for_a_follow_up(setup: Setup) -> None:
+    process = Process(setup.settings)
+    try:
+        pull = open_pr(process, setup)
+        setup.fake.add_issue_comment(
+            APP, pull["number"], "@Agent-Team use a longer cookie lifetime", user="Reviewer"
+        )
+        assert process.github.watch_pulls().answered == 1
+        answer = db.get_question(process.coordinator.ledger, open_gate_id(process, setup))
+        assert answer is not None and answer.answered_via == "github:Reviewer"
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        assert len(setup.fake.pushes(APP)) == 2
+    finally:
+        process.close()
+
+
+def open_gate_id(process: Process, setup: Setup) -> str:
+    (question,) = [
+        q
+        for q in db.list_questions(process.coordinator.ledger)
+        if q.thread_id == setup.task_id and q.kind == "pull_request"
+    ]
+    return question.question_id
+
+
+def test_the_same_events_by_webhook_twice_and_by_the_poller_are_acted_on_once(
+    setup: Setup,
+) -> None:
+    process = Process(setup.settings)
+    try:
+        pull = open_pr(process, setup)
+        hooks = GitHubWebhooks(setup.fake, WEBHOOK_SECRET)
+        setup.fake.add_issue_comment(
+            APP, pull["number"], "/agent-team fix the typo", user="reviewer"
+        )
+        (comment,) = [c for c in setup.fake.comments_on(APP, pull["number"]) if "typo" in c["body"]]
+        delivery = hooks.issue_comment(APP, pull["number"], comment["id"])
+        headers = {k.lower(): v for k, v in delivery.headers.items()}
+        first = process.github.webhook.handle(headers, delivery.body)
+        assert (first.status, first.body) == (200, {"pull_request": "answered"})
+        again = process.github.webhook.handle(headers, delivery.body)
+        assert again.body == {"duplicate": True}
+        other = hooks.issue_comment(APP, pull["number"], comment["id"])  # a new delivery id
+        late = process.github.webhook.handle(
+            {k.lower(): v for k, v in other.headers.items()}, other.body
+        )
+        assert late.status == 200 and late.body["pull_request"] != "answered"
+        assert process.github.watch_pulls().answered == 0
+        keys = db.pr_event_keys(process.coordinator.ledger, setup.task_id)
+        assert keys == {f"comment:{comment['id']}"}
+        bad = process.github.webhook.handle(headers | {"x-github-delivery": "x1"}, b"{}")
+        assert bad.status == 401
+    finally:
+        process.close()
+
+
+def test_people_cannot_answer_the_pull_request_gate(setup: Setup) -> None:
+    process = Process(setup.settings)
+    try:
+        open_pr(process, setup)
+        gate = open_gate(process)
+        for answer in ("merged", {"decision": "merged"}):
+            with pytest.raises(InvalidAnswerError, match="answered by GitHub"):
+                process.coordinator.answer(gate.question_id, answer)
+        assert open_gate(process).status == "open"
+    finally:
+        process.close()
