@@ -450,6 +450,22 @@ class Settings(BaseSettings):
         description="Follow-up rounds a PR gets from reviews before a person is asked; "
         "0: reviews never start one by themselves.",
     )
+    github_ci_watch: bool = Field(
+        default=True,
+        description="Follow CI on each head of a task's PR: rerun a flaky failure once per "
+        "head, then ask a person (fix / ignore / take over).",
+    )
+    github_ci_fixes: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Follow-up commits the agent may make for red CI on one head commit.",
+    )
+    github_ready_when_green: bool = Field(
+        default=False,
+        description="Mark a task's draft PR ready for review once every required check is "
+        "green and no review still requests changes (the daemon never merges).",
+    )
     github_pr_poll_s: float = Field(
         default=60.0, ge=5, description="Seconds between looks at each open pull request."
     )

@@ -41,6 +41,7 @@ __all__ = [
     "note_pull_request",
     "pr_event_keys",
     "pr_events_taken",
+    "pull_requests_at",
     "record_pr_event",
     "watch_pull_request",
     "watched_pull_requests",
@@ -168,6 +169,16 @@ def find_pull_request(reader: Reader, repo: str, number: int) -> PullRequestRow 
         PullRequestRow,
         "SELECT * FROM pull_requests WHERE repo = ? AND number = ?",
         (repo.lower(), number),
+    )
+
+
+def pull_requests_at(reader: Reader, repo: str, head_sha: str) -> list[PullRequestRow]:
+    """The open PRs of `repo` whose head the watcher last saw at `head_sha` (CI events)."""
+    return fetch_records(
+        reader,
+        PullRequestRow,
+        "SELECT * FROM pull_requests WHERE repo = ? AND head_sha = ? AND state = 'open'",
+        (repo.lower(), head_sha),
     )
 
 

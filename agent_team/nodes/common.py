@@ -64,6 +64,7 @@ class GraphDeps:
     # before a person is asked.
     pulls: PullRequestDesk | None = None
     pr_rounds: int = 5
+    ci_fixes: int = 2  # follow-ups for red CI on one head commit
 
 
 def crash_point(deps: GraphDeps, phase: Phase, when: str) -> None:

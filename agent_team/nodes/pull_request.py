@@ -92,7 +92,7 @@ def _why(state: TaskState, deps: GraphDeps) -> tuple[str, str]:
     event = state.get("pr_event") or {}
     refused = event.get("refused")
     if refused:
-        return "tests_removed", f"The follow-up was not pushed: {refused}."
+        return str(event.get("refused_code", "tests_removed")), f"No follow-up: {refused}."
     if event.get("decision") == "ci_failed":
         names = ", ".join(check["name"] for check in event.get("checks", ()))
         return "ci_failed", f"CI is red on the pull request's head: {names}."
@@ -189,10 +189,16 @@ def follow_up(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         body=state.get("body", ""),
         repo=state.get("repo") or None,
     )
+    event = state.get("pr_event") or {}
+    spent = _ci_fix_spent(deps, state, event, round_)
+    if spent:
+        return {
+            "pr_event": {**event, "refused": spent, "refused_code": "fix_cap"},
+            "pr_next": "pr_decision",
+        }
     built = run_priced_build(
         deps, state, task, follow_up_instructions(state, round_), stage=Phase.PR_OPEN
     )
-    event = state.get("pr_event") or {}
     items = list(event.get("items") or ())
     assert deps.pulls is not None  # the graph has this node only with a desk
     result = deps.pulls.follow_up(
@@ -200,7 +206,10 @@ def follow_up(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     )
     crash_point(deps, Phase.PR_OPEN, "after")
     if result.get("refused"):
-        return {"pr_event": {**event, "refused": result["refused"]}, "pr_next": "pr_decision"}
+        return {
+            "pr_event": {**event, "refused": result["refused"], "refused_code": "tests_removed"},
+            "pr_next": "pr_decision",
+        }
     db.note_pull_request(deps.ledger, state["task_id"], rounds=round_, head_sha=built.commit)
     db.record_pr_event(
         deps.ledger,
@@ -229,6 +238,38 @@ def follow_up(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         "pr_note": None,
         "pull_request": {**_pull(state), "head": built.commit},
     }
+
+
+def _ci_fix_spent(
+    deps: GraphDeps, state: TaskState, event: dict[str, Any], round_: int
+) -> str | None:
+    """Why no more CI fixes are made on this head (`AGENT_TEAM_GITHUB_CI_FIXES`), or None.
+
+    Each attempt is a `ci_fix:<head>:r<round>` event, stored before the build: a
+    re-run of the same round finds its own key and is not counted twice.
+    """
+    head = event.get("head_sha")
+    if event.get("decision") != "ci_failed" or not head:
+        return None
+    mine = f"ci_fix:{head}:r{round_}"
+    made = {
+        k
+        for k in db.pr_event_keys(deps.ledger, state["task_id"])
+        if k.startswith(f"ci_fix:{head}:")
+    }
+    if mine not in made and len(made) >= deps.ci_fixes:
+        return (
+            f"the agent made {len(made)} fix attempt(s) for CI on {str(head)[:12]} "
+            f"(AGENT_TEAM_GITHUB_CI_FIXES={deps.ci_fixes}); push a fix yourself, or answer "
+            "`ignore` or `take over`"
+        )
+    db.record_pr_event(
+        deps.ledger,
+        state["task_id"],
+        db.NewPrEvent(mine, "ci_fix", round=round_, head_sha=str(head), actor="agent-team"),
+        at=deps.clock(),
+    )
+    return None
 
 
 def route_after_pr(state: TaskState) -> str:

@@ -209,6 +209,7 @@ def build_coordinator(
             publish=publish,
             pulls=pulls,
             pr_rounds=settings.github_pr_rounds,
+            ci_fixes=settings.github_ci_fixes,
             sandbox=sandbox,
         )
         checkpointer = ledger.checkpointer(flush_only=DURABLE_CHANNELS)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_team.builders.base import BuildResult
+from agent_team.builders.gitcmd import run_git
 from agent_team.builders.test_guard import weakens_tests_only
 from agent_team.exceptions import BuildError, PublishFailedError
 from agent_team.integrations.github.intake import GitHubError
@@ -71,6 +72,17 @@ class FollowUpDesk:
                 raise GitHubError(f"cannot check the follow-up commit: {exc}") from None
             if refused:
                 log.warning("github: task %s follow-up %d not pushed: %s", task_id, round_, refused)
+                # The next follow-up starts from what reviewers saw, not from this commit.
+                try:
+                    run_git(
+                        checkout,
+                        "update-ref",
+                        f"refs/heads/{build.branch}",
+                        str(before),
+                        build.commit,
+                    )
+                except BuildError as exc:
+                    raise GitHubError(f"cannot set the branch back: {exc}") from None
                 return {"refused": refused}
         self.publisher.push(
             task_id,

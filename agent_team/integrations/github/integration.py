@@ -21,6 +21,8 @@ import httpx
 from agent_team import db
 from agent_team.config import Settings
 from agent_team.health.loops import Loop
+from agent_team.integrations.github.ci import CiReader
+from agent_team.integrations.github.ci_watch import CiWatch
 from agent_team.integrations.github.follow_up import FollowUpDesk
 from agent_team.integrations.github.intake import (
     GitHubClient,
@@ -145,7 +147,18 @@ class GitHubIntegration:
         watcher = None
         pulls_hook = coordinator.deps.pulls
         if isinstance(pulls_hook, PullRequestHook) and publisher is not None:
-            pulls_hook.bind(FollowUpDesk(publisher, PullRequestWrites(client, coordinator.ledger)))
+            writes = PullRequestWrites(client, coordinator.ledger)
+            pulls_hook.bind(FollowUpDesk(publisher, writes))
+            ci = None
+            if github.ci_watch:
+                ci = CiWatch(
+                    CiReader(client),
+                    writes,
+                    coordinator.ledger,
+                    clock=coordinator.clock,
+                    ready_when_green=github.ready_when_green,
+                    notify=coordinator.runner.notify,
+                )
             watcher = PullRequestWatcher(
                 client,
                 coordinator.ledger,
@@ -153,6 +166,7 @@ class GitHubIntegration:
                 reviewers=github.reviewers,
                 handle=github.handle,
                 clock=coordinator.clock,
+                ci=ci,
             )
             if not github.reviewers:
                 log.info(

@@ -10,6 +10,10 @@ A task whose draft PR is open waits on a `pull_request` question
   `AGENT_TEAM_GITHUB_REVIEWERS`, on the PR's head commit -> `feedback`, and
   the agent makes one follow-up commit.
 
+With no feedback to act on, CI on the head is watched (`ci_watch.CiWatch`): a
+flaky failure is rerun once per head, a red head answers the gate `ci_failed`
+so a person decides, a green one may mark the draft ready.
+
 It runs from the `github-pulls` loop (each watched PR every
 `AGENT_TEAM_GITHUB_PR_POLL_S`, with the PR's ETag, so an unchanged PR costs a
 304) and from the webhook, which only says "look at this PR now": what GitHub
@@ -38,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_team import db
 from agent_team.exceptions import InvalidAnswerError, QuestionClosedError
+from agent_team.integrations.github.ci_watch import CiWatch
 from agent_team.integrations.github.intake import GitHubClient, GitHubError
 from agent_team.integrations.github.pulls import PullRequests, PullState
 from agent_team.requests.task_requests import TaskRequests
@@ -101,8 +106,10 @@ class PullRequestWatcher:
         reviewers: Sequence[str],
         handle: str,
         clock: Callable[[], datetime],
+        ci: CiWatch | None = None,
     ) -> None:
         self.client = client
+        self.ci = ci
         self.pulls = PullRequests(client)
         self.ledger = ledger
         self.requests = requests
@@ -112,6 +119,7 @@ class PullRequestWatcher:
         self._told: set[str] = set()  # ignored events already logged by this process
         self._told_lock = threading.Lock()
         self._full_read: dict[str, datetime] = {}  # task -> last read without an ETag
+        self._states: dict[str, PullState] = {}  # task -> the PR as last read (for a 304)
 
     # -- passes ---------------------------------------------------------------------------
 
@@ -121,6 +129,13 @@ class PullRequestWatcher:
         for watched in db.watched_pull_requests(self.ledger):
             self._check_into(watched, report, fresh=False)
         return report
+
+    def check_head(self, repo: str, sha: str) -> str:
+        """Look now at the PRs whose head is `sha` (a CI webhook names a commit, not a PR)."""
+        found = [
+            self.check(repo, pull.number) for pull in db.pull_requests_at(self.ledger, repo, sha)
+        ]
+        return "; ".join(found) or "no task's pull request has this head"
 
     def check(self, repo: str, number: int) -> str:
         """Look at one PR now, ignoring its ETag (a webhook said it changed).
@@ -157,19 +172,24 @@ class PullRequestWatcher:
         pull = watched.pull
         now = self.clock()
         last = self._full_read.get(pull.task_id)
-        if last is None or (now - last).total_seconds() >= FULL_READ_EVERY_S:
+        cached = self._states.get(pull.task_id)
+        if cached is None or last is None or (now - last).total_seconds() >= FULL_READ_EVERY_S:
             fresh = True
         state, etag = self.pulls.get(pull.repo, pull.number, etag=None if fresh else pull.etag)
         report.checked += 1
-        if state is None:  # 304: nothing changed since the last look
+        changed = state is not None
+        if state is None:  # 304: the PR itself is unchanged; its CI may have moved
             report.unchanged += 1
             db.note_pull_request(self.ledger, pull.task_id, checked_at=now)
-            return False
-        if fresh:
-            self._full_read[pull.task_id] = now
-        db.note_pull_request(
-            self.ledger, pull.task_id, etag=etag, head_sha=state.head_sha, checked_at=now
-        )
+            assert cached is not None
+            state = cached
+        else:
+            self._states[pull.task_id] = state
+            if fresh:
+                self._full_read[pull.task_id] = now
+            db.note_pull_request(
+                self.ledger, pull.task_id, etag=etag, head_sha=state.head_sha, checked_at=now
+            )
         if state.outcome != "open":
             return self._answer(
                 watched,
@@ -179,9 +199,12 @@ class PullRequestWatcher:
             )
         if pull.hands_off:
             return False  # a person took over: only a merge or a close ends the gate
-        items = self.feedback(pull, state)
+        items = self.feedback(pull, state) if changed else []
         if not items:
-            return False
+            gate = self.ci.step(pull, state) if self.ci is not None else None
+            if gate is None:
+                return False
+            return self._answer(watched, gate.answer, gate.events, via=gate.via)
         events = [
             db.NewPrEvent(
                 item["key"],

@@ -109,6 +109,7 @@ class PullState:
     head_ref: str
     head_sha: str
     base_ref: str
+    base_sha: str  # the base branch's head as GitHub last compared the PR to it
 
     @property
     def outcome(self) -> Outcome:
@@ -205,6 +206,7 @@ class PullRequests:
             head_ref=pull.head.ref,
             head_sha=pull.head.sha,
             base_ref=pull.base.ref,
+            base_sha=pull.base.sha,
         )
         return state, response.headers.get("etag")
 

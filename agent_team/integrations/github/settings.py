@@ -41,6 +41,8 @@ class GitHubSettings:
     reviewers: tuple[str, ...] = ()
     handle: str = "@agent-team"
     pr_poll_s: float = 60.0
+    ci_watch: bool = True
+    ready_when_green: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GitHubSettings:
@@ -65,6 +67,8 @@ class GitHubSettings:
             reviewers=tuple(settings.github_reviewers),
             handle=settings.github_handle,
             pr_poll_s=settings.github_pr_poll_s,
+            ci_watch=settings.github_ci_watch,
+            ready_when_green=settings.github_ready_when_green,
         )
 
     def checkout_paths(self) -> dict[str, Path]:

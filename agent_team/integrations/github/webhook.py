@@ -109,6 +109,28 @@ class _PullEvent(BaseModel):
 PULL_EVENTS = frozenset(
     {"pull_request", "pull_request_review", "pull_request_review_comment", "issue_comment"}
 )
+# CI events name a commit: the watcher looks at the PRs whose head it is.
+CI_EVENTS = {
+    "check_run": ("check_run", "head_sha"),
+    "check_suite": ("check_suite", "head_sha"),
+    "workflow_run": ("workflow_run", "head_sha"),
+    "status": (None, "sha"),
+}
+
+
+class _CiEvent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    repository: _Repository
+    sha: str | None = None
+    check_run: dict[str, Any] | None = None
+    check_suite: dict[str, Any] | None = None
+    workflow_run: dict[str, Any] | None = None
+
+    def head(self, event: str) -> str | None:
+        holder, key = CI_EVENTS[event]
+        source = getattr(self, holder) if holder else {"sha": self.sha}
+        value = (source or {}).get(key)
+        return value if isinstance(value, str) and len(value) == 40 else None
 
 
 class WebhookHandler:
@@ -151,6 +173,8 @@ class WebhookHandler:
             return WebhookReply(200, {"ok": True, "pong": True})
         if event in PULL_EVENTS:
             return self._pull_event(event, payload, delivery)
+        if event in CI_EVENTS:
+            return self._ci_event(event, payload, delivery)
         if event != "issues":
             return WebhookReply(202, {"ignored": f"event {event or '(none)'}"})
         try:
@@ -202,6 +226,30 @@ class WebhookHandler:
             return WebhookReply(200, {"duplicate": True})
         try:
             what = self.watcher.check(repo, number)
+        except BaseException:
+            self._release(delivery)
+            raise
+        return WebhookReply(200, {"pull_request": what})
+
+    def _ci_event(self, event: str, payload: Any, delivery: str) -> WebhookReply:
+        if self.watcher is None:
+            return WebhookReply(202, {"ignored": "the pull request gate is off"})
+        try:
+            parsed = _CiEvent.model_validate(payload)
+        except ValidationError:
+            log.warning(
+                "github webhook: delivery %s is a malformed %s event; ignored", delivery, event
+            )
+            return WebhookReply(400, {"error": f"malformed {event} event"})
+        repo, head = parsed.repository.full_name, parsed.head(event)
+        if repo.lower() not in self.intake.repos or head is None:
+            return WebhookReply(202, {"ignored": "repository not configured or no commit"})
+        if not db.pull_requests_at(self.intake.ledger, repo, head):
+            return WebhookReply(202, {"ignored": "no task's pull request has this head"})
+        if not db.claim_event(self.intake.ledger, source=DELIVERY_SOURCE, event_id=delivery):
+            return WebhookReply(200, {"duplicate": True})
+        try:
+            what = self.watcher.check_head(repo, head)
         except BaseException:
             self._release(delivery)
             raise

@@ -232,3 +232,91 @@ def test_people_cannot_answer_the_pull_request_gate(setup: Setup) -> None:
         assert open_gate(process).status == "open"
     finally:
         process.close()
+
+
+def ci_failure_log(detail: str) -> str:
+    return f"##[group]Run pytest\nstarting\n{detail}\nFAILED tests/test_login.py::test_cookie\n"
+
+
+def test_the_whole_loop_review_ci_rerun_gate_fix_green_ready_merged(setup: Setup) -> None:
+    """The issue's end to end: every step once, in order, and the task done (merged)."""
+    settings = setup.settings.model_copy(update={"github_ready_when_green": True})
+    process = Process(settings)
+    fake = setup.fake
+    try:
+        pull = open_pr(process, setup)
+        number, built = pull["number"], pull["head"]["sha"]
+        path = git(setup.bare, "show", "--name-only", "--format=", built).splitlines()[0]
+        fake.submit_review(
+            APP,
+            number,
+            user="reviewer",
+            state="REQUEST_CHANGES",
+            comments=[
+                {"path": path, "line": 1, "body": "Explain the cookie."},
+                {"path": path, "line": 2, "body": "Name the test."},
+            ],
+        )
+        assert process.github.watch_pulls().answered == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        first_fix = git(setup.bare, "rev-parse", f"refs/heads/{pull['head']['ref']}")
+        assert first_fix != built
+
+        # CI fails on the follow-up with what looks like a network flake: one rerun.
+        run_id = fake.add_workflow_run(
+            APP,
+            first_fix,
+            {"tests": "failure", "lint": "success"},
+            logs={"tests": ci_failure_log("error: ECONNRESET while fetching wheels")},
+        )
+        assert process.github.watch_pulls().answered == 0
+        assert len(fake.reruns) == 1
+        # Unscripted, the rerun fails the same way: the gate asks a person, no second rerun.
+        assert process.github.watch_pulls().answered == 1
+        assert process.github.watch_pulls().answered == 0
+        assert len(fake.reruns) == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        (decision,) = db.list_questions(process.coordinator.ledger, status="open")
+        assert decision.kind == "pr_decision"
+        payload = decision.payload
+        assert payload["reason"] == "ci_failed"
+        (check,) = payload["checks"]
+        assert check["name"] == "tests" and check["rerun"] is True
+        assert "ECONNRESET" in check["excerpt"]
+        task = task_of(process, setup)
+        assert (task.status, task.phase) == ("waiting", "pr_open")
+
+        process.coordinator.answer(decision.question_id, "fix", via="slack:U1")
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        ci_fix = git(setup.bare, "rev-parse", f"refs/heads/{pull['head']['ref']}")
+        assert ci_fix != first_fix and git(setup.bare, "rev-parse", f"{ci_fix}^") == first_fix
+        assert "ECONNRESET" in git(setup.bare, "show", f"{ci_fix}:{path}")
+        assert run_id in {r for r in fake.repos[APP].workflow_runs}
+
+        # Nothing reported yet on the new head: wait; then green: marked ready, once.
+        assert process.github.watch_pulls().answered == 0
+        assert pull["draft"] is True
+        fake.add_workflow_run(APP, ci_fix, {"tests": "success", "lint": "success"})
+        assert process.github.watch_pulls().answered == 0
+        (pull,) = fake.repos[APP].pulls
+        assert pull["draft"] is True  # green, but the reviewer still requests changes
+        fake.submit_review(APP, number, user="reviewer", state="APPROVE")
+        assert process.github.watch_pulls().answered == 0
+        (pull,) = fake.repos[APP].pulls
+        assert pull["draft"] is False
+        assert len(fake.graphql("markPullRequestReadyForReview")) == 1
+        process.github.watch_pulls()
+        assert len(fake.graphql("markPullRequestReadyForReview")) == 1
+
+        fake.merge_pull(APP, number)
+        assert process.github.watch_pulls().answered == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        assert task_of(process, setup).status == "done"
+        kinds = [e.kind for e in db.list_pr_events(process.coordinator.ledger, setup.task_id)]
+        for kind in ("review_comment", "follow_up", "ci_rerun", "ci_failed", "ci_fix"):
+            assert kind in kinds, kinds
+        assert kinds.count("follow_up") == 2 and kinds.count("ready") == 1
+        assert kinds.count("ci_green") == 1 and kinds.count("merged") == 1
+        assert len(fake.pushes(APP)) == 3
+    finally:
+        process.close()
