@@ -388,7 +388,7 @@ def test_v12_to_v13_gives_every_task_no_pause_and_adds_the_failures_table(
     before = read_rows(path)
     assert "model_failures" not in before
 
-    assert db.init_db(path) == 13 == SCHEMA_VERSION
+    assert db.init_db(path) == SCHEMA_VERSION
     db.assert_ready(path)
 
     after = read_rows(path)
@@ -408,6 +408,68 @@ def test_v12_to_v13_gives_every_task_no_pause_and_adds_the_failures_table(
         assert resume_at == now + timedelta(minutes=1)
         assert [t.id for t in db.due_model_parks(conn, now=resume_at)] == ["t-run"]
         assert db.due_model_parks(conn, now=now) == []
+
+
+def test_v13_to_v14_keeps_every_question_and_takes_the_pull_request_kinds(
+    tmp_path: Path,
+) -> None:
+    """The v14 rebuild of `pending_questions` keeps every row and column (payload, resume
+    time), its indexes, and then takes the PR gate's kinds and refuses others."""
+    path = tmp_path / "ledger-v13.db"
+    stamp = "2026-12-01T09:00:00.000000Z"
+    with raw_connect(path) as raw:
+        assert schema.migrate(raw, target=13) == 13
+        for turn, (kind, status) in enumerate(
+            [
+                ("clarify", "answered"),
+                ("plan_decision", "answered"),
+                ("confluence_approval", "open"),
+            ],
+            start=1,
+        ):
+            raw.execute(
+                "INSERT INTO pending_questions (question_id, thread_id, turn, status, transport, "
+                "kind, payload_json, resumed_at, answer_json, channel_ref) "
+                "VALUES (?, 't1', ?, ?, 'local', ?, ?, ?, ?, ?)",
+                (
+                    f"t1:q{turn}",
+                    turn,
+                    status,
+                    kind,
+                    f'{{"text": "q{turn}"}}',
+                    stamp if status == "answered" else None,
+                    '{"text": "a"}' if status == "answered" else None,
+                    f"C1:{turn}.0",
+                ),
+            )
+    before = read_rows(path)
+
+    assert db.init_db(path) == 14 == SCHEMA_VERSION
+    db.assert_ready(path)
+    after = read_rows(path)
+    assert_rows_kept({t: r for t, r in before.items() if t != "schema_meta"}, after)
+    assert after["pull_requests"] == [] and after["pr_events"] == []
+    indexes = {name for _type, name, _table, _sql in read_indexes(path)}
+    assert {
+        "idx_questions_status",
+        "idx_questions_thread_status",
+        "idx_questions_open_channel_ref",
+        "idx_pull_requests_number",
+    } <= indexes
+    with raw_connect(path) as raw:
+        for turn, kind in ((4, "pull_request"), (5, "pr_decision")):
+            raw.execute(
+                "INSERT INTO pending_questions (question_id, thread_id, turn, transport, kind) "
+                "VALUES (?, 't1', ?, 'local', ?)",
+                (f"t1:q{turn}", turn, kind),
+            )
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+            raw.execute(
+                "INSERT INTO pending_questions (question_id, thread_id, turn, transport, kind) "
+                "VALUES ('t1:q6', 't1', 6, 'local', 'merge_now')"
+            )
+        with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):  # one open post per ref
+            raw.execute("UPDATE pending_questions SET channel_ref = 'C1:3.0' WHERE turn = 4")
 
 
 # --- a failure in the middle of the v5 rebuild -------------------------------------------

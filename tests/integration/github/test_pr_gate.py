@@ -6,7 +6,9 @@ GitHub's bare remote, and the watcher reading the fake over HTTP.
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 from typing import Any
 
 import pytest
@@ -318,5 +320,91 @@ def test_the_whole_loop_review_ci_rerun_gate_fix_green_ready_merged(setup: Setup
         assert kinds.count("follow_up") == 2 and kinds.count("ready") == 1
         assert kinds.count("ci_green") == 1 and kinds.count("merged") == 1
         assert len(fake.pushes(APP)) == 3
+    finally:
+        process.close()
+
+
+def test_past_the_rounds_cap_a_person_decides_and_take_over_stops_the_agent(
+    setup: Setup,
+) -> None:
+    settings = setup.settings.model_copy(update={"github_pr_rounds": 1})
+    process = Process(settings)
+    fake = setup.fake
+    try:
+        pull = open_pr(process, setup)
+        number = pull["number"]
+        fake.add_issue_comment(APP, number, "@agent-team round one", user="reviewer")
+        assert process.github.watch_pulls().answered == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        assert len(fake.pushes(APP)) == 2
+
+        fake.add_issue_comment(APP, number, "@agent-team and round two", user="reviewer")
+        assert process.github.watch_pulls().answered == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        (decision,) = db.list_questions(process.coordinator.ledger, status="open")
+        assert decision.kind == "pr_decision" and decision.payload["reason"] == "rounds"
+        assert "round two" in decision.payload["items"][0]["body"]
+        assert len(fake.pushes(APP)) == 2  # no second round by itself
+
+        process.coordinator.answer(decision.question_id, "take over", via="slack:U9")
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        row = db.get_pull_request(process.coordinator.ledger, setup.task_id)
+        assert row is not None and row.hands_off == 1
+        assert open_gate(process).kind == "pull_request"
+        fake.add_issue_comment(APP, number, "@agent-team round three?", user="reviewer")
+        assert process.github.watch_pulls().answered == 0
+        assert len(fake.pushes(APP)) == 2
+
+        fake.merge_pull(APP, number)
+        assert process.github.watch_pulls().answered == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        assert task_of(process, setup).status == "done"
+        audit = [
+            (row.actor, row.via, json.loads(row.detail).get("decision"))
+            for row in db.list_audit(process.coordinator.ledger)
+            if row.action == "answer"
+        ]
+        assert ("reviewer", "github", "feedback") in audit
+        assert ("U9", "slack", "takeover") in audit
+        assert ("acme/app", "github", "merged") in audit
+    finally:
+        process.close()
+
+
+def test_the_poller_and_webhooks_racing_in_threads_act_once(setup: Setup) -> None:
+    process = Process(setup.settings)
+    try:
+        pull = open_pr(process, setup)
+        setup.fake.add_issue_comment(APP, pull["number"], "/fix-review now", user="reviewer")
+        hooks = GitHubWebhooks(setup.fake, WEBHOOK_SECRET)
+        (comment,) = [c for c in setup.fake.comments_on(APP, pull["number"]) if "now" in c["body"]]
+        deliveries = [hooks.issue_comment(APP, pull["number"], comment["id"]) for _ in range(3)]
+        start = threading.Barrier(6)
+        answered: list[object] = []
+
+        def webhook(delivery: Any) -> None:
+            start.wait()
+            headers = {k.lower(): v for k, v in delivery.headers.items()}
+            reply = process.github.webhook.handle(headers, delivery.body)
+            answered.append(reply.body.get("pull_request"))
+
+        def poller() -> None:
+            start.wait()
+            answered.append(process.github.watch_pulls().answered)
+
+        threads = [threading.Thread(target=webhook, args=(d,)) for d in deliveries]
+        threads += [threading.Thread(target=poller) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert answered.count("answered") + answered.count(1) == 1, answered
+        assert db.pr_event_keys(process.coordinator.ledger, setup.task_id) == {
+            f"comment:{comment['id']}"
+        }
+        resumes = db.list_commands(process.coordinator.ledger, state="pending")
+        assert len(resumes) == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        assert len(setup.fake.pushes(APP)) == 2
     finally:
         process.close()
