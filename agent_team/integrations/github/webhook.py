@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -222,14 +222,7 @@ class WebhookHandler:
         if db.find_pull_request(self.intake.ledger, repo, number) is None:
             log.info("github webhook: %s#%d belongs to no task; ignored", repo, number)
             return WebhookReply(202, {"ignored": "no task owns this pull request"})
-        if not db.claim_event(self.intake.ledger, source=DELIVERY_SOURCE, event_id=delivery):
-            return WebhookReply(200, {"duplicate": True})
-        try:
-            what = self.watcher.check(repo, number)
-        except BaseException:
-            self._release(delivery)
-            raise
-        return WebhookReply(200, {"pull_request": what})
+        return self._look(delivery, lambda watcher: watcher.check(repo, number))
 
     def _ci_event(self, event: str, payload: Any, delivery: str) -> WebhookReply:
         if self.watcher is None:
@@ -246,10 +239,15 @@ class WebhookHandler:
             return WebhookReply(202, {"ignored": "repository not configured or no commit"})
         if not db.pull_requests_at(self.intake.ledger, repo, head):
             return WebhookReply(202, {"ignored": "no task's pull request has this head"})
+        return self._look(delivery, lambda watcher: watcher.check_head(repo, head))
+
+    def _look(self, delivery: str, look: Callable[[PullRequestWatcher], str]) -> WebhookReply:
+        """Claim the delivery, then have the watcher read GitHub; a failure frees the claim."""
+        assert self.watcher is not None
         if not db.claim_event(self.intake.ledger, source=DELIVERY_SOURCE, event_id=delivery):
             return WebhookReply(200, {"duplicate": True})
         try:
-            what = self.watcher.check_head(repo, head)
+            what = look(self.watcher)
         except BaseException:
             self._release(delivery)
             raise

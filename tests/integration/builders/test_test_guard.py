@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from agent_team.builders.test_guard import is_test_path, weakens_tests_only
+from tests.integration.builders.helpers import git
 
 TEST_FILE = """import pytest
 
@@ -19,17 +19,6 @@ def test_login():
 def test_cookie():
     assert cookie() == "email"
 """
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 def commit(repo: Path, files: dict[str, str | None], message: str) -> str:

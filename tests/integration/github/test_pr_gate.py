@@ -408,3 +408,25 @@ def test_the_poller_and_webhooks_racing_in_threads_act_once(setup: Setup) -> Non
         assert len(setup.fake.pushes(APP)) == 2
     finally:
         process.close()
+
+
+def test_a_ci_webhook_makes_the_watcher_look_at_the_head_at_once(setup: Setup) -> None:
+    process = Process(setup.settings)
+    try:
+        pull = open_pr(process, setup)
+        head = pull["head"]["sha"]
+        check = setup.fake.set_check_run(APP, head, "lint", conclusion="failure", app="linter")
+        hooks = GitHubWebhooks(setup.fake, WEBHOOK_SECRET)
+        delivery = hooks.check_run(APP, check)
+        headers = {k.lower(): v for k, v in delivery.headers.items()}
+        reply = process.github.webhook.handle(headers, delivery.body)
+        # A third-party check cannot be rerun: the gate asks a person straight away.
+        assert (reply.status, reply.body) == (200, {"pull_request": "answered"})
+        assert setup.fake.reruns == []
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        (decision,) = db.list_questions(process.coordinator.ledger, status="open")
+        assert decision.kind == "pr_decision"
+        assert [c["name"] for c in decision.payload["checks"]] == ["lint"]
+        assert process.github.webhook.handle(headers, delivery.body).body == {"duplicate": True}
+    finally:
+        process.close()
