@@ -20,6 +20,7 @@ __all__ = [
     "ModelFailureOutcome",
     "OverlapPolicy",
     "Phase",
+    "PullRequestState",
     "QuestionKind",
     "QuestionStatus",
     "ScheduleKind",
@@ -143,6 +144,14 @@ class ModelFailureOutcome(StrEnum):
     GAVE_UP = "gave_up"  # retries and fallbacks spent: the task parks `model_unavailable`
     REFUSED = "refused"  # the provider refused (401, 403, 400): parks `model_refused`
     INVALID = "invalid"  # an answer that did not fit the expected structure
+
+
+class PullRequestState(StrEnum):
+    """A task's pull request as the PR gate knows it (`pull_requests.state`)."""
+
+    OPEN = "open"
+    MERGED = "merged"
+    CLOSED = "closed"
 
 
 class TaskState(TypedDict, total=False):

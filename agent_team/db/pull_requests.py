@@ -27,6 +27,7 @@ from agent_team.db.clock import to_iso
 from agent_team.db.ledger import Ledger, Reader, Transaction, write_statement
 from agent_team.db.records import fetch_record, fetch_records, row_to
 from agent_team.exceptions import LedgerInputError
+from agent_team.task_model import PullRequestState
 
 __all__ = [
     "PR_STATES",
@@ -47,7 +48,7 @@ __all__ = [
     "watched_pull_requests",
 ]
 
-PR_STATES = ("open", "merged", "closed")
+PR_STATES = tuple(state.value for state in PullRequestState)
 # What one event's detail may hold: enough for the timeline, never a whole diff.
 DETAIL_CHARS = 8000
 

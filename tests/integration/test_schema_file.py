@@ -23,6 +23,7 @@ from agent_team.task_model import (
     EffectState,
     ModelFailureOutcome,
     OverlapPolicy,
+    PullRequestState,
     QuestionKind,
     QuestionStatus,
     ScheduleKind,
@@ -110,6 +111,7 @@ ENUM_CHECKS: dict[tuple[str, str], type[StrEnum]] = {
     ("automations", "status"): AutomationStatus,
     ("automation_runs", "status"): AutomationRunStatus,
     ("model_failures", "outcome"): ModelFailureOutcome,
+    ("pull_requests", "state"): PullRequestState,
 }
 
 NOW = "2024-08-01T00:00:00.000000Z"
@@ -151,6 +153,7 @@ BASE_ROWS: dict[str, dict[str, object]] = {
         "detail": "overloaded",
         "recorded_at": NOW,
     },
+    "pull_requests": {"repo": "acme/app", "url": "u", "opened_at": NOW},
 }
 PRIMARY_KEYS = {
     "pending_questions": "question_id",
@@ -159,6 +162,7 @@ PRIMARY_KEYS = {
     "side_effects": "effect_id",
     "automations": "automation_id",
     "automation_runs": "run_id",
+    "pull_requests": "task_id",
 }
 _CHECK_IN = re.compile(r"CHECK\s*\(\s*(\w+)\s+IN\s*\(([^)]*)\)\s*\)", re.IGNORECASE)
 
@@ -181,6 +185,8 @@ def insert(conn: sqlite3.Connection, table: str, column: str, value: str, key: s
         row["name"] = key  # unique among automations that are not cancelled
     if table == "automation_runs":
         row["slot_at"] = key  # one run per slot
+    if table == "pull_requests":
+        row["number"] = len(key) + sum(map(ord, key))  # one task per PR
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
     cur = conn.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values()))
