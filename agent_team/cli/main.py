@@ -38,6 +38,7 @@ from agent_team.cli.support import (
     print_json,
 )
 from agent_team.common.invocation import command, localize
+from agent_team.common.log_format import escape_controls
 from agent_team.common.redact import redact
 from agent_team.common.repo_spec import checked_repo
 from agent_team.common.timefmt import deadline_text, parse_duration, relative, span, utc_text
@@ -51,6 +52,7 @@ from agent_team.exceptions import (
 from agent_team.reports import task as reports
 from agent_team.reports.journey import who_answered
 from agent_team.reports.plandiff import PlanVersion, changes_text
+from agent_team.reports.pull_request import PullRequestTimeline
 from agent_team.requests.actors import cli_actor
 from agent_team.requests.task_requests import TaskRequests
 from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
@@ -358,6 +360,36 @@ def _print_plan_changes(plans: Sequence[PlanVersion]) -> None:
     out.print(changes_text(newest.diff, limit=20_000))
 
 
+def _print_pull_request(pull: PullRequestTimeline) -> None:
+    """The PR and what happened on it, round by round (`reports.pull_request`).
+
+    Review bodies and logins come from GitHub: each line is redacted and its
+    control characters made visible, so a review cannot move the terminal's cursor.
+    """
+
+    def say(text: str) -> None:
+        out.print(escape_controls(redact(text)), markup=False, highlight=False)
+
+    say(f"pull request {pull.headline}: {pull.url or ''}")
+    times = [f"opened {pull.opened_at}"]
+    if pull.ready_at:
+        times.append(f"ready {pull.ready_at}")
+    if pull.merged_at:
+        times.append(f"merged {pull.merged_at}")
+    elif pull.closed_at:
+        times.append(f"closed {pull.closed_at}")
+    say(
+        f"  {', '.join(times)} ({span(pull.open_for_s)}{' so far' if pull.state == 'open' else ''})"
+    )
+    for part in pull.timeline:
+        say(f"  round {part.number}: {part.title}")
+        for entry in part.entries:
+            link = f"  {entry.url}" if entry.url and entry.source == "event" else ""
+            say(f"    {entry.at or 'not yet'}  {entry.summary}{link}")
+            if entry.body:
+                say(f"      {entry.body}")
+
+
 def _parse_day(value: str | None) -> str:
     if value is None:
         return db.day_bucket(db.utc_now())
@@ -615,6 +647,8 @@ def show(
         out.print("model calls that failed:")
         for stage in report.failures_by_stage:
             out.print(f"  {stage.line()}", markup=False, highlight=False)
+    if report.pull_request is not None:
+        _print_pull_request(report.pull_request)
     if report.questions:
         asked = id_table(
             "question",

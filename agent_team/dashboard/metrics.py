@@ -30,7 +30,14 @@ from agent_team.dashboard.context import DashboardContext
 from agent_team.exceptions import LedgerError
 from agent_team.task_model import BillingMode
 
-__all__ = ["LATENCY_BUCKETS_S", "LedgerCollector", "histogram_buckets", "make_registry"]
+__all__ = [
+    "LATENCY_BUCKETS_S",
+    "PR_MERGE_BUCKETS_S",
+    "PR_ROUND_BUCKETS",
+    "LedgerCollector",
+    "histogram_buckets",
+    "make_registry",
+]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +57,22 @@ LATENCY_BUCKETS_S: tuple[float, ...] = (
     1800,
     3600,
     7200,
+)
+
+# Follow-up rounds a pull request took: the cap (AGENT_TEAM_GITHUB_PR_ROUNDS) is small.
+PR_ROUND_BUCKETS: tuple[float, ...] = (0, 1, 2, 3, 5, 10)
+# From a draft PR opening to its merge: people review in hours to weeks.
+PR_MERGE_BUCKETS_S: tuple[float, ...] = (
+    600,
+    1800,
+    3600,
+    4 * 3600,
+    8 * 3600,
+    86400,
+    2 * 86400,
+    3 * 86400,
+    7 * 86400,
+    14 * 86400,
 )
 
 # Health facts the intake poller sets; absent until it runs (then 0 here).
@@ -87,11 +110,18 @@ class _LedgerFacts:
     spent_today: dict[str, db.Spend]
     latencies_s: list[float]
     leases: db.LeaseSummary
+    pulls: db.PullRequestStats
 
 
 def _latency_s(row: db.AnswerResume) -> float:
     # A clock step backwards between two hosts must not yield a negative duration.
     return max(0.0, (db.from_iso(row.done_at) - db.from_iso(row.answered_at)).total_seconds())
+
+
+def _merge_s(pull: db.FinishedPull) -> float | None:
+    if pull.state != "merged" or pull.closed_at is None:
+        return None
+    return max(0.0, (db.from_iso(pull.closed_at) - db.from_iso(pull.opened_at)).total_seconds())
 
 
 def _number(value: object) -> float:
@@ -120,6 +150,7 @@ class LedgerCollector(Collector):
                 spent_today=db.spent_by_mode(view, day=now),
                 latencies_s=[_latency_s(row) for row in db.answer_resume_times(view)],
                 leases=db.lease_summary(view, now=now),
+                pulls=db.pull_request_stats(view),
             )
 
     def collect(self) -> Iterable[Metric]:
@@ -262,6 +293,34 @@ class LedgerCollector(Collector):
         yield HistogramMetricFamily(
             "agent_team_answer_resume_seconds",
             "From an answer being recorded to its resume command finishing.",
+            buckets=buckets,
+            sum_value=total,
+        )
+        yield from self._pull_request_metrics(facts.pulls)
+
+    def _pull_request_metrics(self, pulls: db.PullRequestStats) -> Iterable[Metric]:
+        states = GaugeMetricFamily(
+            "agent_team_pull_requests",
+            "Draft pull requests the agent opened, per state (open, merged, closed).",
+            labels=["state"],
+        )
+        for state in db.PR_STATES:
+            states.add_metric([state], pulls.by_state.get(state, 0))
+        yield states
+        buckets, total = histogram_buckets(
+            (float(pull.rounds) for pull in pulls.finished), PR_ROUND_BUCKETS
+        )
+        yield HistogramMetricFamily(
+            "agent_team_pr_rounds",
+            "Follow-up rounds each pull request took, over those merged or closed.",
+            buckets=buckets,
+            sum_value=total,
+        )
+        merges = (_merge_s(pull) for pull in pulls.finished)
+        buckets, total = histogram_buckets((s for s in merges if s is not None), PR_MERGE_BUCKETS_S)
+        yield HistogramMetricFamily(
+            "agent_team_pr_open_to_merge_seconds",
+            "From a draft pull request opening to its merge, over merged ones.",
             buckets=buckets,
             sum_value=total,
         )

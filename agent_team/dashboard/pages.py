@@ -34,6 +34,7 @@ from agent_team.common.redact import redact
 from agent_team.common.timefmt import relative, span
 from agent_team.dashboard.context import DashboardContext
 from agent_team.dashboard.plan_view import PlanChoiceError, plan_context
+from agent_team.dashboard.pr_view import pull_request_context
 from agent_team.dashboard.rendering import error_page, render_page
 from agent_team.dashboard.safe_markdown import render_markdown
 from agent_team.dashboard.task_filters import (
@@ -439,6 +440,9 @@ class _Pages:
                 for e in report.effects
             ],
             "build_output": self._build_output(task.id, task.status, now),
+            "pull_request": pull_request_context(
+                report.pull_request, clean=self._clean, when=lambda text: stamp(text, now)
+            ),
             "failure_lines": [self._clean(stage.line()) for stage in report.failures_by_stage],
             "failures": [
                 FailureRow(

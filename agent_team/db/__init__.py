@@ -106,6 +106,7 @@ from agent_team.db.open import open_ledger
 from agent_team.db.open_errors import ensure_writable_folder, folder_problem, integrity_problem
 from agent_team.db.outage import is_outage
 from agent_team.db.pull_requests import (
+    PR_STATES,
     NewPrEvent,
     PrEvent,
     PullRequestRow,
@@ -197,11 +198,14 @@ from agent_team.db.transitions import (
 )
 from agent_team.db.views.dashboard import (
     AnswerResume,
+    FinishedPull,
     OpenQuestions,
+    PullRequestStats,
     Spend,
     answer_resume_times,
     count_tasks,
     open_questions_summary,
+    pull_request_stats,
     spent_by_mode,
     transition_costs,
     unattributed_spend,
@@ -222,6 +226,7 @@ __all__ = [
     "GENESIS_HASH",
     "LEDGER_TABLES",
     "OUTBOX_FILENAME",
+    "PR_STATES",
     "SCHEMA_VERSION",
     "AnswerResume",
     "AuditEntry",
@@ -237,6 +242,7 @@ __all__ = [
     "Dialect",
     "FailingAutomationRow",
     "Fence",
+    "FinishedPull",
     "IntakeCursor",
     "IssueClaim",
     "Lease",
@@ -249,6 +255,7 @@ __all__ = [
     "OutboxSpend",
     "PrEvent",
     "PullRequestRow",
+    "PullRequestStats",
     "Question",
     "Reader",
     "ReplayReport",
@@ -367,6 +374,7 @@ __all__ = [
     "postgres_facts",
     "pr_event_keys",
     "prune_events",
+    "pull_request_stats",
     "pull_requests_at",
     "reclaim_space",
     "record_delivery",

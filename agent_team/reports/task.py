@@ -20,6 +20,7 @@ from agent_team.common.timefmt import utc_text
 from agent_team.exceptions import UnknownTaskError
 from agent_team.reports.journey import Step, journey_steps
 from agent_team.reports.plandiff import PlanVersion, plan_versions
+from agent_team.reports.pull_request import PullRequestTimeline, read_pull_request_timeline
 from agent_team.task_model import TERMINAL_STATUSES, TaskStatus
 
 __all__ = [
@@ -410,7 +411,9 @@ class TaskReport:
     (`journey.journey_steps`); `plans` every plan version with its diff
     against the one it revises (`plandiff.plan_versions`);
     `model_failures` every failed attempt of a model call, and
-    `failures_by_stage` the same summed up per stage.
+    `failures_by_stage` the same summed up per stage; `pull_request` the
+    task's pull request and its timeline by round (`pull_request.
+    pull_request_timeline`), None when it opened none.
     """
 
     task: db.Task
@@ -424,6 +427,7 @@ class TaskReport:
     effects: tuple[EffectView, ...]
     model_failures: tuple[db.ModelFailure, ...] = ()
     failures_by_stage: tuple[StageFailures, ...] = ()
+    pull_request: PullRequestTimeline | None = None
 
     @property
     def parked_note(self) -> str | None:
@@ -456,6 +460,7 @@ class TaskReport:
             "build": None if self.build is None else self.build.to_json(),
             "effects": [effect.to_json() for effect in self.effects],
             "model_failures": [_failure_json(failure) for failure in self.model_failures],
+            "pull_request": None if self.pull_request is None else self.pull_request.to_json(),
             # Kept for `agent-team show --json` readers from before `totals` existed.
             "total_usd": self.totals.cost_usd,
             "total_tokens": self.totals.tokens,
@@ -535,6 +540,7 @@ def read_task_report(ledger: db.Reader, task_id: str, now: datetime) -> TaskRepo
         effects=tuple(EffectView.of(e) for e in db.list_effects(ledger, task_id=task_id)),
         model_failures=tuple(failures),
         failures_by_stage=_stage_failures(failures, rows, row_costs),
+        pull_request=read_pull_request_timeline(ledger, task_id, questions, now),
     )
 
 

@@ -23,11 +23,14 @@ from agent_team.task_model import CommandKind, CommandState
 
 __all__ = [
     "AnswerResume",
+    "FinishedPull",
     "OpenQuestions",
+    "PullRequestStats",
     "Spend",
     "answer_resume_times",
     "count_tasks",
     "open_questions_summary",
+    "pull_request_stats",
     "spent_by_mode",
     "transition_costs",
     "unattributed_spend",
@@ -59,6 +62,25 @@ class AnswerResume:
     question_id: str
     answered_at: str
     done_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedPull:
+    """A merged or closed pull request: how many follow-up rounds it took, and when it
+    opened and ended (`closed_at`: the merge or the close)."""
+
+    state: str
+    rounds: int
+    opened_at: str
+    closed_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequestStats:
+    """Pull requests per state, and every finished one (for `/metrics`' histograms)."""
+
+    by_state: dict[str, int]
+    finished: tuple[FinishedPull, ...]
 
 
 def count_tasks(
@@ -178,3 +200,26 @@ def spent_by_mode(ledger: Reader, *, day: str | date) -> dict[str, Spend]:
         (day_bucket(day),),
     )
     return {row["billing_mode"]: Spend(float(row["usd_cost"]), int(row["tokens"])) for row in rows}
+
+
+def pull_request_stats(ledger: Reader) -> PullRequestStats:
+    """How many PRs are in each state, and the rounds and times of those that ended.
+
+    Only finished PRs are listed: their rounds and times no longer change, so the
+    histograms built from them only grow as PRs end (an open PR's rounds would
+    move between buckets).
+    """
+    counts = ledger.fetch_all("SELECT state, COUNT(*) AS n FROM pull_requests GROUP BY state")
+    rows = ledger.fetch_all(
+        "SELECT state, rounds, opened_at, closed_at FROM pull_requests "
+        "WHERE state <> 'open' ORDER BY opened_at, task_id"
+    )
+    return PullRequestStats(
+        by_state={str(row["state"]): int(row["n"]) for row in counts},
+        finished=tuple(
+            FinishedPull(
+                str(row["state"]), int(row["rounds"]), str(row["opened_at"]), row["closed_at"]
+            )
+            for row in rows
+        ),
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from agent_team import db
 from agent_team.exceptions import InvalidAnswerError
 from agent_team.integrations.github.pr_watch import MARKER
+from agent_team.reports.task import read_task_report
 from tests.fakes.github_webhooks import GitHubWebhooks
 from tests.integration.github.conftest import APP, WEBHOOK_SECRET, Process, Setup, git
 
@@ -332,6 +334,17 @@ def test_the_whole_loop_review_ci_rerun_gate_fix_green_ready_merged(setup: Setup
         assert kinds.count("follow_up") == 2 and kinds.count("ready") == 1
         assert kinds.count("ci_green") == 1 and kinds.count("merged") == 1
         assert len(fake.pushes(APP)) == 3
+        # The same story as people read it: the report behind `show`, the page, /api/task.
+        report = read_task_report(process.coordinator.ledger, setup.task_id, datetime.now(UTC))
+        assert report is not None and report.pull_request is not None
+        story = report.pull_request.to_json()
+        assert story["state"] == "merged" and story["rounds"] == 2
+        assert [r["round"] for r in story["timeline"]] == [0, 1, 2]
+        told = [(e["round"], e["kind"]) for r in story["timeline"] for e in r["entries"]]
+        for step in [(1, "follow_up"), (1, "ci_rerun"), (1, "ci_failed"), (2, "follow_up")]:
+            assert step in told, told
+        answered = [e for r in story["timeline"] for e in r["entries"] if e["source"] == "question"]
+        assert {e["kind"] for e in answered} == {"pull_request", "pr_decision"}
     finally:
         process.close()
 
