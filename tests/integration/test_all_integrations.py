@@ -29,9 +29,16 @@ from agent_team.integrations.github.intake import task_id_for
 from agent_team.service.daemon import Daemon
 from tests.fakes import confluence_api as fc
 from tests.fakes.github_api import FakeGitHub
+from tests.fakes.github_webhooks import GitHubWebhooks
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack, SlackCall
 from tests.integration.confluence.conftest import lane_settings
-from tests.integration.github.conftest import APP, TOKEN, clone_with_bare_origin, git
+from tests.integration.github.conftest import (
+    APP,
+    TOKEN,
+    WEBHOOK_SECRET,
+    clone_with_bare_origin,
+    git,
+)
 from tests.integration.pipeline.conftest import LONG_BODY
 from tests.integration.slack.conftest import ALICE, CHANNEL, SECRET, block_action, form_body, sign
 from tests.waiting import wait_for
@@ -97,6 +104,7 @@ class Running:
             github_comment=True,
             github_open_pr=True,
             github_checkouts=f"{APP}={world.clone}",
+            github_webhook_secret=WEBHOOK_SECRET,
             # Confluence (dry-run unless overridden)
             **lane_settings(world.confluence, **overrides),
         )
@@ -231,9 +239,22 @@ def test_an_issue_goes_from_github_through_slack_to_a_pr_and_a_page(
         redrawn = wait_for(lambda: updates_of(slack, plan), "the plan message to be redrawn")
         assert "Approved" in redrawn[-1].params["text"] and buttons(redrawn[-1]) == []
 
-        # 5. The docs lane asks for Publish in Slack (after the build, 4. below).
+        # 4a. The task waits on its draft PR; merged on GitHub, the signed webhook makes the
+        # daemon read the PR at once (4. below checks the PR itself).
+        gate = running.question(task_id, "pull_request")
+        assert gate.turn == plan.turn + 1
+        (opened,) = github.repos[APP].pulls
+        github.merge_pull(APP, opened["number"])
+        delivery = GitHubWebhooks(github, WEBHOOK_SECRET).pull_request(
+            APP, opened["number"], "closed"
+        )
+        response = delivery.send(f"{running.daemon.url.rstrip('/')}/github/webhook")
+        assert (response.status_code, response.json()) == (200, {"pull_request": "answered"})
+        assert running.answered(gate.question_id).answered_via == f"github:{APP}"
+
+        # 5. The docs lane asks for Publish in Slack (after the merge).
         docs = running.question(task_id, "confluence_approval")
-        assert docs.turn == plan.turn + 1
+        assert docs.turn == gate.turn + 1
         assert buttons(post_of(slack, docs)) == [
             ("Publish", "agent_team.publish"),
             ("Request changes", "agent_team.revise"),
@@ -243,7 +264,7 @@ def test_an_issue_goes_from_github_through_slack_to_a_pr_and_a_page(
 
         # 4. The build ran on the checkout, its branch is on the remote, one draft PR is open.
         (pull,) = github.repos[APP].pulls
-        assert pull["draft"] is True and pull["title"] == TITLE
+        assert pull["merged_at"] is not None and pull["title"] == TITLE
         assert pull["body"].startswith(f"Closes #{world.number}")
         state = running.daemon.coordinator.graph.get_state(
             {"configurable": {"thread_id": task_id}}
@@ -311,7 +332,7 @@ def test_an_issue_goes_from_github_through_slack_to_a_pr_and_a_page(
         questions_posted = [
             c for c in slack.of("chat.postMessage") if not c.params.get("thread_ts")
         ]
-        assert len(questions_posted) == 2, "each question was posted once"
+        assert len(questions_posted) == 3, "each question was posted once (plan, PR, docs)"
         assert all(c.authorized for c in slack.calls)
 
         # The dashboard API lists what the task did outside, the PR among it.
@@ -332,7 +353,12 @@ def test_an_issue_goes_from_github_through_slack_to_a_pr_and_a_page(
         assert effects["confluence_write"]["dry_run"] is dry_run
         if not dry_run:
             assert effects["confluence_write"]["url"] == effect.result["url"]
-        assert {q["kind"] for q in body["questions"]} == {"plan_decision", "confluence_approval"}
+        assert {q["kind"] for q in body["questions"]} == {
+            "plan_decision",
+            "pull_request",
+            "confluence_approval",
+        }
+        assert body["pull_request"]["state"] == "merged"
     finally:
         running.stop()
     assert running.daemon.github is not None
@@ -371,8 +397,9 @@ def test_a_build_that_ends_during_the_stop_grace_still_opens_its_pr(
         note = db.list_transitions(conn, world.task_id)[-1].note
     finally:
         conn.close()
-    # The run went on to the docs gate: published, then waiting on the Publish question.
-    assert task is not None and (task.status, task.phase) == ("waiting", "conf_gate"), note
+    # The run went on: published, then waiting on its pull request (the docs lane follows
+    # the merge).
+    assert task is not None and (task.status, task.phase) == ("waiting", "pr_open"), note
     (pull,) = world.github.repos[APP].pulls
     assert pull["draft"] is True
     assert git(world.bare, "ls-tree", "--name-only", pull["head"]["ref"]) == "built.txt"

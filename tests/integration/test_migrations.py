@@ -316,6 +316,8 @@ def test_upgraded_indexes_are_all_there(old_ledger: tuple[int, Path]) -> None:
         "idx_audit_log_at",
         "idx_tasks_resume_at",
         "idx_model_failures_thread",
+        "idx_pull_requests_number",
+        "idx_pull_requests_state",
     }
     # The recreated partial unique index still does its job on the rebuilt table.
     with raw_connect(path) as raw:
@@ -694,6 +696,21 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
             outcome="retried",
             http_status=529,
             detail="overloaded_error",
+            at=datetime(2024, 8, 1, tzinfo=UTC),
+        )
+        db.watch_pull_request(  # and in the v14 ones
+            conn,
+            task_id="t-1",
+            repo="acme/app",
+            number=3,
+            url="https://github.example/acme/app/pull/3",
+            head_sha=None,
+            at=datetime(2024, 8, 1, tzinfo=UTC),
+        )
+        db.record_pr_event(
+            conn,
+            "t-1",
+            db.NewPrEvent("pr:merged", "merged"),
             at=datetime(2024, 8, 1, tzinfo=UTC),
         )
         counts = db.table_counts(conn)

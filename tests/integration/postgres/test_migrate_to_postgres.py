@@ -166,6 +166,21 @@ def _build_source(root: Path) -> Source:
             detail="overloaded_error: é — ✓",
             at=clock.now,
         )
+        db.watch_pull_request(
+            ledger,
+            task_id=tasks["done"],
+            repo="acme/app",
+            number=7,
+            url="https://github.example/acme/app/pull/7",
+            head_sha="a" * 40,
+            at=clock.now,
+        )
+        db.record_pr_event(
+            ledger,
+            tasks["done"],
+            db.NewPrEvent("review:1", "review", round=1, actor="rö", detail={"id": 1}),
+            at=clock.now,
+        )
 
         coordinator.answer(to_plan("running"), "approve", via="cli:tester")
         runner = threading.Thread(
