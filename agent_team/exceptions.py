@@ -31,6 +31,8 @@ operator as one line with no traceback.
     │       ├── TaskTooLargeError   a title or body over the task limits
     │       └── InvalidRepoError    a repository in a form we do not take, or a missing
     │                               path (CLI exit 2, HTTP 422; also a ValueError)
+    ├── AccessDeniedError           a person's role is below what the action needs
+    │                               (names the role; audited; CLI exit 3, HTTP 403)
     ├── AutomationError             an automation request we cannot carry out
     │   ├── InvalidAutomationError  a bad field (names it; CLI exit 2, HTTP 422;
     │   │                           also a ValueError); nothing was stored
@@ -63,6 +65,7 @@ raise these without creating an import cycle.
 from __future__ import annotations
 
 __all__ = [
+    "AccessDeniedError",
     "AgentTeamError",
     "AutomationError",
     "BudgetExhaustedError",
@@ -206,6 +209,14 @@ class InvalidRepoError(TaskRefusedError, ValueError):
     Refused when the task is submitted (and an automation created), so nothing
     is stored; the message names the forms we take (`agent_team.common.repo_spec`).
     """
+
+
+class AccessDeniedError(AgentTeamError):
+    """Who asked may not do this; the message names the role the action needs."""
+
+    def __init__(self, message: str, *, needed: str) -> None:
+        super().__init__(message)
+        self.needed = needed
 
 
 class AutomationError(AgentTeamError):

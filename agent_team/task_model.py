@@ -23,6 +23,7 @@ __all__ = [
     "PullRequestState",
     "QuestionKind",
     "QuestionStatus",
+    "Role",
     "ScheduleKind",
     "TaskKind",
     "TaskState",
@@ -152,6 +153,19 @@ class PullRequestState(StrEnum):
     OPEN = "open"
     MERGED = "merged"
     CLOSED = "closed"
+
+
+class Role(StrEnum):
+    """What a person may do, lowest first (`requests.roles` says which action needs which)."""
+
+    VIEWER = "viewer"
+    CONTRIBUTOR = "contributor"
+    MAINTAINER = "maintainer"
+    OWNER = "owner"
+
+    @property
+    def rank(self) -> int:
+        return list(Role).index(self)
 
 
 class TaskState(TypedDict, total=False):

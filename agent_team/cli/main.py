@@ -25,6 +25,7 @@ from agent_team import __version__, db
 from agent_team.cli.automation import automation_app
 from agent_team.cli.inbox import audit_app
 from agent_team.cli.inbox import inbox as inbox_command
+from agent_team.cli.people import key_app, people_app
 from agent_team.cli.support import (
     CliContext,
     RepoOption,
@@ -73,6 +74,8 @@ intake_app = typer.Typer(help="Outside work coming in (GitHub issues).", no_args
 app.add_typer(intake_app, name="intake")
 app.add_typer(automation_app, name="automation")
 app.add_typer(audit_app, name="audit")
+app.add_typer(people_app, name="people")
+app.add_typer(key_app, name="key")
 app.command("inbox")(inbox_command)
 
 

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.ledger import Reader, Transaction
+from agent_team.db.ledger import Ledger, Reader, Transaction
 from agent_team.db.records import AuditRow, fetch_records
 from agent_team.exceptions import LedgerInputError
 
@@ -35,6 +35,7 @@ __all__ = [
     "AuditVerdict",
     "append_audit",
     "list_audit",
+    "record_audit",
     "row_hash",
     "verify_audit",
 ]
@@ -101,6 +102,11 @@ def append_audit(tx: Transaction, entry: AuditEntry, *, now: datetime | None = N
             (rows + 1, digest, prev),
         )
     return digest
+
+
+def record_audit(ledger: Ledger, entry: AuditEntry) -> None:
+    """An audit row on its own (a refusal: nothing else changed, but who tried is kept)."""
+    ledger.write(lambda tx: append_audit(tx, entry))
 
 
 def list_audit(

@@ -14,7 +14,7 @@ from agent_team.exceptions import SchemaTooNewError
 
 __all__ = ["LEDGER_TABLES", "REQUIRED_COLUMNS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -464,6 +464,36 @@ FROM pending_questions ORDER BY rowid""",
 )""",
 )
 
+# v15: people and their keys (issue #30).
+# - `people`: a person's name, role (viewer < contributor < maintainer < owner) and the
+#   identities other surfaces know them by (a Slack user id, a GitHub login), each unique.
+# - `api_keys`: a person's keys, stored as a SHA-256 of the key only (a key is 32 random
+#   bytes: a slow hash would add nothing); `key_id` is the key's public part, so a key is
+#   found by one index lookup and compared in constant time; `revoked_at` ends it.
+_V15 = (
+    """CREATE TABLE people (
+    name         TEXT PRIMARY KEY,
+    role         TEXT NOT NULL
+                 CHECK (role IN ('viewer', 'contributor', 'maintainer', 'owner')),
+    slack_id     TEXT,
+    github_login TEXT,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL
+)""",
+    "CREATE UNIQUE INDEX idx_people_slack ON people (slack_id) WHERE slack_id IS NOT NULL",
+    """CREATE UNIQUE INDEX idx_people_github ON people (github_login)
+    WHERE github_login IS NOT NULL""",
+    """CREATE TABLE api_keys (
+    key_id       TEXT PRIMARY KEY,
+    name         TEXT NOT NULL,
+    key_hash     TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    last_used_at TEXT,
+    revoked_at   TEXT
+)""",
+    "CREATE INDEX idx_api_keys_name ON api_keys (name)",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -480,6 +510,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
     12: _V12,
     13: _V13,
     14: _V14,
+    15: _V15,
 }
 _FOREIGN_KEYS_OFF = frozenset({5, 14})
 
@@ -503,6 +534,8 @@ LEDGER_TABLES = (
     "model_failures",
     "pull_requests",
     "pr_events",
+    "people",
+    "api_keys",
 )
 
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -685,6 +718,8 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "detail_json",
         "at",
     ),
+    "people": ("name", "role", "slack_id", "github_login", "created_at", "updated_at"),
+    "api_keys": ("key_id", "name", "key_hash", "created_at", "last_used_at", "revoked_at"),
 }
 
 

@@ -26,6 +26,7 @@ from agent_team.task_model import (
     PullRequestState,
     QuestionKind,
     QuestionStatus,
+    Role,
     ScheduleKind,
     TaskKind,
     TaskStatus,
@@ -112,6 +113,7 @@ ENUM_CHECKS: dict[tuple[str, str], type[StrEnum]] = {
     ("automation_runs", "status"): AutomationRunStatus,
     ("model_failures", "outcome"): ModelFailureOutcome,
     ("pull_requests", "state"): PullRequestState,
+    ("people", "role"): Role,
 }
 
 NOW = "2024-08-01T00:00:00.000000Z"
@@ -154,6 +156,7 @@ BASE_ROWS: dict[str, dict[str, object]] = {
         "recorded_at": NOW,
     },
     "pull_requests": {"repo": "acme/app", "url": "u", "opened_at": NOW},
+    "people": {"created_at": NOW, "updated_at": NOW},
 }
 PRIMARY_KEYS = {
     "pending_questions": "question_id",
@@ -163,6 +166,7 @@ PRIMARY_KEYS = {
     "automations": "automation_id",
     "automation_runs": "run_id",
     "pull_requests": "task_id",
+    "people": "name",
 }
 _CHECK_IN = re.compile(r"CHECK\s*\(\s*(\w+)\s+IN\s*\(([^)]*)\)\s*\)", re.IGNORECASE)
 

@@ -181,6 +181,8 @@ def _build_source(root: Path) -> Source:
             db.NewPrEvent("review:1", "review", round=1, actor="rö", detail={"id": 1}),
             at=clock.now,
         )
+        db.add_person(ledger, name="zoë", role="owner", github_login="zoe")
+        db.add_key(ledger, name="zoë", key_id="abcdabcdabcd", key_hash="f" * 64)
 
         coordinator.answer(to_plan("running"), "approve", via="cli:tester")
         runner = threading.Thread(

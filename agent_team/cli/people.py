@@ -1,0 +1,188 @@
+"""`agent-team people ...` and `agent-team key ...`: who may act, and their keys.
+
+The local operator (who can read the ledger's file) is an owner; `--as NAME`
+acts as that person instead, with their role checked like any surface's.
+Bad input is one line naming the field and exit 2; a refused role exit 3.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Annotated, TypeVar
+
+import typer
+
+from agent_team import db
+from agent_team.cli.support import err, open_ready, open_writable, out, print_json
+from agent_team.exceptions import AccessDeniedError, LedgerInputError
+from agent_team.requests.actors import Actor, cli_actor
+from agent_team.requests.people import PeopleRequests
+
+__all__ = ["key_app", "people_app"]
+
+people_app = typer.Typer(
+    help="People and their roles: viewer < contributor < maintainer < owner.",
+    no_args_is_help=True,
+)
+key_app = typer.Typer(
+    help="A person's keys: shown once when made, stored only as a hash.", no_args_is_help=True
+)
+
+NameArg = Annotated[str, typer.Argument(help="The person's name.", show_default=False)]
+AsOpt = Annotated[
+    str | None, typer.Option("--as", help="Act as this person (their role is checked).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+_T = TypeVar("_T")
+
+
+@contextmanager
+def _requests(ctx: typer.Context, acting_as: str | None) -> Iterator[_Acting]:
+    with open_writable(ctx) as ledger:
+        yield _Acting(ledger, acting_as)
+
+
+class _Acting:
+    """The ledger, who acts, and their role (None: the local operator, an owner)."""
+
+    def __init__(self, ledger: db.Ledger, acting_as: str | None) -> None:
+        self.people = PeopleRequests(ledger)
+        self.ledger = ledger
+        self.actor: Actor = cli_actor()
+        self.role: str | None = None
+        if acting_as is not None:
+            person = db.get_person(ledger, acting_as)
+            if person is None:
+                _refuse(2, f"--as: nobody is called {acting_as[:64]!r}")
+            assert person is not None
+            self.actor = Actor(person.name, "cli")
+            self.role = person.role
+
+    def run(self, call: Callable[[], _T]) -> _T:
+        try:
+            return call()
+        except LedgerInputError as exc:
+            _refuse(2, str(exc))
+        except AccessDeniedError as exc:
+            db.record_audit(
+                self.ledger, self.actor.entry("refused", "people", {"needed": exc.needed})
+            )
+            _refuse(3, str(exc))
+        raise AssertionError("unreachable")
+
+
+def _refuse(code: int, message: str) -> None:
+    err.print(f"agent-team: {message}", soft_wrap=True)
+    sys.exit(code)
+
+
+@people_app.command("add")
+def people_add(
+    ctx: typer.Context,
+    name: NameArg,
+    role: Annotated[str, typer.Option("--role", help="viewer, contributor, maintainer, owner.")],
+    slack: Annotated[str | None, typer.Option("--slack", help="Their Slack user id.")] = None,
+    github: Annotated[str | None, typer.Option("--github", help="Their GitHub login.")] = None,
+    acting_as: AsOpt = None,
+) -> None:
+    """Add a person with a role (and the identities Slack and GitHub know them by)."""
+    with _requests(ctx, acting_as) as acting:
+        person = acting.run(
+            lambda: acting.people.add(
+                name,
+                role,
+                slack_id=slack,
+                github_login=github,
+                actor=acting.actor,
+                actor_role=acting.role,
+            )
+        )
+    out.print(f"added {person.name} ({person.role})")
+
+
+@people_app.command("list")
+def people_list(ctx: typer.Context, as_json: JsonOpt = False, acting_as: AsOpt = None) -> None:
+    """Everyone, with their role, identities and live keys."""
+    with open_ready(ctx) as ledger:
+        if acting_as is not None and db.get_person(ledger, acting_as) is None:
+            _refuse(2, f"--as: nobody is called {acting_as[:64]!r}")
+        people = db.list_people(ledger)
+        keys = db.list_keys(ledger)
+    live = {
+        p.name: sum(1 for k in keys if k.name == p.name and k.revoked_at is None) for p in people
+    }
+    if as_json:
+        print_json([asdict(p) | {"keys": live[p.name]} for p in people])
+        return
+    if not people:
+        out.print("nobody yet: agent-team people add NAME --role owner")
+        return
+    for p in people:
+        out.print(
+            f"{p.name}  {p.role}  slack={p.slack_id or '-'}  github={p.github_login or '-'}  "
+            f"keys={live[p.name]}"
+        )
+
+
+@people_app.command("set-role")
+def people_set_role(
+    ctx: typer.Context,
+    name: NameArg,
+    role: Annotated[str, typer.Argument(help="viewer, contributor, maintainer, owner.")],
+    acting_as: AsOpt = None,
+) -> None:
+    """Change a person's role (the last owner keeps theirs)."""
+    with _requests(ctx, acting_as) as acting:
+        person = acting.run(
+            lambda: acting.people.set_role(name, role, actor=acting.actor, actor_role=acting.role)
+        )
+    out.print(f"{person.name} is now {person.role}")
+
+
+@people_app.command("remove")
+def people_remove(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
+    """Remove a person; their keys stop working at once."""
+    with _requests(ctx, acting_as) as acting:
+        acting.run(lambda: acting.people.remove(name, actor=acting.actor, actor_role=acting.role))
+    out.print(f"removed {name}")
+
+
+def _show_key(key: str, name: str, verb: str) -> None:
+    out.print(f"{verb} a key for {name}; it is shown this once, store it now:")
+    out.print(key, soft_wrap=True, highlight=False)
+
+
+@key_app.command("add")
+def key_add(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
+    """Make a key for a person (their other keys keep working)."""
+    with _requests(ctx, acting_as) as acting:
+        minted = acting.run(
+            lambda: acting.people.add_key(name, actor=acting.actor, actor_role=acting.role)
+        )
+    _show_key(minted.key, name, "made")
+
+
+@key_app.command("rotate")
+def key_rotate(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
+    """Make a new key for a person and end their other keys at once."""
+    with _requests(ctx, acting_as) as acting:
+        minted = acting.run(
+            lambda: acting.people.add_key(
+                name, actor=acting.actor, actor_role=acting.role, rotate=True
+            )
+        )
+    _show_key(minted.key, name, "rotated:")
+
+
+@key_app.command("revoke")
+def key_revoke(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
+    """End every key of a person at once."""
+    with _requests(ctx, acting_as) as acting:
+        count = acting.run(
+            lambda: acting.people.revoke_keys(name, actor=acting.actor, actor_role=acting.role)
+        )
+    out.print(f"revoked {count} key(s) of {name}")

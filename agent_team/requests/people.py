@@ -1,0 +1,127 @@
+"""People and their keys, as requests: add, change a role, remove; mint, rotate, revoke a key.
+
+A key is `atk_<key id>_<secret>`: the id (public, 12 characters) finds the
+row, the secret (32 random bytes) proves it. The ledger keeps only the
+SHA-256 of the whole key, so a copy of the database or its backups gives no
+key away; the key is shown once, when it is made. Rotating revokes the
+person's other keys in the same transaction, so a leaked key stops working
+the moment its replacement exists. Every change is audited with who asked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+
+from agent_team import db
+from agent_team.exceptions import LedgerInputError
+from agent_team.requests.actors import Actor
+from agent_team.requests.roles import check_role
+
+__all__ = ["KEY_PREFIX", "MintedKey", "PeopleRequests", "hash_key", "verify_key"]
+
+KEY_PREFIX = "atk_"
+_KEY = re.compile(r"^atk_([a-z0-9]{12})_([A-Za-z0-9_-]{43})$")
+
+
+@dataclass(frozen=True)
+class MintedKey:
+    """A new key: shown to the person once, never stored."""
+
+    name: str
+    key_id: str
+    key: str
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _mint(name: str) -> MintedKey:
+    key_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(12))
+    return MintedKey(name, key_id, f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}")
+
+
+def verify_key(ledger: db.Reader, presented: str) -> db.Person | None:
+    """The person a presented key belongs to; None for anything else (never says why)."""
+    found = _KEY.match(presented.strip())
+    if found is None:
+        return None
+    hit = db.find_key(ledger, found.group(1))
+    if hit is None:
+        return None
+    key, person = hit
+    if not hmac.compare_digest(hash_key(presented.strip()), key.key_hash):
+        return None
+    return person
+
+
+class PeopleRequests:
+    """The people and key requests of every surface (the CLI today), each role-checked."""
+
+    def __init__(self, ledger: db.Ledger) -> None:
+        self.ledger = ledger
+
+    def _allowed(self, actor: Actor, role: str | None, action: str) -> None:
+        # The local operator (the CLI without --as) is an owner: role None.
+        if role is not None:
+            check_role(role, action, who=actor.name)
+
+    def add(
+        self,
+        name: str,
+        role: str,
+        *,
+        slack_id: str | None = None,
+        github_login: str | None = None,
+        actor: Actor,
+        actor_role: str | None = None,
+    ) -> db.Person:
+        self._allowed(actor, actor_role, "people")
+        return db.add_person(
+            self.ledger,
+            name=name,
+            role=role,
+            slack_id=slack_id,
+            github_login=github_login,
+            audit=actor.entry("person_add", name, {"role": role}),
+        )
+
+    def set_role(
+        self, name: str, role: str, *, actor: Actor, actor_role: str | None = None
+    ) -> db.Person:
+        self._allowed(actor, actor_role, "people")
+        return db.set_role(
+            self.ledger, name, role, audit=actor.entry("person_role", name, {"role": role})
+        )
+
+    def remove(self, name: str, *, actor: Actor, actor_role: str | None = None) -> None:
+        self._allowed(actor, actor_role, "people")
+        db.remove_person(self.ledger, name, audit=actor.entry("person_remove", name))
+
+    def add_key(
+        self, name: str, *, actor: Actor, actor_role: str | None = None, rotate: bool = False
+    ) -> MintedKey:
+        """Mint a key for `name` (with `rotate`, their other keys end at once)."""
+        self._allowed(actor, actor_role, "keys")
+        minted = _mint(name)
+        db.add_key(
+            self.ledger,
+            name=name,
+            key_id=minted.key_id,
+            key_hash=hash_key(minted.key),
+            revoke_others=rotate,
+            audit=actor.entry(
+                "key_rotate" if rotate else "key_add", name, {"key_id": minted.key_id}
+            ),
+        )
+        return minted
+
+    def revoke_keys(self, name: str, *, actor: Actor, actor_role: str | None = None) -> int:
+        self._allowed(actor, actor_role, "keys")
+        if db.get_person(self.ledger, name) is None:
+            raise LedgerInputError(f"name: nobody is called {name[:64]!r}")
+        return db.revoke_keys(self.ledger, name, audit=actor.entry("key_revoke", name))
