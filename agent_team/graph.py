@@ -154,7 +154,9 @@ def build_graph(
             "follow_up", route_after_pr, {"pr_gate": "pr_gate", "pr_decision": "pr_decision"}
         )
         graph.add_conditional_edges(
-            "pr_decision", route_after_pr, {"follow_up": "follow_up", "pr_gate": "pr_gate"}
+            "pr_decision",
+            route_after_pr,
+            {"follow_up": "follow_up", "pr_gate": "pr_gate", AFTER: after_pr, "done": "done"},
         )
     elif lane:
         graph.add_edge(after_build, "conf_draft")

@@ -196,6 +196,7 @@ class TaskState(TypedDict, total=False):
     pr_next: str | None
     pr_round: int
     pr_note: str | None
+    pr_force: bool  # a person said fix after a follow-up was refused: push it anyway
     # The Confluence lane (nodes/confluence_writer.py): page id, draft, feedback, decision,
     # and the write's result.
     confluence: dict[str, Any] | None

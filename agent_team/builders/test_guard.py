@@ -21,11 +21,15 @@ _TEST_PATH = re.compile(
     r"(^|/)(tests?|__tests__|spec|specs)/"
     r"|(^|/)test_[^/]*\.py$|_test\.(py|go|rb)$|\.(test|spec)\.[cm]?[jt]sx?$"
     r"|(^|/)[^/]*Tests?\.(java|kt|cs|swift)$|_spec\.rb$"
+    # How the tests are run counts as the tests: CI and the test runner's settings.
+    r"|(^|/)\.github/workflows/|(^|/)\.circleci/|(^|/)\.gitlab-ci\.yml$"
+    r"|(^|/)(pytest\.ini|tox\.ini|noxfile\.py|conftest\.py|jest\.config\.[cm]?[jt]s)$"
 )
 _SKIP_MARK = re.compile(
     r"@pytest\.mark\.(skip|xfail)|pytest\.skip\(|@unittest\.skip|\bself\.skipTest\("
     r"|\b(it|describe|test)\.skip\(|\bx(it|describe|test)\(|\bt\.Skip(Now|f)?\("
     r"|@(Disabled|Ignore)\b|#\[ignore\]|\bskip\s*:\s*true"
+    r"|continue-on-error\s*:\s*true|--deselect\b|\bcollect_ignore|\|\|\s*true\b"
 )
 
 

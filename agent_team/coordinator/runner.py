@@ -217,7 +217,10 @@ class GraphRunner:
         """Pick a graph up where its last checkpoint left it."""
         if self._lane_off(task_id, snapshot):
             return
-        if snapshot.interrupts or snapshot.values.get("outcome") is not None:
+        # An outcome decided by a node before `done` (a merged PR, a rejected page) is not
+        # the end while a next node is still due: a crash there continues to `done`.
+        ended = snapshot.values.get("outcome") is not None and not snapshot.next
+        if snapshot.interrupts or ended:
             self._after_run(task_id)  # already waiting or finished: make sure it shows
         else:
             # A run cut short (crash). `next` can be empty here: when the step's only task

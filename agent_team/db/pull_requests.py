@@ -105,6 +105,7 @@ class WatchedPull:
 
     pull: PullRequestRow
     question_id: str
+    kind: str = "pull_request"  # or `pr_decision`: only a merge or a close answers it here
 
 
 def _check_event(event: NewPrEvent) -> str:
@@ -184,14 +185,18 @@ def pull_requests_at(reader: Reader, repo: str, head_sha: str) -> list[PullReque
 
 
 def watched_pull_requests(reader: Reader) -> list[WatchedPull]:
-    """Open PRs whose task waits on its open PR gate, the least recently checked first."""
+    """Open PRs whose task waits on its PR gate or on a person's PR decision (a merge or a
+    close ends that too), the least recently checked first."""
     rows = reader.fetch_all(
-        "SELECT p.*, q.question_id AS question_id FROM pull_requests p "
-        "JOIN pending_questions q ON q.thread_id = p.task_id "
-        "AND q.status = 'open' AND q.kind = 'pull_request' "
+        "SELECT p.*, q.question_id AS question_id, q.kind AS question_kind "
+        "FROM pull_requests p JOIN pending_questions q ON q.thread_id = p.task_id "
+        "AND q.status = 'open' AND q.kind IN ('pull_request', 'pr_decision') "
         "WHERE p.state = 'open' ORDER BY p.checked_at IS NOT NULL, p.checked_at, p.task_id",
     )
-    return [WatchedPull(row_to(PullRequestRow, row), str(row["question_id"])) for row in rows]
+    return [
+        WatchedPull(row_to(PullRequestRow, row), str(row["question_id"]), str(row["question_kind"]))
+        for row in rows
+    ]
 
 
 _NOTE_COLUMNS = frozenset(

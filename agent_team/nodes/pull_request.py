@@ -76,15 +76,21 @@ def pr_gate(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     decision = answer["decision"]
     update: dict[str, Any] = {"pr_event": answer, "turn": state.get("turn", 0) + 1}
     if decision in ("merged", "closed"):
-        db.note_pull_request(deps.ledger, state["task_id"], state=decision, closed_at=deps.clock())
-        update["outcome"] = "merged" if decision == "merged" else "cancelled"
-        update["pr_next"] = AFTER if decision == "merged" else Phase.DONE.value
+        update.update(_ended(deps, state, decision))
     elif decision == "feedback" and state.get("pr_round", 0) < deps.pr_rounds:
         update["pr_next"] = "follow_up"
     else:  # CI red, or feedback past the rounds cap: a person decides
         update["pr_next"] = "pr_decision"
     crash_point(deps, Phase.PR_OPEN, "after")
     return update
+
+
+def _ended(deps: GraphDeps, state: TaskState, decision: str) -> dict[str, Any]:
+    """The PR was merged or closed: the task ends (`done` after the docs lane, or cancelled)."""
+    db.note_pull_request(deps.ledger, state["task_id"], state=decision, closed_at=deps.clock())
+    if decision == "merged":
+        return {"outcome": "merged", "pr_next": AFTER}
+    return {"outcome": "cancelled", "pr_next": Phase.DONE.value}
 
 
 def _why(state: TaskState, deps: GraphDeps) -> tuple[str, str]:
@@ -126,9 +132,14 @@ def pr_decision(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         },
     )
     decision = answer["decision"]
-    update: dict[str, Any] = {"turn": state.get("turn", 0) + 1, "pr_note": answer.get("text")}
-    if decision == "fix":
+    update: dict[str, Any] = {"turn": state.get("turn", 0) + 1, "pr_note": None}
+    if decision in ("merged", "closed"):  # GitHub's: the PR ended while a person decided
+        update.update(_ended(deps, state, decision))
+    elif decision == "fix":
         update["pr_next"] = "follow_up"
+        update["pr_note"] = answer.get("text")  # only a fix's note reaches the builder
+        # A person who read why the last follow-up was refused and still says fix wants it.
+        update["pr_force"] = event.get("refused_code") == "tests_removed"
     else:
         if decision == "takeover":
             db.note_pull_request(deps.ledger, state["task_id"], hands_off=1)
@@ -205,10 +216,17 @@ def follow_up(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         state, built, round_, items, lambda when: crash_point(deps, Phase.PR_OPEN, when)
     )
     crash_point(deps, Phase.PR_OPEN, "after")
+    if result.get("ended"):
+        return {"pr_next": "pr_gate", "pr_force": False}  # merged or closed meanwhile
     if result.get("refused"):
         return {
-            "pr_event": {**event, "refused": result["refused"], "refused_code": "tests_removed"},
+            "pr_event": {
+                **event,
+                "refused": result["refused"],
+                "refused_code": result.get("refused_code", "tests_removed"),
+            },
             "pr_next": "pr_decision",
+            "pr_force": False,
         }
     db.note_pull_request(deps.ledger, state["task_id"], rounds=round_, head_sha=built.commit)
     db.record_pr_event(
@@ -236,6 +254,7 @@ def follow_up(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         "pr_next": "pr_gate",
         "pr_event": None,
         "pr_note": None,
+        "pr_force": False,
         "pull_request": {**_pull(state), "head": built.commit},
     }
 

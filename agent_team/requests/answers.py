@@ -272,10 +272,14 @@ class PullRequestAnswer(BaseModel):
 
 
 class PrDecisionAnswer(BaseModel):
-    """fix / ignore / take over, when the loop after the PR needs a person."""
+    """fix / ignore / take over, when the loop after the PR needs a person.
+
+    `merged` and `closed` are GitHub's: the watcher ends the question with them
+    when the PR is merged or closed meanwhile (a person cannot type them).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    decision: Literal["fix", "ignore", "takeover"]
+    decision: Literal["fix", "ignore", "takeover", "merged", "closed"]
     text: str = Field(default="", max_length=4000)
 
     @model_validator(mode="before")

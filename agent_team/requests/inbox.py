@@ -24,7 +24,12 @@ from agent_team.exceptions import (
     UnknownTaskError,
 )
 from agent_team.requests.actors import INTERNAL, Actor
-from agent_team.requests.answers import PULL_REQUEST_HELP, closed_message, parse_answer
+from agent_team.requests.answers import (
+    PR_DECISION_HELP,
+    PULL_REQUEST_HELP,
+    closed_message,
+    parse_answer,
+)
 from agent_team.requests.limits import check_task_size
 from agent_team.task_model import (
     TERMINAL_STATUSES,
@@ -278,6 +283,12 @@ def submit_answer(
     if question.kind == QuestionKind.PULL_REQUEST and not via.startswith("github:"):
         raise InvalidAnswerError(PULL_REQUEST_HELP)
     normalised = parse_answer(question.kind, text)
+    if (
+        question.kind == QuestionKind.PR_DECISION
+        and normalised.get("decision") in ("merged", "closed")
+        and not via.startswith("github:")
+    ):
+        raise InvalidAnswerError(PR_DECISION_HELP)
     decision = normalised.get("decision")
     won = db.answer_question(
         ledger,

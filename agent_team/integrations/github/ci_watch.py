@@ -80,8 +80,11 @@ class CiWatch:
         if report.state == "pending" or not report.started:
             return None
         if report.state == "green":
-            self._green(pull, state, report, known)
-            return None
+            self._record_green(pull, state, report, known)
+        if report.required_state == "green":
+            self._maybe_ready(pull, state)  # a red check nothing requires does not hold it
+        if report.state == "green" or f"ci:{head}:failed" in known:
+            return None  # green, or a person was asked about this head already
         failed = report.failed[:MAX_CHECKS]
         rerun_key = f"ci:{head}:rerun"
         if rerun_key not in known and self._rerun(pull, state, failed, rerun_key):
@@ -125,7 +128,7 @@ class CiWatch:
             detail={"checks": [c.name for c in failed], "runs": runs, "why": reasons[0]},
         )
         if not db.record_pr_event(self.ledger, pull.task_id, event, at=self.clock()):
-            return False  # another look got here first and reran
+            return True  # another look got here first and reran: wait for its attempt
         for run_id in runs:
             try:
                 self.reader.rerun_failed_jobs(pull.repo, run_id)
@@ -157,32 +160,36 @@ class CiWatch:
         return {
             "name": check.name[:300],
             "conclusion": (check.conclusion or "failure")[:50],
-            "url": check.url,
+            "url": check.url if check.url and len(check.url) <= 1000 else None,
             "excerpt": excerpt[:EXCERPT_CHARS],
             "rerun": rerun,
         }
 
-    def _green(
+    def _record_green(
         self, pull: db.PullRequestRow, state: PullState, report: CiReport, known: set[str]
     ) -> None:
         key = f"ci:{state.head_sha}:green"
-        if key not in known:
-            db.record_pr_event(
-                self.ledger,
-                pull.task_id,
-                db.NewPrEvent(
-                    key,
-                    "ci_green",
-                    round=pull.rounds,
-                    head_sha=state.head_sha,
-                    actor="ci",
-                    detail={"checks": len(report.checks)},
-                ),
-                at=self.clock(),
-            )
+        if key in known:
+            return
+        db.record_pr_event(
+            self.ledger,
+            pull.task_id,
+            db.NewPrEvent(
+                key,
+                "ci_green",
+                round=pull.rounds,
+                head_sha=state.head_sha,
+                actor="ci",
+                detail={"checks": len(report.checks)},
+            ),
+            at=self.clock(),
+        )
+
+    def _maybe_ready(self, pull: db.PullRequestRow, state: PullState) -> None:
+        """Mark the draft ready: required checks green (the caller knows), no review blocking."""
         if not self.ready_when_green or not state.draft or pull.ready_at is not None:
             return
-        if report.required_state != "green" or self._changes_requested(pull):
+        if self._changes_requested(pull):
             return
         self.writes.mark_ready(
             pull.task_id,

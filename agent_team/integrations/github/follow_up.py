@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from agent_team.builders.base import BuildResult
@@ -22,6 +23,7 @@ from agent_team.exceptions import BuildError, PublishFailedError
 from agent_team.integrations.github.intake import GitHubError
 from agent_team.integrations.github.pr import PullRequestPublisher
 from agent_team.integrations.github.pr_replies import PullRequestWrites
+from agent_team.integrations.github.pulls import PullRequests
 from agent_team.task_model import TaskState
 
 __all__ = ["FollowUpDesk"]
@@ -52,6 +54,32 @@ class FollowUpDesk:
                 "`agent-team retry` pushes it"
             ) from exc
 
+    @staticmethod
+    def _refusal(checkout: Path, before: str, build: BuildResult) -> tuple[str, str] | None:
+        """Why the commit must not be pushed (`(code, reason)`), or None."""
+        try:
+            if (
+                before == build.commit
+                or not run_git(
+                    checkout, "diff", "--name-only", before, build.commit, "--"
+                ).stdout.strip()
+            ):
+                return "no_change", "the follow-up changed nothing"
+            refused = weakens_tests_only(checkout, before, build.commit)
+        except BuildError as exc:
+            raise GitHubError(f"cannot check the follow-up commit: {exc}") from None
+        return ("tests_removed", refused) if refused else None
+
+    @staticmethod
+    def _set_back(checkout: Path, build: BuildResult, before: str) -> None:
+        """The next follow-up starts from what reviewers saw, not from a refused commit."""
+        if before == build.commit:
+            return
+        try:
+            run_git(checkout, "update-ref", f"refs/heads/{build.branch}", before, build.commit)
+        except BuildError as exc:
+            raise GitHubError(f"cannot set the branch back: {exc}") from None
+
     def _follow_up(
         self,
         state: TaskState,
@@ -65,25 +93,19 @@ class FollowUpDesk:
         repo, number = str(pull["repo"]), int(pull["number"])
         checkout = self.publisher.checkout_for(state, repo)
         before = pull.get("head")
-        if before and before != build.commit:
-            try:
-                refused = weakens_tests_only(checkout, str(before), build.commit)
-            except BuildError as exc:
-                raise GitHubError(f"cannot check the follow-up commit: {exc}") from None
+        current, _ = PullRequests(self.writes.client).get(repo, number)
+        if current is not None and current.outcome != "open":
+            # Merged or closed while the follow-up was built: push nothing, say nothing;
+            # the gate hears of it from the watcher.
+            return {"ended": current.outcome}
+        if before and not state.get("pr_force"):
+            refused = self._refusal(checkout, str(before), build)
             if refused:
-                log.warning("github: task %s follow-up %d not pushed: %s", task_id, round_, refused)
-                # The next follow-up starts from what reviewers saw, not from this commit.
-                try:
-                    run_git(
-                        checkout,
-                        "update-ref",
-                        f"refs/heads/{build.branch}",
-                        str(before),
-                        build.commit,
-                    )
-                except BuildError as exc:
-                    raise GitHubError(f"cannot set the branch back: {exc}") from None
-                return {"refused": refused}
+                log.warning(
+                    "github: task %s follow-up %d not pushed: %s", task_id, round_, refused[1]
+                )
+                self._set_back(checkout, build, str(before))
+                return {"refused": refused[1], "refused_code": refused[0]}
         self.publisher.push(
             task_id,
             repo,

@@ -119,7 +119,8 @@ class PullRequestWatcher:
         self._told: set[str] = set()  # ignored events already logged by this process
         self._told_lock = threading.Lock()
         self._full_read: dict[str, datetime] = {}  # task -> last read without an ETag
-        self._states: dict[str, PullState] = {}  # task -> the PR as last read (for a 304)
+        # task -> (ETag, the PR) as this process last read it (a 304 reuses it)
+        self._states: dict[str, tuple[str | None, PullState]] = {}
 
     # -- passes ---------------------------------------------------------------------------
 
@@ -172,33 +173,39 @@ class PullRequestWatcher:
         pull = watched.pull
         now = self.clock()
         last = self._full_read.get(pull.task_id)
+        # The ETag sent is the one of the state this process holds, never another
+        # daemon's: a 304 must mean "what *we* read is still true".
         cached = self._states.get(pull.task_id)
         if cached is None or last is None or (now - last).total_seconds() >= FULL_READ_EVERY_S:
             fresh = True
-        state, etag = self.pulls.get(pull.repo, pull.number, etag=None if fresh else pull.etag)
+        sent = None if fresh or cached is None else cached[0]
+        state, etag = self.pulls.get(pull.repo, pull.number, etag=sent)
         report.checked += 1
         changed = state is not None
         if state is None:  # 304: the PR itself is unchanged; its CI may have moved
             report.unchanged += 1
             db.note_pull_request(self.ledger, pull.task_id, checked_at=now)
             assert cached is not None
-            state = cached
+            state = cached[1]
         else:
-            self._states[pull.task_id] = state
+            self._states[pull.task_id] = (etag, state)
             if fresh:
                 self._full_read[pull.task_id] = now
             db.note_pull_request(
                 self.ledger, pull.task_id, etag=etag, head_sha=state.head_sha, checked_at=now
             )
         if state.outcome != "open":
+            ended: dict[str, Any] = {"decision": state.outcome}
+            if watched.kind == "pull_request":
+                ended["head_sha"] = state.head_sha
             return self._answer(
                 watched,
-                {"decision": state.outcome, "head_sha": state.head_sha},
+                ended,
                 [db.NewPrEvent(f"pr:{state.outcome}", state.outcome, head_sha=state.head_sha)],
                 via=f"github:{pull.repo}",
             )
-        if pull.hands_off:
-            return False  # a person took over: only a merge or a close ends the gate
+        if pull.hands_off or watched.kind != "pull_request":
+            return False  # a person took over or decides now: only a merge or a close counts
         items = self.feedback(pull, state) if changed else []
         if not items:
             gate = self.ci.step(pull, state) if self.ci is not None else None

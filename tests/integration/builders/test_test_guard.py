@@ -69,6 +69,16 @@ def test_skipping_a_test_is_refused(repo: Path) -> None:
     assert why is not None and "skipped" in why
 
 
+def test_letting_ci_fail_is_refused_like_skipping_a_test(repo: Path) -> None:
+    workflow = "jobs:\n  test:\n    steps:\n      - run: pytest\n"
+    base = commit(repo, {".github/workflows/ci.yml": workflow}, "ci")
+    lenient = workflow.replace(
+        "      - run: pytest\n", "      - run: pytest\n        continue-on-error: true\n"
+    )
+    head = commit(repo, {".github/workflows/ci.yml": lenient}, "let it fail")
+    assert weakens_tests_only(repo, base, head) is not None
+
+
 @pytest.mark.parametrize(
     "files",
     [

@@ -455,3 +455,24 @@ def test_a_ci_webhook_makes_the_watcher_look_at_the_head_at_once(setup: Setup) -
         assert process.github.webhook.handle(headers, delivery.body).body == {"duplicate": True}
     finally:
         process.close()
+
+
+def test_a_merge_while_a_person_decides_ends_the_task(setup: Setup) -> None:
+    process = Process(setup.settings)
+    try:
+        pull = open_pr(process, setup)
+        setup.fake.set_check_run(APP, pull["head"]["sha"], "lint", conclusion="failure", app="x")
+        assert process.github.watch_pulls().answered == 1  # CI red: a person is asked
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        (decision,) = db.list_questions(process.coordinator.ledger, status="open")
+        assert decision.kind == "pr_decision"
+        with pytest.raises(InvalidAnswerError):  # only GitHub says merged
+            process.coordinator.answer(decision.question_id, {"decision": "merged"})
+        setup.fake.merge_pull(APP, pull["number"])
+        assert process.github.watch_pulls().answered == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        assert task_of(process, setup).status == "done"
+        answered = db.get_question(process.coordinator.ledger, decision.question_id)
+        assert answered is not None and answered.answered_via == f"github:{APP}"
+    finally:
+        process.close()
