@@ -47,6 +47,7 @@ from agent_team.config import Settings
 from agent_team.exceptions import (
     AgentTeamError,
     ConfigError,
+    InvalidAnswerError,
     InvalidAutomationError,
     InvalidRepoError,
 )
@@ -56,7 +57,7 @@ from agent_team.reports.plandiff import PlanVersion, changes_text
 from agent_team.reports.pull_request import PullRequestTimeline
 from agent_team.requests.actors import cli_actor
 from agent_team.requests.task_requests import TaskRequests
-from agent_team.task_model import QuestionStatus, TaskKind, TaskStatus
+from agent_team.task_model import QuestionKind, QuestionStatus, TaskKind, TaskStatus
 
 __all__ = ["app", "main"]
 
@@ -305,7 +306,7 @@ def questions(
     )
     for q in rows:
         answered = f"{q.answered_at} via {q.answered_via}" if q.answered_at else ""
-        asks = q.payload.get("text", "") if isinstance(q.payload, dict) else ""
+        asks = _asks(q.kind, q.payload)
         table.add_row(
             q.question_id,
             q.thread_id,
@@ -321,6 +322,43 @@ def questions(
         plan = _plan_text(q.payload)
         if q.status == QuestionStatus.OPEN and plan:
             out.print(f"\nthe plan {q.question_id} asks you to review:\n{plan}")
+        if q.status == QuestionStatus.OPEN and q.kind == QuestionKind.PR_DECISION:
+            out.print("\n" + _pr_decision_text(q.question_id, q.payload))
+
+
+def _asks(kind: str, payload: Any) -> str:
+    """A question's line in the list; the PR gate says who answers it (GitHub, not you)."""
+    data = payload if isinstance(payload, dict) else {}
+    if kind == QuestionKind.PULL_REQUEST:
+        return f"waiting on GitHub: {data.get('url') or 'the pull request'}"
+    return str(data.get("text", ""))
+
+
+# A PR decision in the terminal: this many checks, excerpt lines and review items at most.
+_CLI_CHECKS, _CLI_EXCERPT_LINES, _CLI_ITEMS = 5, 15, 10
+
+
+def _pr_decision_text(question_id: str, payload: Any) -> str:
+    """What a person weighs before `fix`, `ignore` or `take over`, and how to say it."""
+    data = payload if isinstance(payload, dict) else {}
+    lines = [f"the pull request {question_id} needs a decision ({data.get('reason') or '?'}):"]
+    lines.append(f"  {data.get('text') or ''}")
+    checks = [c for c in data.get("checks") or () if isinstance(c, dict)]
+    for check in checks[:_CLI_CHECKS]:
+        where = f", log {check['url']}" if check.get("url") else ""
+        lines.append(f"  failing check {check.get('name')} ({check.get('conclusion')}{where})")
+        excerpt = str(check.get("excerpt") or "").strip("\n").splitlines()
+        lines += [f"    | {line}" for line in excerpt[:_CLI_EXCERPT_LINES]]
+        if len(excerpt) > _CLI_EXCERPT_LINES:
+            lines.append(f"    | … {len(excerpt) - _CLI_EXCERPT_LINES} more lines")
+    items = [i for i in data.get("items") or () if isinstance(i, dict)]
+    for item in items[:_CLI_ITEMS]:
+        body = " ".join(str(item.get("body") or "").split())
+        lines.append(f"  review by {item.get('user')}: {body}")
+    if len(checks) > _CLI_CHECKS or len(items) > _CLI_ITEMS:
+        lines.append("  (more on the pull request)")
+    lines.append(f"  answer: {command()} answer {question_id} fix [note] | ignore | take over")
+    return "\n".join(lines)
 
 
 def _deadline(stamp: str | None, now: datetime) -> str:
@@ -729,7 +767,19 @@ def answer(
     responder = who.strip() or getpass.getuser()
     text = " ".join(words)
     with open_ready(ctx) as ledger:
-        answered = _requests(ctx, ledger).answer(question_id, text, via=f"cli:{responder}")
+        try:
+            answered = _requests(ctx, ledger).answer(question_id, text, via=f"cli:{responder}")
+        except InvalidAnswerError:
+            asked = db.get_question(ledger, question_id)
+            if asked is None or asked.kind != QuestionKind.PULL_REQUEST:
+                raise
+            # Say which pull request moves the task on, and how to stop it instead.
+            url = asked.payload.get("url") if isinstance(asked.payload, dict) else None
+            raise InvalidAnswerError(
+                f"question {question_id} waits on GitHub ({url or 'its pull request'}), not on "
+                "an answer: review the pull request, merge it or close it; to stop the task: "
+                f"`agent-team cancel {asked.thread_id}`; nothing was stored"
+            ) from None
     out.print(f"answered {answered.question_id}: {answered.answer_json}")
 
 

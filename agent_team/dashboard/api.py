@@ -61,7 +61,12 @@ from agent_team.health.readiness import readiness
 from agent_team.health.status import LoopStatus
 from agent_team.reports import task as reports
 from agent_team.reports.build_watch import build_output
-from agent_team.requests.answers import PLAN_DECISION_HELP, PUBLISH_HELP
+from agent_team.requests.answers import (
+    PLAN_DECISION_HELP,
+    PR_DECISION_HELP,
+    PUBLISH_HELP,
+    PULL_REQUEST_HELP,
+)
 from agent_team.requests.limits import MAX_TITLE_CHARS
 from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind
 
@@ -75,6 +80,8 @@ _ACCEPTED: dict[str, str] = {
     QuestionKind.CLARIFY.value: "any non-empty text with the information asked for",
     QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
     QuestionKind.CONFLUENCE_APPROVAL.value: PUBLISH_HELP,
+    QuestionKind.PR_DECISION.value: PR_DECISION_HELP,
+    QuestionKind.PULL_REQUEST.value: PULL_REQUEST_HELP,  # no answer is accepted: who moves it
 }
 
 

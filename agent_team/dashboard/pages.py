@@ -66,13 +66,26 @@ _KIND_LABELS = {
     QuestionKind.CLARIFY.value: "clarifying question",
     QuestionKind.PLAN_DECISION.value: "plan approval",
     QuestionKind.CONFLUENCE_APPROVAL.value: "publish approval",
+    QuestionKind.PULL_REQUEST.value: "pull request gate",
+    QuestionKind.PR_DECISION.value: "pull request decision",
 }
 # One-click fills for the answer field; each is valid in `answers.parse_answer`'s grammar
 # (or, ending in a space, the start of an answer the person completes).
 _QUICK_FILLS = {
     QuestionKind.PLAN_DECISION.value: ("approve", "revise ", "reject "),
     QuestionKind.CONFLUENCE_APPROVAL.value: ("publish", "reject "),
+    QuestionKind.PR_DECISION.value: ("fix", "ignore", "take over"),
 }
+# The answer field's hint, by kind.
+_PLACEHOLDERS = {
+    QuestionKind.PLAN_DECISION.value: "approve, revise …, reject …",
+    QuestionKind.CONFLUENCE_APPROVAL.value: "publish, revise …, reject …",
+    QuestionKind.PR_DECISION.value: "fix [note], ignore, take over",
+}
+# Kinds nobody answers here: the PR gate is answered by GitHub (reviews, a merge, a close).
+_NOT_ANSWERED_HERE = frozenset({QuestionKind.PULL_REQUEST.value})
+# A PR decision's card lists at most this many failing checks and review items.
+_CARD_CHECKS, _CARD_ITEMS, _CARD_EXCERPT = 5, 10, 4000
 
 
 # ---- formatting ----------------------------------------------------------------------------
@@ -194,6 +207,27 @@ class FailureRow:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckView:
+    """A failing check of a PR decision: its name, how it ended, its log and an excerpt."""
+
+    name: str
+    conclusion: str
+    url: str | None
+    excerpt: str
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequestView:
+    """What a PR question shows beside its text: the pull request, red checks, reviews."""
+
+    url: str | None  # only an http(s) URL, so it is safe in an href
+    reason: str | None = None
+    checks: tuple[CheckView, ...] = ()
+    items: tuple[tuple[str, str], ...] = ()  # (who, what they asked)
+    more: int = 0  # checks and items left out
+
+
+@dataclass(frozen=True, slots=True)
 class QuestionCard:
     question_id: str
     kind: str
@@ -210,6 +244,9 @@ class QuestionCard:
     answered_by: str | None
     answered_at: Stamp | None
     quick_fills: tuple[str, ...] = field(default=())
+    answerable: bool = True  # False: GitHub answers it (the PR gate); no form
+    placeholder: str = "your answer"
+    pull: PullRequestView | None = None
 
 
 # ---- the pages -----------------------------------------------------------------------------
@@ -290,6 +327,8 @@ class _Pages:
                     + (f" · {_tokens(cost.tokens)} tok" if cost.tokens else ""),
                 )
             )
+        # The PR gate waits on GitHub, not on people: not in "waiting on people".
+        questions = [q for q in questions if q.kind not in _NOT_ANSWERED_HERE]
         open_rows = [
             OpenQuestionRow(
                 question_id=q.question_id,
@@ -425,7 +464,7 @@ class _Pages:
             "timeline_start": steps[0].entered if steps else None,
             "timeline_total": span(total_s),
             "questions": questions,
-            "open_count": sum(1 for q in questions if q.is_open),
+            "open_count": sum(1 for q in questions if q.is_open and q.answerable),
             **plans,
             "build": {"branch": self._clean(build.branch), "commit": self._clean(build.commit)}
             if build
@@ -483,6 +522,39 @@ class _Pages:
             answered_by=_who(q.answered_via) if q.answered_at else None,
             answered_at=stamp(q.answered_at, now),
             quick_fills=_QUICK_FILLS.get(q.kind, ()) if is_open else (),
+            answerable=q.kind not in _NOT_ANSWERED_HERE,
+            placeholder=_PLACEHOLDERS.get(q.kind, "your answer"),
+            pull=self._pull_view(q.kind, payload),
+        )
+
+    def _pull_view(self, kind: str, payload: dict[str, Any]) -> PullRequestView | None:
+        if kind not in (QuestionKind.PULL_REQUEST, QuestionKind.PR_DECISION):
+            return None
+        url = _web_url(self._clean(str(payload.get("url") or "")))
+        if kind == QuestionKind.PULL_REQUEST:
+            return PullRequestView(url=url)
+        checks = [c for c in payload.get("checks") or () if isinstance(c, dict)]
+        items = [i for i in payload.get("items") or () if isinstance(i, dict)]
+        return PullRequestView(
+            url=url,
+            reason=str(payload.get("reason") or "").replace("_", " ") or None,
+            checks=tuple(
+                CheckView(
+                    name=self._clean(str(c.get("name") or "")),
+                    conclusion=self._clean(str(c.get("conclusion") or "failure")),
+                    url=_web_url(self._clean(str(c.get("url") or ""))),
+                    excerpt=self._clean(str(c.get("excerpt") or ""))[:_CARD_EXCERPT],
+                )
+                for c in checks[:_CARD_CHECKS]
+            ),
+            items=tuple(
+                (
+                    self._clean(str(i.get("user") or "someone")),
+                    self._clean(str(i.get("body") or "")),
+                )
+                for i in items[:_CARD_ITEMS]
+            ),
+            more=max(0, len(checks) - _CARD_CHECKS) + max(0, len(items) - _CARD_ITEMS),
         )
 
     async def task(self, request: Request) -> Response:
@@ -547,6 +619,11 @@ def _paging(wanted: TaskFilter, matching: int, shown: int) -> Paging:
         prev_query=wanted.query(offset=before) if wanted.offset > 0 else None,
         next_query=wanted.query(offset=after) if after < matching else None,
     )
+
+
+def _web_url(url: str) -> str | None:
+    """An http(s) URL fit for an href; anything else (`javascript:`, empty) is not linked."""
+    return url if url.startswith(("https://", "http://")) else None
 
 
 def _question_text(payload: Any) -> str:

@@ -41,6 +41,8 @@ GATE_PHASES: dict[str, str] = {
     QuestionKind.CLARIFY.value: Phase.CLARIFY.value,
     QuestionKind.PLAN_DECISION.value: Phase.PLAN_REVIEW.value,
     QuestionKind.CONFLUENCE_APPROVAL.value: Phase.CONF_GATE.value,
+    QuestionKind.PULL_REQUEST.value: Phase.PR_OPEN.value,
+    QuestionKind.PR_DECISION.value: Phase.PR_OPEN.value,
 }
 _ENDINGS = frozenset({TaskStatus.DONE.value, TaskStatus.FAILED.value, TaskStatus.CANCELLED.value})
 _CURRENT = frozenset({TaskStatus.WAITING.value, TaskStatus.QUEUED.value, TaskStatus.PARKED.value})

@@ -1,11 +1,12 @@
 """The triage inbox: one list of what needs a person now, oldest first.
 
-Open questions (with their age and deadline), parked tasks (the reason, what
-their park said, and the command that fixes it), tasks that failed in the last
-week, automations that are overdue (no daemon ran their slot) or whose last
-run failed or was skipped for the budget, and the day's budget once it is
-near its cap. The CLI (`agent-team inbox`), `GET /api/triage`, the dashboard's
-inbox page and the daily Slack digest all read this one function.
+Open questions (with their age and deadline; not the pull request gate, which
+waits on GitHub), parked tasks (the reason, what their park said, and the
+command that fixes it), tasks that failed in the last week, automations that
+are overdue (no daemon ran their slot) or whose last run failed or was skipped
+for the budget, and the day's budget once it is near its cap. The CLI
+(`agent-team inbox`), `GET /api/triage`, the dashboard's inbox page and the
+daily Slack digest all read this one function.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agent_team import db
 from agent_team.common.timefmt import utc_text
 from agent_team.models.budget_view import BudgetToday, settings_budget
+from agent_team.task_model import QuestionKind
 
 if TYPE_CHECKING:
     from agent_team.config import Settings
@@ -71,17 +73,28 @@ class TriageItem:
         return dict(vars(self))
 
 
+# What an open question's row says and how to answer it, by kind (others: the generic pair).
+_QUESTION_DETAIL = {
+    QuestionKind.PR_DECISION.value: "the pull request needs a decision: fix, ignore or take over",
+}
+_QUESTION_FIX = {
+    QuestionKind.PR_DECISION.value: "agent-team answer {question} fix [note] | ignore | take over",
+}
+
+
 def _questions(rows: db.TriageRows, now: datetime) -> list[TriageItem]:
     items = []
     for q in rows.open_questions:
         since = q.posted_at or q.task_created_at or db.to_iso(now)
+        detail = _QUESTION_DETAIL.get(q.kind, f"{q.kind.replace('_', ' ')} question waiting")
+        fix = _QUESTION_FIX.get(q.kind, "agent-team answer {question} ...")
         items.append(
             TriageItem(
                 kind="question",
                 since=since,
                 title=q.task_title or q.task_id,
-                detail=f"{q.kind.replace('_', ' ')} question waiting",
-                fix=f"agent-team answer {q.question_id} ...",
+                detail=detail,
+                fix=fix.replace("{question}", q.question_id),
                 task_id=q.task_id,
                 question_id=q.question_id,
                 deadline_at=q.deadline_at,

@@ -782,3 +782,84 @@ def test_a_read_in_a_folder_without_the_ledger_points_to_db_and_creates_nothing(
     assert str(tmp_path / "agent-team.db") in message  # the path it looked at, in full
     assert "--db PATH" in message and "AGENT_TEAM_DB_PATH" in message
     assert not (tmp_path / "agent-team.db").exists()
+
+
+PR_URL = "https://github.com/acme/app/pull/12"
+
+
+def _pr_question(conn: db.Ledger, kind: str, payload: dict[str, object]) -> str:
+    """t-pr, waiting in `pr_open` on one open question of `kind`, as the PR nodes ask it."""
+    db.create_task(conn, task_id="t-pr", kind="code", title="Remember the email", body="")
+    db.ensure_question(
+        conn,
+        question_id="t-pr:q3",
+        thread_id="t-pr",
+        turn=3,
+        kind=kind,
+        transport="local",
+        deadline_at=datetime.now(UTC) + timedelta(hours=72) if kind == "pr_decision" else None,
+        payload_json=json.dumps({"title": "Remember the email", "url": PR_URL, **payload}),
+    )
+    return "t-pr:q3"
+
+
+def test_the_pr_gate_is_listed_as_waiting_on_github_and_cannot_be_answered(
+    runner: CliRunner, cwd_conn: db.Ledger
+) -> None:
+    text = f"Draft pull request #12 is open: {PR_URL}"
+    question_id = _pr_question(cwd_conn, "pull_request", {"text": text, "number": 12})
+
+    listed = runner.invoke(app, ["questions", "--status", "open"])
+    answered = runner.invoke(app, ["answer", question_id, "merged"])
+
+    assert listed.exit_code == 0, listed.output
+    assert f"waiting on GitHub: {PR_URL}" in _flat(listed.stdout)
+    assert answered.exit_code == 1
+    message = str(answered.exception)
+    assert f"waits on GitHub ({PR_URL})" in message
+    assert "`agent-team cancel t-pr`" in message and "nothing was stored" in message
+    stored = db.get_question(cwd_conn, question_id)
+    assert stored is not None and (stored.status, stored.answer_json) == ("open", None)
+
+
+def test_an_open_pr_decision_shows_its_check_and_choices_and_takes_take_over(
+    runner: CliRunner, cwd_conn: db.Ledger
+) -> None:
+    question_id = _pr_question(
+        cwd_conn,
+        "pr_decision",
+        {
+            "text": "CI is red on the pull request's head: lint. What should the agent do?",
+            "reason": "ci_failed",
+            "checks": [
+                {
+                    "name": "lint",
+                    "conclusion": "failure",
+                    "url": "https://github.com/acme/app/actions/runs/9",
+                    "excerpt": "\n".join(f"line {n}" for n in range(1, 21)),
+                }
+            ],
+            "items": [{"user": "reviewer", "body": "Name the\ntest file."}],
+        },
+    )
+
+    listed = runner.invoke(app, ["questions", "--status", "open"])
+
+    assert listed.exit_code == 0, listed.output
+    shown = listed.stdout[listed.stdout.index(f"the pull request {question_id} needs") :]
+    assert shown.splitlines()[:5] == [
+        f"the pull request {question_id} needs a decision (ci_failed):",
+        "  CI is red on the pull request's head: lint. What should the agent do?",
+        "  failing check lint (failure, log https://github.com/acme/app/actions/runs/9)",
+        "    | line 1",
+        "    | line 2",
+    ]
+    assert "    | line 15\n    | … 5 more lines\n" in shown
+    assert "  review by reviewer: Name the test file.\n" in shown
+    assert f"answer {question_id} fix [note] | ignore | take over" in shown
+
+    taken = runner.invoke(app, ["answer", question_id, "take", "over", "--as", "ann"])
+
+    assert taken.exit_code == 0, taken.output
+    stored = db.get_question(cwd_conn, question_id)
+    assert stored is not None and stored.answer == {"decision": "takeover", "text": ""}

@@ -190,3 +190,40 @@ def test_the_cli_the_api_and_the_page_show_the_same_list(seeded: Seeded, tmp_pat
     assert "<b>task</b>" not in html, "titles are escaped"
     assert 'href="/task/tA#q-tA:q1"' in html
     assert 'href="/inbox"' in overview.text, "the overview links to the inbox"
+
+
+def test_a_task_on_its_pull_request_gate_waits_on_github_not_on_a_person(tmp_path: Path) -> None:
+    """The PR gate is answered by GitHub: not in the inbox. A PR decision needs a person."""
+    path = tmp_path / "agent-team.db"
+    db.init_db(path)
+    with db.open_ledger(path) as ledger:
+        for task_id, kind, deadline in (
+            ("tG", "pull_request", None),
+            ("tH", "pr_decision", NOW + timedelta(hours=72)),
+        ):
+            db.create_task(ledger, task_id=task_id, kind="code", title=f"On {kind}")
+            db.set_task_status(ledger, task_id, "waiting", phase="pr_open")
+            db.ensure_question(
+                ledger,
+                question_id=f"{task_id}:q3",
+                thread_id=task_id,
+                turn=3,
+                kind=kind,
+                transport="local",
+                deadline_at=deadline,
+                payload_json=None,
+            )
+        with ledger.snapshot() as view:
+            items = triage.triage(view, now=NOW, budget=None)
+    assert [(i.kind, i.question_id) for i in items] == [("question", "tH:q3")]
+    assert items[0].detail == "the pull request needs a decision: fix, ignore or take over"
+    assert items[0].fix == "agent-team answer tH:q3 fix [note] | ignore | take over"
+
+    offset = str((NOW - datetime.now(UTC)).total_seconds())
+    shown = run_cli(
+        tmp_path,
+        "inbox",
+        env={"AGENT_TEAM_DB_PATH": str(path), "AGENT_TEAM_CLOCK_OFFSET_S": offset},
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "On pr_decision" in shown.stdout and "On pull_request" not in shown.stdout

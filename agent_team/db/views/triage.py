@@ -58,7 +58,9 @@ def triage_rows(reader: Reader, *, failed_since: datetime, overdue_before: datet
         for row in reader.fetch_all(
             "SELECT q.question_id, q.thread_id AS task_id, q.kind, q.posted_at, q.deadline_at, "
             "t.title AS task_title, t.created_at AS task_created_at FROM pending_questions q "
-            "LEFT JOIN tasks t ON t.id = q.thread_id WHERE q.status = 'open'"
+            "LEFT JOIN tasks t ON t.id = q.thread_id WHERE q.status = 'open' "
+            # The PR gate waits on GitHub (reviews, CI, a merge), not on a person.
+            "AND q.kind <> 'pull_request'"
         )
     ]
     parked = fetch_records(reader, Task, "SELECT * FROM tasks WHERE status = 'parked'")

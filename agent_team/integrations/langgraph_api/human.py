@@ -15,18 +15,25 @@ or the CLI, so it is validated the same way and nothing new reaches the graph.
   edit = revise with the edited title and wording as the feedback, because a
   publish is irreversible and must be approved on the exact page it writes:
   the writer drafts the edit and the person approves that draft.
+- PR decision: accept = fix (one follow-up commit); ignore = ignore; respond =
+  the answer grammar (`fix <note>`, `ignore`, `take over`), as a Slack reply;
+  edit = the `decision` and `note` args, so take over is one field away too.
+- pull request: shown, never answered here. GitHub answers the PR gate (the
+  watcher), so it offers no choice and every response is refused with how to
+  move the pull request on.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_team.exceptions import InvalidAnswerError
 from agent_team.models.schemas import Plan
-from agent_team.requests.answers import parse_answer
+from agent_team.requests.answers import PR_DECISION_HELP, PULL_REQUEST_HELP, parse_answer
 from agent_team.task_model import QuestionKind
 
 __all__ = [
@@ -36,6 +43,7 @@ __all__ = [
     "answer_for",
     "human_interrupt",
     "parse_human_response",
+    "resume_answer",
 ]
 
 # The graph node that asks each kind of question: the key of `Thread.interrupts`.
@@ -43,10 +51,18 @@ GATE_NODES: dict[str, str] = {
     QuestionKind.CLARIFY.value: "clarify_gate",
     QuestionKind.PLAN_DECISION.value: "plan_review",
     QuestionKind.CONFLUENCE_APPROVAL.value: "conf_gate",
+    QuestionKind.PULL_REQUEST.value: "pr_gate",
+    QuestionKind.PR_DECISION.value: "pr_decision",
 }
 CLARIFY_IGNORED = "Proceed with what is known; there are no more details to add."
 _MAX_DESCRIPTION = 20_000
 _MAX_TITLE = 80
+# A PR decision's description lists at most this many checks (each excerpt cut) and items.
+_MAX_CHECKS = 5
+_MAX_EXCERPT = 2_000
+_MAX_ITEMS = 20
+# An edited PR decision's `decision` arg, as a person may type it.
+_PR_DECISIONS = {"fix": "fix", "ignore": "ignore", "take over": "takeover", "takeover": "takeover"}
 
 ResponseType = Literal["accept", "edit", "response", "ignore"]
 
@@ -60,6 +76,14 @@ class HumanResponse(BaseModel):
 
 
 def _allowed(kind: str) -> dict[str, bool]:
+    if kind == QuestionKind.PULL_REQUEST.value:
+        # Read-only: GitHub answers it (a review, a merge, a close), not a person.
+        return {
+            "allow_ignore": False,
+            "allow_respond": False,
+            "allow_edit": False,
+            "allow_accept": False,
+        }
     if kind == QuestionKind.CLARIFY.value:
         return {
             "allow_ignore": True,
@@ -101,6 +125,13 @@ def _description(payload: dict[str, Any], kind: str) -> str:
             "**Respond** with the missing details; **Ignore** lets the planner go on with "
             "what it has."
         )
+    elif kind == QuestionKind.PULL_REQUEST.value:
+        parts = [
+            _pull_request_text(payload),
+            f"GitHub answers this, not a person: {PULL_REQUEST_HELP}.",
+        ]
+    elif kind == QuestionKind.PR_DECISION.value:
+        parts += _pr_decision_parts(payload)
     elif kind == QuestionKind.CONFLUENCE_APPROVAL.value:
         diff = payload.get("diff") or payload.get("preview")
         if isinstance(diff, str) and diff.strip():
@@ -113,6 +144,60 @@ def _description(payload: dict[str, Any], kind: str) -> str:
     return text[:_MAX_DESCRIPTION]
 
 
+def _pull_request_text(payload: dict[str, Any]) -> str:
+    url = str(payload.get("url") or "")
+    text = (
+        f"Draft pull request #{payload.get('number')} is open: {url or '(no link)'}; "
+        "I follow its reviews and CI; it ends when merged or closed."
+    )
+    rounds = payload.get("round")
+    if isinstance(rounds, int) and rounds > 0:
+        text += f" Follow-up rounds so far: {rounds}."
+    return text
+
+
+def _fence(text: str) -> str:
+    """A code block that outside text cannot close: as long a fence as it needs."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
+def _pr_decision_parts(payload: dict[str, Any]) -> list[str]:
+    """What a person weighs: the pull request, the red checks and their logs, the reviews."""
+    parts = []
+    url = payload.get("url")
+    if isinstance(url, str) and url:
+        parts.append(f"Pull request: {url}")
+    checks = [c for c in payload.get("checks") or () if isinstance(c, dict) and c.get("name")]
+    for check in checks[:_MAX_CHECKS]:
+        line = f"**Failing check: {check['name']}** ({check.get('conclusion') or 'failure'})"
+        if check.get("url"):
+            line += f", log: {check['url']}"
+        excerpt = str(check.get("excerpt") or "").strip("\n")
+        if excerpt.strip():
+            line += "\n\n" + _fence(excerpt[:_MAX_EXCERPT])
+        parts.append(line)
+    if len(checks) > _MAX_CHECKS:
+        parts.append(f"… and {len(checks) - _MAX_CHECKS} more failing checks")
+    items = [i for i in payload.get("items") or () if isinstance(i, dict)]
+    if items:
+        lines = ["**Review feedback**"]
+        for item in items[:_MAX_ITEMS]:
+            body = " ".join(str(item.get("body") or "").split())
+            lines.append(f"- {item.get('user') or 'someone'}: {body}")
+        if len(items) > _MAX_ITEMS:
+            lines.append(f"- … and {len(items) - _MAX_ITEMS} more")
+        parts.append("\n".join(lines))
+    parts.append(
+        "**Accept** makes one follow-up commit (fix), **Ignore** leaves the pull request as it "
+        "is, **Respond** takes an answer in words (`fix <note>`, `ignore`, `take over`), "
+        "**Edit** sets `decision` (fix, ignore or take over) and an optional `note`. "
+        "Take over: the agent stops working on this pull request."
+    )
+    return parts
+
+
 def human_interrupt(kind: str, payload: Any) -> dict[str, Any]:
     """The `HumanInterrupt` Agent Inbox renders for one of our questions."""
     data = payload if isinstance(payload, dict) else {}
@@ -123,6 +208,11 @@ def human_interrupt(kind: str, payload: Any) -> dict[str, Any]:
         # No null args: the Inbox's edit view cannot show one.
         shown = {key: data.get(key) for key in ("page_title", "mode", "page_id")}
         args = {key: str(value) for key, value in shown.items() if value not in (None, "")}
+    elif kind == QuestionKind.PR_DECISION.value:
+        action, args = "Decide on the pull request", {"decision": "fix", "note": ""}
+    elif kind == QuestionKind.PULL_REQUEST.value:
+        number = data.get("number")
+        action, args = f"Pull request #{number} open (GitHub answers)", {}
     else:
         action, args = "Answer a question", {}
     title = data.get("title")
@@ -253,12 +343,28 @@ def _not_offered(kind: str, choice: str) -> InvalidAnswerError:
     )
 
 
+def resume_answer(kind: str, payload: Any, value: Any) -> dict[str, Any]:
+    """The normalised answer a run's `command.resume` value gives a question of `kind`.
+
+    The PR gate is refused whatever was sent, before its shape is judged: the person
+    learns how the gate moves on, not how to shape a response it would refuse anyway.
+
+    Raises:
+        InvalidAnswerError: the value does not answer the question; nothing is stored.
+    """
+    if kind == QuestionKind.PULL_REQUEST.value:
+        raise InvalidAnswerError(PULL_REQUEST_HELP)
+    return answer_for(kind, payload, parse_human_response(value))
+
+
 def answer_for(kind: str, payload: Any, response: HumanResponse | str) -> dict[str, Any]:
     """The normalised answer for a question of `kind`, validated as every transport's is.
 
     Raises:
         InvalidAnswerError: the response does not fit the question; nothing is stored.
     """
+    if kind == QuestionKind.PULL_REQUEST.value:
+        raise InvalidAnswerError(PULL_REQUEST_HELP)  # whatever was sent: GitHub answers it
     if isinstance(response, str):
         return parse_answer(kind, response)
     data = payload if isinstance(payload, dict) else {}
@@ -289,4 +395,25 @@ def answer_for(kind: str, payload: Any, response: HumanResponse | str) -> dict[s
                 kind, {"decision": "revise", "text": _text_arg(response, "feedback")}
             )
         return parse_answer(kind, {"decision": "reject"})
+    if kind == QuestionKind.PR_DECISION.value:
+        if choice == "accept":
+            return parse_answer(kind, {"decision": "fix"})
+        if choice == "ignore":
+            return parse_answer(kind, {"decision": "ignore"})
+        if choice == "response":
+            return parse_answer(kind, _text_arg(response, "`fix [note]`, `ignore` or `take over`"))
+        return parse_answer(kind, _edited_decision(response))
     raise InvalidAnswerError(f"unknown question kind {kind!r}")
+
+
+def _edited_decision(response: HumanResponse) -> dict[str, Any]:
+    """An edited PR decision: `decision` (fix, ignore, take over) and an optional `note`."""
+    args = _edited_args(response)
+    wanted = " ".join(str(args.get("decision") or "").lower().split())
+    decision = _PR_DECISIONS.get(wanted)
+    if decision is None:
+        raise InvalidAnswerError(f"`decision` must be fix, ignore or take over; {PR_DECISION_HELP}")
+    note = args.get("note")
+    if note is not None and not isinstance(note, str):
+        raise InvalidAnswerError("`note` must be text")
+    return {"decision": decision, "text": (note or "").strip()}

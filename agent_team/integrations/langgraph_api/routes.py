@@ -28,7 +28,7 @@ from agent_team.coordinator.runner import thread_config
 from agent_team.dashboard.api_common import ApiError, RedactedJSON, json_body, translate
 from agent_team.exceptions import InvalidAnswerError, TaskRefusedError
 from agent_team.integrations.langgraph_api.follow import TaskChanges, settled
-from agent_team.integrations.langgraph_api.human import answer_for, parse_human_response
+from agent_team.integrations.langgraph_api.human import resume_answer
 from agent_team.integrations.langgraph_api.shapes import (
     GRAPH_ID,
     ThreadView,
@@ -352,7 +352,7 @@ class LangGraphApi:
                     raise _not_open(view, named)
             if question is None:
                 raise _not_open(view, None)
-            answer = answer_for(question.kind, question.payload, parse_human_response(wanted))
+            answer = resume_answer(question.kind, question.payload, wanted)
             answered = self.coordinator.requests.answer(
                 question.question_id, answer, via=f"{actor.via}:{actor.name}"
             )

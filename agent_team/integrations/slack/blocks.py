@@ -19,6 +19,7 @@ from typing import Any
 from agent_team.db import Question, Task, from_iso
 from agent_team.reports.journey import who_answered
 from agent_team.reports.plandiff import DiffLine, PlanVersion, changes_text
+from agent_team.requests.answers import PULL_REQUEST_HELP
 from agent_team.task_model import QuestionKind
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "escape",
     "mention",
     "outcome_line",
+    "pull_request_help",
     "question_blocks",
     "question_fallback",
     "revise_modal",
@@ -48,6 +50,9 @@ BUTTON_ANSWERS: dict[str, str] = {
     f"{ACTION_PREFIX}approve": "approve",
     f"{ACTION_PREFIX}publish": "publish",
     f"{ACTION_PREFIX}reject": "reject",
+    f"{ACTION_PREFIX}fix": "fix",
+    f"{ACTION_PREFIX}ignore": "ignore",
+    f"{ACTION_PREFIX}takeover": "take over",
 }
 
 _SECTION_LIMIT = 2900  # Slack refuses section text over 3000 characters
@@ -55,6 +60,8 @@ _HEADERS = {
     QuestionKind.CLARIFY.value: "agent-team needs a detail",
     QuestionKind.PLAN_DECISION.value: "agent-team: review the plan",
     QuestionKind.CONFLUENCE_APPROVAL.value: "agent-team: approve the documentation change",
+    QuestionKind.PULL_REQUEST.value: "agent-team: the draft pull request is open",
+    QuestionKind.PR_DECISION.value: "agent-team: the pull request needs a decision",
 }
 _DECISION_WORDS = {
     "approve": "Approved",
@@ -62,7 +69,32 @@ _DECISION_WORDS = {
     "revise": "Changes requested",
     "reject": "Rejected",
     "publish": "Publish approved",
+    # pr_decision, by a person
+    "fix": "Fix requested",
+    "ignore": "Ignored",
+    "takeover": "Taken over",
+    # pull_request, by GitHub (the watcher)
+    "merged": "Merged",
+    "closed": "Closed without merging",
+    "feedback": "Review feedback",
+    "ci_failed": "CI failed",
 }
+_DECISION_ICONS = {
+    "approve": "✅",
+    "edit": "✅",
+    "publish": "✅",
+    "merged": "✅",
+    "reject": "⛔",
+    "closed": "⛔",
+    "fix": "🔧",
+    "takeover": "✋",
+    "ci_failed": "❌",
+}
+# A pr_decision shows at most this many failing checks and review items; each check's log
+# excerpt gets its own section (a code block), cut to this many characters.
+_MAX_CHECKS = 5
+_MAX_ITEMS = 10
+_EXCERPT_CHARS = 1200
 
 
 def escape(text: str) -> str:
@@ -72,6 +104,11 @@ def escape(text: str) -> str:
 
 def mention(user_ids: Sequence[str]) -> str:
     return " ".join(f"<@{user}>" for user in user_ids)
+
+
+def pull_request_help(task_id: str) -> str:
+    """How the PR gate moves on (GitHub, not a reply), naming the task to cancel."""
+    return PULL_REQUEST_HELP.replace("<task>", task_id)
 
 
 def _clip(text: str, limit: int = _SECTION_LIMIT) -> str:
@@ -139,6 +176,86 @@ def _changes_block(question: Question, plans: Sequence[PlanVersion]) -> dict[str
     return {"type": "section", "text": {"type": "mrkdwn", "text": f"{head}{fence}{lines}{fence}"}}
 
 
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _clip_escaped(escaped: str, limit: int) -> str:
+    """Cut text already escaped for mrkdwn, never inside an entity (`&amp;`)."""
+    if len(escaped) <= limit:
+        return escaped
+    return re.sub(r"&[a-z]{0,3}$", "", escaped[: limit - 1]) + "…"
+
+
+def _fenced(text: str, limit: int) -> str:
+    """Outside text as a code block of at most `limit` characters that it cannot close early."""
+    body = escape(text.strip("\n")).replace("```", "`\u200b``")
+    return f"```{_clip_escaped(body, limit - 6)}```"
+
+
+def _pull_request_text(payload: dict[str, Any]) -> str:
+    """The PR gate's notice: GitHub answers it, so it says what is followed, not what to do."""
+    number = payload.get("number")
+    url = str(payload.get("url") or "")
+    where = _link(url, url) if url else "(no link)"
+    text = (
+        f"Draft pull request #{escape(str(number))} is open: {where}; "
+        "I follow its reviews and CI; it ends when merged or closed."
+    )
+    rounds = payload.get("round")
+    if isinstance(rounds, int) and rounds > 0:
+        text += f" Follow-up rounds so far: {rounds}."
+    return text
+
+
+def _check_blocks(checks: Any) -> list[Any]:
+    """One section per failing check (name, conclusion, log link, its excerpt), bounded."""
+    if not isinstance(checks, list):
+        return []
+    blocks = []
+    for check in checks[:_MAX_CHECKS]:
+        if not isinstance(check, dict) or not check.get("name"):
+            continue
+        name = f"*{_clip_escaped(escape(str(check['name'])), 200)}*"
+        line = f"❌ {name} ({escape(str(check.get('conclusion') or 'failure'))})"
+        if check.get("url"):
+            line += f" · {_link(str(check['url']), 'log')}"
+        if check.get("rerun"):
+            line += " · rerun once already"
+        excerpt = str(check.get("excerpt") or "")
+        if excerpt.strip():
+            line += "\n" + _fenced(excerpt, min(_EXCERPT_CHARS, _SECTION_LIMIT - len(line) - 1))
+        blocks.append(_section(line))
+    if len(checks) > _MAX_CHECKS:
+        blocks.append(_section(f"… and {len(checks) - _MAX_CHECKS} more failing checks"))
+    return blocks
+
+
+def _item_block(items: Any) -> list[Any]:
+    """The review feedback a follow-up would address: who asked for what, bounded."""
+    if not isinstance(items, list) or not items:
+        return []
+    lines = ["*Review feedback*"]
+    for item in items[:_MAX_ITEMS]:
+        if not isinstance(item, dict):
+            continue
+        # 10 items of at most 50 + 200 characters stay under the section limit.
+        body = _clip_escaped(escape(" ".join(str(item.get("body") or "").split())), 200)
+        user = _clip_escaped(escape(str(item.get("user") or "someone")), 50)
+        lines.append(f"• *{user}*: {body}")
+    if len(items) > _MAX_ITEMS:
+        lines.append(f"… and {len(items) - _MAX_ITEMS} more")
+    return [_section("\n".join(lines))]
+
+
+def _pr_decision_blocks(payload: dict[str, Any]) -> list[Any]:
+    blocks: list[Any] = []
+    url = str(payload.get("url") or "")
+    if url:
+        blocks.append(_section(f"Pull request: {_link(url, url)}"))
+    return [*blocks, *_check_blocks(payload.get("checks")), *_item_block(payload.get("items"))]
+
+
 def _summary_blocks(
     question: Question,
     task: Task,
@@ -146,17 +263,20 @@ def _summary_blocks(
     plans: Sequence[PlanVersion] = (),
 ) -> list[Any]:
     payload = _payload(question)
+    if question.kind == QuestionKind.PULL_REQUEST:
+        text = _pull_request_text(payload)
+    else:
+        text = _clip(escape(str(payload.get("text", ""))) or "-")
     blocks: list[Any] = [
         {
             "type": "header",
             "text": {"type": "plain_text", "text": _HEADERS.get(question.kind, "agent-team asks")},
         },
-        {"type": "section", "text": {"type": "mrkdwn", "text": _task_line(task, dashboard_url)}},
-        {
-            "type": "section",
-            "text": {"type": "mrkdwn", "text": _clip(escape(str(payload.get("text", ""))) or "-")},
-        },
+        _section(_task_line(task, dashboard_url)),
+        _section(text),
     ]
+    if question.kind == QuestionKind.PR_DECISION:
+        blocks += _pr_decision_blocks(payload)
     # The plan, or the exact change a publish approval is about.
     for key in ("plan_markdown", "preview", "diff", "summary"):
         value = payload.get(key)
@@ -193,6 +313,12 @@ def question_blocks(
     that revises an earlier one shows what changed since it.
     """
     blocks = _summary_blocks(question, task, dashboard_url, plans)
+    if question.kind == QuestionKind.PULL_REQUEST:
+        # A notice: GitHub answers the gate, so no deadline, no buttons, no "reply here".
+        note = f"Not answered here: {pull_request_help(question.thread_id)}"
+        note += f" · question `{question.question_id}`"
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape(note)}]})
+        return blocks
     help_text = str(_payload(question).get("help", ""))
     blocks.append(
         {
@@ -218,6 +344,12 @@ def question_blocks(
             ("Publish", f"{ACTION_PREFIX}publish", "primary"),
             ("Request changes", REVISE_ACTION, None),
             ("Reject", f"{ACTION_PREFIX}reject", "danger"),
+        ]
+    elif question.kind == QuestionKind.PR_DECISION:
+        buttons = [
+            ("Fix", f"{ACTION_PREFIX}fix", "primary"),
+            ("Ignore", f"{ACTION_PREFIX}ignore", None),
+            ("Take over", f"{ACTION_PREFIX}takeover", "danger"),
         ]
     if buttons:
         elements = []
@@ -251,7 +383,7 @@ def outcome_line(answer: Any, via: str | None, when: datetime) -> str:
     """
     decision = str(answer.get("decision", "")) if isinstance(answer, dict) else ""
     word = _DECISION_WORDS.get(decision, "Answered")
-    icon = {"approve": "✅", "edit": "✅", "publish": "✅", "reject": "⛔"}.get(decision, "💬")
+    icon = _DECISION_ICONS.get(decision, "💬")
     who = ""
     if via and via.startswith("slack:"):
         who = f" by <@{via.removeprefix('slack:')}>"

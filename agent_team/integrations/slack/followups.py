@@ -23,9 +23,14 @@ from datetime import datetime
 from typing import Any
 
 from agent_team import db
-from agent_team.integrations.slack.blocks import escape, revise_modal
+from agent_team.integrations.slack.blocks import escape, pull_request_help, revise_modal
 from agent_team.integrations.slack.transport import SlackTransport, split_ref
-from agent_team.requests.answers import PLAN_DECISION_HELP, PUBLISH_HELP
+from agent_team.requests.answers import (
+    PLAN_DECISION_HELP,
+    PR_DECISION_HELP,
+    PUBLISH_HELP,
+    PULL_REQUEST_HELP,
+)
 from agent_team.task_model import QuestionKind
 
 __all__ = ["LULL_S", "MAX_DEFER_S", "TIMERS_S", "FollowUps", "Lull"]
@@ -42,6 +47,8 @@ _HELP = {
     QuestionKind.CLARIFY.value: "reply in this thread with the missing details",
     QuestionKind.PLAN_DECISION.value: PLAN_DECISION_HELP,
     QuestionKind.CONFLUENCE_APPROVAL.value: PUBLISH_HELP,
+    QuestionKind.PR_DECISION.value: PR_DECISION_HELP,
+    QuestionKind.PULL_REQUEST.value: PULL_REQUEST_HELP,
 }
 
 
@@ -232,6 +239,11 @@ class FollowUps:
         self, question_id: str, user: str, channel: str, thread_ts: str, problem: str
     ) -> None:
         question = db.get_question(self.transport.ledger, question_id)
+        if question is not None and question.kind == QuestionKind.PULL_REQUEST:
+            # Nobody answers the PR gate here; say who does, not that it "stays open".
+            text = f"<@{user}> nothing was stored: {escape(pull_request_help(question.thread_id))}."
+            self.transport.post(channel, text, thread_ts=thread_ts)
+            return
         accepted = _HELP.get(question.kind, "") if question is not None else ""
         text = f"<@{user}> {escape(problem)}. The question stays open"
         text += f"; {escape(accepted)}." if accepted and accepted not in problem else "."

@@ -113,6 +113,24 @@ def split_ref(channel_ref: str) -> tuple[str, str]:
     return channel, ts
 
 
+# What the task does next, said under an answered question (default: it resumes).
+_THEN = {
+    "reject": "The task stops here.",
+    "closed": "The task stops here.",
+    "merged": "The task goes on after the merge.",
+    "feedback": "Acting on the feedback.",
+    "ci_failed": "A person decides what to do next.",
+    "fix": "The agent makes one follow-up commit.",
+    "ignore": "The agent leaves the pull request as it is and keeps following it.",
+    "takeover": "The agent stops working on this pull request; the task ends when it is "
+    "merged or closed.",
+}
+
+
+def _then(decision: Any) -> str:
+    return _THEN.get(str(decision), "Resuming the task.")
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
@@ -485,8 +503,7 @@ class SlackTransport:
             decision = (
                 question.answer.get("decision") if isinstance(question.answer, dict) else None
             )
-            then = "The task stops here." if decision == "reject" else "Resuming the task."
-            self.post(channel, f"{line}. {then}", thread_ts=ts)
+            self.post(channel, f"{line}. {_then(decision)}", thread_ts=ts)
             done_now = True
             return question.channel_ref or "", None
 

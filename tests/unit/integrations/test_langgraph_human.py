@@ -9,12 +9,15 @@ import pytest
 from agent_team.exceptions import InvalidAnswerError
 from agent_team.integrations.langgraph_api.human import (
     CLARIFY_IGNORED,
+    GATE_NODES,
     HumanResponse,
     answer_for,
     human_interrupt,
     parse_human_response,
+    resume_answer,
 )
 from agent_team.models.schemas import Plan
+from agent_team.requests.answers import PULL_REQUEST_HELP
 
 PLAN = Plan(summary="Keep the email", steps=["Write a cookie", "Prefill"], risks=["Privacy"])
 PLAN_PAYLOAD = {"text": "Review the plan", "plan_markdown": PLAN.to_markdown(), "title": "T"}
@@ -137,3 +140,110 @@ def test_shapes_that_are_not_a_response_are_refused(value: Any) -> None:
 def test_plan_responses_missing_what_they_need_are_refused(response: HumanResponse) -> None:
     with pytest.raises(InvalidAnswerError):
         answer_for("plan_decision", PLAN_PAYLOAD, response)
+
+
+PR_URL = "https://github.com/o/r/pull/7"
+DECISION_PAYLOAD = {
+    "text": f"CI is red on the pull request's head: lint. What should the agent do on {PR_URL}?",
+    "title": "T",
+    "reason": "ci_failed",
+    "url": PR_URL,
+    "checks": [
+        {
+            "name": "lint",
+            "conclusion": "failure",
+            "url": "https://github.com/o/r/actions/runs/1",
+            "excerpt": "E501 line too long\n```\nnot the end",
+            "rerun": False,
+        }
+    ],
+    "items": [{"user": "reviewer", "body": "Name the test file."}],
+    "help": "answer with one of: `fix [note]`, `ignore`, `take over`",
+}
+GATE_PAYLOAD = {"text": f"Draft pull request #7 is open: {PR_URL}", "url": PR_URL, "number": 7}
+
+
+def test_the_pr_kinds_belong_to_their_nodes() -> None:
+    assert GATE_NODES["pull_request"] == "pr_gate"
+    assert GATE_NODES["pr_decision"] == "pr_decision"
+
+
+def test_a_pr_decision_interrupt_shows_the_check_its_log_and_the_reviews() -> None:
+    interrupt = human_interrupt("pr_decision", DECISION_PAYLOAD)
+    assert interrupt["action_request"] == {
+        "action": "Decide on the pull request: T",
+        "args": {"decision": "fix", "note": ""},
+    }
+    assert all(interrupt["config"].values())
+    description = interrupt["description"]
+    assert description.startswith("CI is red on the pull request's head: lint.")
+    assert f"Pull request: {PR_URL}" in description
+    assert "**Failing check: lint** (failure), log: https://github.com/o/r/actions/runs/1" in (
+        description
+    )
+    # The excerpt's own fence cannot end the block: the block's fence is longer.
+    assert "````\nE501 line too long\n```\nnot the end\n````" in description
+    assert "- reviewer: Name the test file." in description
+    assert "**Accept** makes one follow-up commit (fix)" in description
+
+
+@pytest.mark.parametrize(
+    ("value", "answer"),
+    [
+        ([{"type": "accept", "args": None}], {"decision": "fix", "text": ""}),
+        ([{"type": "ignore", "args": None}], {"decision": "ignore", "text": ""}),
+        ({"type": "response", "args": "take over"}, {"decision": "takeover", "text": ""}),
+        (
+            {"type": "response", "args": "fix wrap the line"},
+            {"decision": "fix", "text": "wrap the line"},
+        ),
+        (
+            [{"type": "edit", "args": {"action": "x", "args": {"decision": "Take  Over"}}}],
+            {"decision": "takeover", "text": ""},
+        ),
+        (
+            [{"type": "edit", "args": {"decision": "fix", "note": " keep the URL "}}],
+            {"decision": "fix", "text": "keep the URL"},
+        ),
+        ("ignore", {"decision": "ignore", "text": ""}),
+    ],
+)
+def test_pr_decision_choices(value: Any, answer: dict[str, Any]) -> None:
+    assert respond("pr_decision", DECISION_PAYLOAD, value) == answer
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        HumanResponse(type="response", args="sounds good"),
+        HumanResponse(type="response", args=""),
+        HumanResponse(type="edit", args={"decision": "merge"}),
+        HumanResponse(type="edit", args={"decision": "fix", "note": 3}),
+    ],
+)
+def test_pr_decision_responses_outside_the_grammar_are_refused(response: HumanResponse) -> None:
+    with pytest.raises(InvalidAnswerError):
+        answer_for("pr_decision", DECISION_PAYLOAD, response)
+
+
+def test_the_pr_gate_is_read_only_and_every_response_gets_the_refusal() -> None:
+    interrupt = human_interrupt("pull_request", GATE_PAYLOAD)
+    assert not any(interrupt["config"].values())
+    assert interrupt["action_request"]["args"] == {}
+    assert interrupt["description"].startswith(
+        f"Draft pull request #7 is open: {PR_URL}; I follow its reviews and CI; "
+        "it ends when merged or closed."
+    )
+    for value in (
+        [{"type": "accept"}],
+        [{"type": "ignore"}],
+        {"type": "response", "args": "merged"},
+        {"type": "edit", "args": {"decision": "merged"}},
+        "merged",
+        {"decision": "merged"},
+    ):
+        with pytest.raises(InvalidAnswerError) as refused:
+            resume_answer("pull_request", GATE_PAYLOAD, value)
+        assert str(refused.value) == PULL_REQUEST_HELP
+    with pytest.raises(InvalidAnswerError, match="answered by GitHub"):
+        respond("pull_request", GATE_PAYLOAD, "merged")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 from agent_team.db import Question, Task
 from agent_team.integrations.slack.blocks import (
@@ -36,7 +37,9 @@ def task(**changes: str) -> Task:
     return Task(**values)  # type: ignore[arg-type]
 
 
-def question(kind: str, payload: dict[str, str]) -> Question:
+def question(
+    kind: str, payload: dict[str, Any], deadline_at: str | None = "2026-03-05T10:00:00.000000Z"
+) -> Question:
     return Question(
         question_id="t1:1",
         thread_id="t1",
@@ -46,7 +49,7 @@ def question(kind: str, payload: dict[str, str]) -> Question:
         transport="slack",
         channel_ref=None,
         posted_at=None,
-        deadline_at="2026-03-05T10:00:00.000000Z",
+        deadline_at=deadline_at,
         answer_json=None,
         answered_at=None,
         answered_via=None,
@@ -190,3 +193,103 @@ def test_a_long_plan_diff_is_cut_at_a_line_within_slacks_section_limit() -> None
     assert all(line.endswith("x" * 60) for line in shown[2:])  # whole lines, never half of one
     assert "&amp; &lt;more&gt;" in shown[2]
     assert note == f"… and {301 - len(shown)} more changed lines"  # 299 steps, 2 more lines
+
+
+PR_URL = "https://github.com/o/r/pull/7"
+
+
+def pr_decision(**changes: Any) -> Question:
+    payload: dict[str, Any] = {
+        "text": f"CI is red on the pull request's head: lint. What should I do on {PR_URL}?",
+        "title": "T",
+        "reason": "ci_failed",
+        "url": PR_URL,
+        "checks": [
+            {
+                "name": "lint <x>",
+                "conclusion": "failure",
+                "url": "https://github.com/o/r/actions/runs/1",
+                "excerpt": "E501 line too long\n``` not a fence & <b>",
+                "rerun": False,
+            }
+        ],
+        "items": [],
+        "help": "answer with one of: `fix [note]`, `ignore`, `take over`",
+    }
+    payload.update(changes)
+    return question("pr_decision", payload)
+
+
+def test_a_pr_decision_shows_the_failing_check_its_log_the_link_and_three_buttons() -> None:
+    blocks = question_blocks(pr_decision(), task(), None)
+    texts = sections(blocks)
+    assert actions(blocks) == ["agent_team.fix", "agent_team.ignore", "agent_team.takeover"]
+    assert texts[1].startswith("CI is red on the pull request's head: lint.")
+    assert f"Pull request: <{PR_URL}|{PR_URL}>" in texts
+    (check,) = [t for t in texts if "lint" in t and "```" in t]
+    assert check.startswith(
+        "❌ *lint &lt;x&gt;* (failure) · <https://github.com/o/r/actions/runs/1|log>"
+    )
+    fenced = check.split("\n", 1)[1]
+    assert fenced.startswith("```E501 line too long\n") and fenced.endswith("```")
+    assert fenced[3:-3].count("```") == 0, "the excerpt cannot close its code block"
+    assert "&amp; &lt;b&gt;" in fenced
+    hint = json.dumps(blocks[-1])
+    assert "Or reply in this thread" in hint and "take over" in hint
+    assert "<!date^" in json.dumps(blocks), "it has a deadline"
+
+
+def test_a_pr_decision_bounds_checks_excerpts_and_review_items_to_slacks_limits() -> None:
+    checks = [
+        {"name": f"job {n}", "conclusion": "failure", "excerpt": "<&>" * 3000} for n in range(8)
+    ]
+    items = [{"user": "u" * 300, "body": "<" * 4000} for _ in range(30)]
+    blocks = question_blocks(pr_decision(checks=checks, items=items, reason="rounds"), task(), None)
+    texts = sections(blocks)
+    assert all(len(text) <= 3000 for text in texts)
+    assert len(blocks) <= 50
+    shown = [t for t in texts if t.startswith("❌ *job")]
+    assert len(shown) == 5 and "… and 3 more failing checks" in texts
+    assert all(t.endswith("…```") and "&amp;&gt;&lt;&amp" not in t[-12:] for t in shown)
+    (review,) = [t for t in texts if t.startswith("*Review feedback*")]
+    assert review.count("\n• *") == 10 and review.endswith("… and 20 more")
+
+
+def test_a_pr_decision_on_review_rounds_lists_who_asked_for_what() -> None:
+    asked = pr_decision(
+        reason="rounds",
+        checks=[],
+        items=[{"user": "reviewer", "body": "Name the   test\nfile <please>"}],
+    )
+    texts = sections(question_blocks(asked, task(), None))
+    assert "*Review feedback*\n• *reviewer*: Name the test file &lt;please&gt;" in texts
+
+
+def test_a_pull_request_gate_is_a_notice_without_buttons_or_deadline() -> None:
+    payload = {"text": f"Draft pull request #7 is open: {PR_URL}", "url": PR_URL, "number": 7}
+    gate = question("pull_request", {**payload, "round": 0, "title": "T"}, deadline_at=None)
+    blocks = question_blocks(gate, task(), None)
+    text = json.dumps(blocks)
+    assert actions(blocks) == []
+    assert sections(blocks)[1] == (
+        f"Draft pull request #7 is open: <{PR_URL}|{PR_URL}>; "
+        "I follow its reviews and CI; it ends when merged or closed."
+    )
+    assert "Answer by" not in text and "no deadline" not in text
+    assert "Reply in this thread" not in text
+    assert "Not answered here: this gate is answered by GitHub" in text
+    assert "agent-team cancel t1" in text, "it names the task to cancel"
+    merged = outcome_line({"decision": "merged", "text": ""}, "github:o/r", datetime.now(UTC))
+    assert merged.startswith("✅ Merged via github:o/r at ")
+
+
+def test_pr_decision_outcomes_read_as_what_was_decided() -> None:
+    when = datetime(2026, 3, 2, tzinfo=UTC)
+    assert outcome_line({"decision": "takeover"}, "slack:U1", when).startswith(
+        "✋ Taken over by <@U1>"
+    )
+    fix = outcome_line({"decision": "fix", "text": "rename it"}, "slack:U1", when)
+    assert fix.startswith("🔧 Fix requested by <@U1>") and fix.endswith(": rename it")
+    assert outcome_line({"decision": "ignore"}, "cli:ann", when).startswith(
+        "💬 Ignored via cli:ann"
+    )
