@@ -343,13 +343,40 @@ class Settings(BaseSettings):
         default=None,
         description="`token`: reading pages and the API needs a sign-in or a bearer token too; "
         "`open`: anyone who reaches the port reads (default: open on a loopback bind address, "
-        "token otherwise). /healthz, /readyz and /metrics stay open.",
+        "token otherwise). /healthz, /readyz and /metrics stay open (/metrics: see "
+        "AGENT_TEAM_METRICS_AUTH).",
     )
     dashboard_hosts: CommaList = Field(
         default_factory=list,
         description="More `Host:` names the HTTP server answers to (comma-separated; `*.` "
         "prefixes allowed) beside the bind address, localhost, 127.0.0.1, [::1] and the host "
         "of AGENT_TEAM_DASHBOARD_URL; others get a 400 (DNS rebinding).",
+    )
+    limit_writes_per_min: int = Field(
+        default=120,
+        ge=0,
+        le=1_000_000,
+        description="State-changing HTTP requests (dashboard, JSON API, LangGraph API) one key "
+        "may make a minute (one client address without a key); over it: 429 with Retry-After. "
+        "0: no limit.",
+    )
+    limit_logins_per_min: int = Field(
+        default=20,
+        ge=0,
+        le=1_000_000,
+        description="Failed sign-ins and wrong keys one client address may send a minute; "
+        "over it: 429 with Retry-After before the secret is checked. 0: no limit.",
+    )
+    access_log: bool = Field(
+        default=True,
+        description="Log one line per HTTP request (logger agent_team.access): method, path "
+        "without query values, status, duration, who, client address.",
+    )
+    metrics_auth: Literal["auto", "token", "open"] = Field(
+        default="auto",
+        description="`token`: /metrics needs `Authorization: Bearer <a dashboard token>`; "
+        "`open`: anyone who reaches the port; `auto`: open on a loopback bind address, "
+        "token otherwise.",
     )
     stop_grace_s: float = Field(default=30.0, ge=0, description="How long a stop waits for runs.")
     checkpoint_retention: timedelta = Field(
@@ -530,12 +557,24 @@ class Settings(BaseSettings):
         return _split_commas(value)
 
     @property
+    def binds_loopback(self) -> bool:
+        """Whether the HTTP server listens on a loopback address only: what is open by default."""
+        host = self.dashboard_host.strip().lower().strip("[]")
+        return host in ("localhost", "::1") or host.startswith("127.")
+
+    @property
     def reads_need_token(self) -> bool:
         """Whether GET requests need a sign-in (see `dashboard_reads`)."""
         if self.dashboard_reads is not None:
             return self.dashboard_reads == "token"
-        host = self.dashboard_host.strip().lower().strip("[]")
-        return not (host in ("localhost", "::1") or host.startswith("127."))
+        return not self.binds_loopback
+
+    @property
+    def metrics_need_token(self) -> bool:
+        """Whether `/metrics` needs a bearer token (see `metrics_auth`)."""
+        if self.metrics_auth != "auto":
+            return self.metrics_auth == "token"
+        return not self.binds_loopback
 
     @field_validator("dashboard_hosts")
     @classmethod

@@ -29,6 +29,8 @@ operator as one line with no traceback.
     │   ├── QuestionClosedError     answering a question that is no longer open
     │   └── TaskRefusedError        a submission we will not run (e.g. a lane that is off)
     │       ├── TaskTooLargeError   a title or body over the task limits
+    │       ├── IdempotencyKeyReusedError  an Idempotency-Key sent again with a different
+    │       │                       request (HTTP 422); nothing was stored
     │       └── InvalidRepoError    a repository in a form we do not take, or a missing
     │                               path (CLI exit 2, HTTP 422; also a ValueError)
     ├── AccessDeniedError           a person's role is below what the action needs
@@ -76,6 +78,7 @@ __all__ = [
     "ConfluenceRefusedError",
     "DatabaseUnreachableError",
     "FencedError",
+    "IdempotencyKeyReusedError",
     "InvalidAnswerError",
     "InvalidAutomationError",
     "InvalidRepoError",
@@ -201,6 +204,12 @@ class TaskTooLargeError(TaskRefusedError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class IdempotencyKeyReusedError(TaskRefusedError):
+    """An `Idempotency-Key` that already names a different request; nothing was stored."""
+
+    header = "Idempotency-Key"
 
 
 class InvalidRepoError(TaskRefusedError, ValueError):

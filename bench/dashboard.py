@@ -443,6 +443,7 @@ def _clean_env(port: int, state_dir: Path) -> dict[str, str]:
         AGENT_TEAM_DASHBOARD_PORT=str(port),
         AGENT_TEAM_STATE_DIR=str(state_dir),
         AGENT_TEAM_LOG_LEVEL="warning",
+        AGENT_TEAM_LIMIT_WRITES_PER_MIN="0",  # the load is the measurement, not abuse
     )
     return env
 

@@ -83,6 +83,7 @@ def main() -> None:
             poll_s=0.05,
             langgraph_api=True,
             dashboard_tokens=f"bench:{KEY}",
+            limit_writes_per_min=0,  # the answers are the measurement, not abuse
         )
         daemon = Daemon(settings)
         thread = threading.Thread(target=daemon.run, daemon=True)

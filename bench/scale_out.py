@@ -199,7 +199,11 @@ def run_config(
     backend: str, daemons: int, n: int, server: PgServer | None, folder: Path, poll_s: float
 ) -> Run:
     target = fresh_target(backend, server, folder)
-    settings = {"AGENT_TEAM_POLL_S": str(poll_s), "AGENT_TEAM_LOG_LEVEL": "warning"}
+    settings = {
+        "AGENT_TEAM_POLL_S": str(poll_s),
+        "AGENT_TEAM_LOG_LEVEL": "warning",
+        "AGENT_TEAM_LIMIT_WRITES_PER_MIN": "0",  # the driver's submits are load, not abuse
+    }
     cluster = Cluster(folder, target, settings=settings)
     ledger = db.open_ledger(target)
     driver = Driver(cluster, ledger)
@@ -267,6 +271,7 @@ def run_latency(
     common = {
         "AGENT_TEAM_POLL_S": str(poll_s),
         "AGENT_TEAM_LOG_LEVEL": "warning",
+        "AGENT_TEAM_LIMIT_WRITES_PER_MIN": "0",
         "AGENT_TEAM_PG_NOTIFY": "on" if notify else "off",
     }
     cluster = Cluster(folder, target, settings=common)

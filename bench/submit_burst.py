@@ -47,6 +47,7 @@ def daemon_env(root: str, port: int) -> dict[str, str]:
         AGENT_TEAM_DASHBOARD_PORT=str(port),
         AGENT_TEAM_DASHBOARD_TOKENS=f"bench:{TOKEN}",
         AGENT_TEAM_LOG_LEVEL="warning",
+        AGENT_TEAM_LIMIT_WRITES_PER_MIN="0",  # a load generator, not abuse: measure the submits
     )
     return env
 

@@ -22,6 +22,7 @@ REQUEST_TABLES = (
     "audit_head",
     "task_transitions",
     "ingested_issues",
+    "idempotency_keys",
 )
 
 Rows = dict[str, list[tuple[str, ...]]]

@@ -66,7 +66,8 @@ def _indented(text: str) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object a line: time, level, logger, message, and the traceback if any."""
+    """One JSON object a line: time, level, logger, message, and the traceback if any; an
+    access-log record adds its fields under `http`."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -75,6 +76,12 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": redact(record.getMessage()),
         }
+        fields = getattr(record, "http", None)
+        if isinstance(fields, dict):  # the access log's parts, to query by field
+            entry["http"] = {
+                str(key): redact(value) if isinstance(value, str) else value
+                for key, value in fields.items()
+            }
         if record.exc_info:
             entry["exception"] = redact(self.formatException(record.exc_info))
         if record.stack_info:

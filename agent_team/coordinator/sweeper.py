@@ -83,11 +83,17 @@ class Sweeper:
         return expired
 
     def prune_events(self) -> int:
-        """Forget inbound event ids (Slack, GitHub deliveries) older than `EVENT_RETENTION`."""
-        removed = db.prune_events(self.ledger, older_than=self.clock() - EVENT_RETENTION)
+        """Forget inbound event ids (Slack, GitHub deliveries) older than `EVENT_RETENTION`,
+        and `Idempotency-Key`s older than `db.KEY_WINDOW` (a key names one request that
+        long); returns how many rows went."""
+        now = self.clock()
+        removed = db.prune_events(self.ledger, older_than=now - EVENT_RETENTION)
         if removed:
             log.info("forgot %d event id(s) older than %s", removed, EVENT_RETENTION)
-        return removed
+        keys = db.prune_idempotency_keys(self.ledger, older_than=now - db.KEY_WINDOW)
+        if keys:
+            log.info("forgot %d idempotency key(s) older than %s", keys, db.KEY_WINDOW)
+        return removed + keys
 
     def prune_checkpoints(self, *, limit: int = CHECKPOINT_BATCH) -> int:
         """Delete the LangGraph threads of tasks finished longer than the retention ago.

@@ -53,6 +53,7 @@ from agent_team.dashboard.task_filters import (
     parse_task_filter,
 )
 from agent_team.exceptions import (
+    IdempotencyKeyReusedError,
     InvalidAnswerError,
     LedgerError,
     UnknownTaskError,
@@ -75,6 +76,9 @@ __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "ApiError", "routes"]
 log = logging.getLogger(__name__)
 
 MAX_NAME_CHARS = 100
+IDEMPOTENCY_HEADER = IdempotencyKeyReusedError.header
+REPLAYED_HEADER = "Idempotent-Replayed"
+_KEY = re.compile(rf"[\x21-\x7e]{{1,{db.MAX_KEY_CHARS}}}")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ACCEPTED: dict[str, str] = {
     QuestionKind.CLARIFY.value: "any non-empty text with the information asked for",
@@ -330,6 +334,13 @@ class _Api:
         return self.json(body, status_code=200 if verdict.ready else 503)
 
     def metrics(self, request: Request) -> Response:
+        """Prometheus text; behind a bearer token when `AGENT_TEAM_METRICS_AUTH` asks (by
+        default off loopback: counts of a team's work are not for anyone who reaches the port)."""
+        if self.ctx.settings.metrics_need_token:
+            try:
+                self.ctx.auth.authorize_bearer(request, "/metrics")
+            except AuthRefused as exc:
+                raise ApiError(exc.status, exc.message, headers=exc.headers) from None
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
     # writes
@@ -343,6 +354,7 @@ class _Api:
 
     async def submit_task(self, request: Request) -> Response:
         caller = self._authorize(request)
+        idempotency_key = _idempotency_key(request)
         data = await json_body(request)
         no_other_fields(data, {"title", "body", "kind", "repo"})
         title = text_field(data, "title", required=True, max_chars=MAX_TITLE_CHARS)
@@ -353,9 +365,20 @@ class _Api:
         repo = repo_field(data)
         assert title is not None
 
-        def work() -> str:
+        def work() -> tuple[str, bool]:
             with self.ctx.requests() as requests:
-                return requests.submit(
+                if idempotency_key is None:
+                    made = requests.submit(
+                        title=title.strip(),
+                        body=body,
+                        kind=kind,
+                        source="dashboard",
+                        repo=repo,
+                        actor=caller.actor(),
+                    )
+                    return made, False
+                kept = requests.submit_once(
+                    idempotency_key,
                     title=title.strip(),
                     body=body,
                     kind=kind,
@@ -363,11 +386,14 @@ class _Api:
                     repo=repo,
                     actor=caller.actor(),
                 )
+                return kept.task_id, not kept.created
 
-        task_id = await run_in_threadpool(work)
-        return self.json(
-            {"task_id": task_id}, status_code=201, headers={"Location": f"/api/task/{task_id}"}
-        )
+        task_id, replayed = await run_in_threadpool(work)
+        # A retry gets the first answer again (as Stripe's API does), marked as a replay.
+        headers = {"Location": f"/api/task/{task_id}"}
+        if replayed:
+            headers[REPLAYED_HEADER] = "true"
+        return self.json({"task_id": task_id}, status_code=201, headers=headers)
 
     async def answer(self, request: Request) -> Response:
         caller = self._authorize(request)
@@ -389,6 +415,22 @@ class _Api:
 
         answered = await run_in_threadpool(work)
         return self.json({"question": reports.QuestionView.of(answered).to_json()})
+
+
+def _idempotency_key(request: Request) -> str | None:
+    """The `Idempotency-Key` header: 1 to 255 visible ASCII characters (a UUID is usual)."""
+    given = request.headers.getlist(IDEMPOTENCY_HEADER)
+    if not given:
+        return None
+    key = given[0].strip()
+    if len(given) > 1 or not _KEY.fullmatch(key):
+        raise ApiError(
+            400,
+            f"{IDEMPOTENCY_HEADER}: send one key of 1 to {db.MAX_KEY_CHARS} visible ASCII "
+            "characters (a UUID will do)",
+            extra={"header": IDEMPOTENCY_HEADER},
+        )
+    return key
 
 
 def _answerer(caller: Caller, given: str | None) -> str:

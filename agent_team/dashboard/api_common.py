@@ -22,6 +22,7 @@ from agent_team.common.redact import redact_deep
 from agent_team.common.repo_spec import checked_repo
 from agent_team.dashboard.task_filters import BadParameter
 from agent_team.exceptions import (
+    IdempotencyKeyReusedError,
     InvalidAnswerError,
     InvalidAutomationError,
     InvalidRepoError,
@@ -133,6 +134,8 @@ def translate(exc: Exception) -> ApiError:
         return ApiError(409, str(exc))
     if isinstance(exc, TaskTooLargeError):
         return ApiError(413, f"{exc.field}: {exc}", extra={"field": exc.field})
+    if isinstance(exc, IdempotencyKeyReusedError):
+        return ApiError(422, str(exc), extra={"header": exc.header})
     if isinstance(exc, InvalidAnswerError | TaskRefusedError):
         return ApiError(422, str(exc))
     if isinstance(exc, InvalidAutomationError):

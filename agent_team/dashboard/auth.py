@@ -22,8 +22,9 @@ import hashlib
 import hmac
 import logging
 import secrets
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
@@ -48,9 +49,11 @@ __all__ = [
     "Viewer",
     "check_csrf",
     "login_path",
+    "note_who",
     "read_form",
     "redirect",
     "safe_next",
+    "who_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,6 +103,21 @@ class Viewer:
     @property
     def label(self) -> str:
         return self.name or "the shared token"
+
+
+# Where a request's scope keeps who it turned out to be from, for the access log.
+_WHO = "agent_team_who"
+
+
+def note_who(scope: MutableMapping[str, Any], name: str | None) -> None:
+    """Remember whose key or session a request carried (the unnamed token is `token`)."""
+    scope.setdefault("state", {})[_WHO] = name or "token"
+
+
+def who_of(scope: Mapping[str, Any]) -> str | None:
+    """Who `note_who` found behind the request, or None (nobody signed in or no key)."""
+    found = scope.get("state", {}).get(_WHO)
+    return found if isinstance(found, str) else None
 
 
 def login_path(base: str, next_path: str) -> str:
@@ -188,6 +206,8 @@ class Auth:
         state = request.scope.setdefault("state", {})
         if "agent_team_viewer" not in state:
             state["agent_team_viewer"] = self._check_session(request.cookies.get(SESSION_COOKIE))
+            if state["agent_team_viewer"] is not None:
+                note_who(request.scope, state["agent_team_viewer"].name)
         found: Viewer | None = state["agent_team_viewer"]
         return found
 
@@ -223,7 +243,7 @@ class Auth:
             )
         header = request.headers.get("authorization")
         if header is not None:
-            return self._bearer(header)
+            return self._bearer(request, header)
         viewer = self.viewer(request)
         if viewer is None:
             raise AuthRefused(
@@ -241,7 +261,7 @@ class Auth:
             raise AuthRefused(403, f"writes are disabled: {TOKENS_HINT}")
         header = request.headers.get("authorization")
         if header is not None:
-            return self._bearer(header)
+            return self._bearer(request, header)
         viewer = self.viewer(request)
         if viewer is None:
             again = " again" if request.cookies.get(SESSION_COOKIE) else ""
@@ -253,22 +273,31 @@ class Auth:
         check_csrf(viewer, request.headers.get(CSRF_HEADER))
         return Caller(name=viewer.name, how="session")
 
-    def _bearer(self, header: str) -> Caller:
+    def authorize_bearer(self, request: Request, what: str) -> Caller:
+        """`Authorization: Bearer <a dashboard token>` and nothing else (monitors, scripts);
+        `what` names what needs it in the refusal."""
+        if not self.tokens.enabled:
+            raise AuthRefused(403, f"{what} needs a dashboard token: {TOKENS_HINT}")
+        hint = f"{what} needs `Authorization: Bearer <a dashboard token>`"
+        return self._bearer(request, request.headers.get("authorization", ""), hint)
+
+    def _bearer(self, request: Request, header: str, hint: str = BEARER_HINT) -> Caller:
         scheme, _, given = header.partition(" ")
         given = given.strip()
         if scheme.lower() != "bearer" or not given:
             raise AuthRefused(
                 401,
-                f"a bearer token is required; {BEARER_HINT}",
+                f"a bearer token is required; {hint}",
                 headers={"WWW-Authenticate": 'Bearer realm="agent-team"'},
             )
         token = self.tokens.match(given)
         if token is None:
             raise AuthRefused(
                 401,
-                f"the bearer token is wrong; {BEARER_HINT}",
+                f"the bearer token is wrong; {hint}",
                 headers={"WWW-Authenticate": 'Bearer realm="agent-team", error="invalid_token"'},
             )
+        note_who(request.scope, token.name)
         return Caller(name=token.name, how="bearer")
 
 

@@ -6,6 +6,7 @@ the context without importing the app that imports them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ class DashboardContext:
     health: Health = field(default_factory=Health)
     coordinator: Coordinator | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    # What the rate limits count seconds with: monotonic, so a clock step never opens or
+    # shuts a window (tests stop it).
+    ticks: Callable[[], float] = time.monotonic
     auth: Auth = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

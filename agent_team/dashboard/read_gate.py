@@ -4,7 +4,8 @@ Tasks, plans and answers are often a team's private work; on a daemon bound
 beyond loopback anyone who reaches the port could read them. With the gate
 on, every GET and HEAD needs a session cookie or a bearer token, except what
 monitors and the sign-in itself need: `/healthz`, `/readyz`, `/metrics`
-(counts only), `/static/`, `/login`, the signed webhooks, and `/langgraph/`
+(counts only; it asks for its own bearer token when `AGENT_TEAM_METRICS_AUTH`
+says so), `/static/`, `/login`, the signed webhooks, and `/langgraph/`
 (its `x-api-key` is a dashboard token, checked there on every request). A page asked
 for without a sign-in goes to `/login` and comes back; the API answers 401.
 """

@@ -84,6 +84,14 @@ from agent_team.db.effects import (
 from agent_team.db.events import claim_event, event_seen, prune_events, release_event
 from agent_team.db.fencing import Fence, check_fence, current_fence, fenced
 from agent_team.db.fencing import counters as fence_counters
+from agent_team.db.idempotency import (
+    KEY_WINDOW,
+    MAX_KEY_CHARS,
+    IdempotencyKey,
+    KeptRequest,
+    create_task_once,
+    prune_idempotency_keys,
+)
 from agent_team.db.intake import (
     delete_issue_ingested,
     issue_already_ingested,
@@ -242,7 +250,9 @@ from agent_team.db.write_health import WriteFailure, WriteHealth
 __all__ = [
     "CONNECTIONS_PER_DAEMON",
     "GENESIS_HASH",
+    "KEY_WINDOW",
     "LEDGER_TABLES",
+    "MAX_KEY_CHARS",
     "OUTBOX_FILENAME",
     "PR_STATES",
     "SCHEMA_VERSION",
@@ -262,8 +272,10 @@ __all__ = [
     "FailingAutomationRow",
     "Fence",
     "FinishedPull",
+    "IdempotencyKey",
     "IntakeCursor",
     "IssueClaim",
+    "KeptRequest",
     "Lease",
     "LeaseSummary",
     "Ledger",
@@ -324,6 +336,7 @@ __all__ = [
     "count_tasks_created",
     "create_automation",
     "create_task",
+    "create_task_once",
     "current_fence",
     "daemon_holder",
     "day_bucket",
@@ -403,6 +416,7 @@ __all__ = [
     "postgres_facts",
     "pr_event_keys",
     "prune_events",
+    "prune_idempotency_keys",
     "pull_request_stats",
     "pull_requests_at",
     "reclaim_space",

@@ -1,7 +1,7 @@
 """The ledger's schema, version by version: the statements both backends migrate through.
 
 A fresh ledger is made by the same steps that upgrade an old one (v0 -> v1 ->
-... -> v13), so there is one path to the current schema and `schema.sql` is a
+... -> v15), so there is one path to the current schema and `schema.sql` is a
 dump of what that path produces. The statements of a released version are
 history: never edit them, add a new version instead (CONTRIBUTING.md).
 `schema` applies them to SQLite and `schema_postgres` derives PostgreSQL's from
@@ -14,7 +14,7 @@ from agent_team.exceptions import SchemaTooNewError
 
 __all__ = ["LEDGER_TABLES", "REQUIRED_COLUMNS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -494,6 +494,24 @@ _V15 = (
     "CREATE INDEX idx_api_keys_name ON api_keys (name)",
 )
 
+# v16: `POST /api/tasks` takes an `Idempotency-Key` (issue #30).
+# - `idempotency_keys`: one row per (caller, key) whose request made a task, with a digest
+#   of what it asked for; written in the task's own transaction, so a retry (here or on
+#   another daemon, before or after a restart) finds the task instead of making a second.
+#   The retention pass forgets rows after 24 h (`db.prune_idempotency_keys`), by
+#   `idx_idempotency_keys_created`.
+_V16 = (
+    """CREATE TABLE idempotency_keys (
+    scope       TEXT NOT NULL,
+    idem_key    TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    task_id     TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    PRIMARY KEY (scope, idem_key)
+)""",
+    "CREATE INDEX idx_idempotency_keys_created ON idempotency_keys (created_at)",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -511,6 +529,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
     13: _V13,
     14: _V14,
     15: _V15,
+    16: _V16,
 }
 _FOREIGN_KEYS_OFF = frozenset({5, 14})
 
@@ -536,6 +555,7 @@ LEDGER_TABLES = (
     "pr_events",
     "people",
     "api_keys",
+    "idempotency_keys",
 )
 
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -720,6 +740,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "people": ("name", "role", "slack_id", "github_login", "created_at", "updated_at"),
     "api_keys": ("key_id", "name", "key_hash", "created_at", "last_used_at", "revoked_at"),
+    "idempotency_keys": ("scope", "idem_key", "fingerprint", "task_id", "created_at"),
 }
 
 

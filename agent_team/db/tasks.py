@@ -9,7 +9,14 @@ from datetime import datetime, timedelta
 from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.commands import insert_command
-from agent_team.db.ledger import Ledger, Reader, Transaction, where_equal, write_statement
+from agent_team.db.ledger import (
+    Dialect,
+    Ledger,
+    Reader,
+    Transaction,
+    where_equal,
+    write_statement,
+)
 from agent_team.db.records import Task, fetch_record, fetch_records
 from agent_team.db.retention import forget_finished
 from agent_team.db.transitions import _transition
@@ -86,36 +93,69 @@ def create_task(
     Returns:
         True if created; False if a task with this id already exists (unchanged).
     """
+    check_new_task(task_id, kind, title)
+
+    def work(tx: Transaction) -> bool:
+        return insert_task(
+            tx,
+            ledger.dialect,
+            task_id=task_id,
+            kind=kind,
+            title=title,
+            body=body,
+            source=source,
+            source_ref=source_ref,
+            audit=audit,
+            start=start,
+        )
+
+    # Submissions come in bursts too (a webhook storm, a script): share commits.
+    return ledger.write_together(work)
+
+
+def check_new_task(task_id: str, kind: str, title: str) -> None:
+    """What `insert_task` needs, checked before a transaction is begun."""
     require_member(kind, TaskKind, "task kind")
     if not task_id or not title.strip():
         raise LedgerInputError("a task needs a non-empty id and title")
 
-    def work(tx: Transaction) -> bool:
-        now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
-        cur = tx.execute(
-            "INSERT INTO tasks (id, kind, source, source_ref, title, body, status, phase, "
-            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', 'intake', ?, ?) "
-            "ON CONFLICT (id) DO NOTHING",
-            (task_id, kind, source, source_ref, title, body, now, now),
-        )
-        created = cur.rowcount == 1
-        if created and audit is not None:
-            append_audit(tx, audit)
-        # A finished task starts nothing: its `start` command may be pruned already
-        # (`db.retention`), so that id would no longer stop a second one.
-        if start is not None and (created or not _finished(tx, task_id)):
-            insert_command(
-                tx,
-                ledger.dialect,
-                start.command_id,
-                CommandKind.START.value,
-                task_id,
-                start.payload_json,
-            )
-        return created
 
-    # Submissions come in bursts too (a webhook storm, a script): share commits.
-    return ledger.write_together(work)
+def insert_task(
+    tx: Transaction,
+    dialect: Dialect,
+    *,
+    task_id: str,
+    kind: str,
+    title: str,
+    body: str,
+    source: str,
+    source_ref: str | None,
+    audit: AuditEntry | None,
+    start: StartCommand | None,
+) -> bool:
+    """`create_task`'s writes inside a caller's transaction (`check_new_task` first)."""
+    now = to_iso(utc_now())  # taken under the write lock, so times follow commit order
+    cur = tx.execute(
+        "INSERT INTO tasks (id, kind, source, source_ref, title, body, status, phase, "
+        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', 'intake', ?, ?) "
+        "ON CONFLICT (id) DO NOTHING",
+        (task_id, kind, source, source_ref, title, body, now, now),
+    )
+    created = cur.rowcount == 1
+    if created and audit is not None:
+        append_audit(tx, audit)
+    # A finished task starts nothing: its `start` command may be pruned already
+    # (`db.retention`), so that id would no longer stop a second one.
+    if start is not None and (created or not _finished(tx, task_id)):
+        insert_command(
+            tx,
+            dialect,
+            start.command_id,
+            CommandKind.START.value,
+            task_id,
+            start.payload_json,
+        )
+    return created
 
 
 def _finished(tx: Transaction, task_id: str) -> bool:

@@ -10,6 +10,7 @@ coordinator drains the commands inbox acts on it (docs/architecture.md §3).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from typing import Any
 
 from agent_team import db
 from agent_team.exceptions import (
+    IdempotencyKeyReusedError,
     InvalidAnswerError,
     QuestionClosedError,
     TaskRefusedError,
@@ -46,6 +48,7 @@ __all__ = [
     "retry_task",
     "submit_answer",
     "submit_task",
+    "submit_task_once",
 ]
 
 
@@ -72,14 +75,8 @@ def submit_task(
         TaskTooLargeError: a title or body over the limits in `agent_team.requests.limits`.
         TaskRefusedError: a `confluence` task while the docs lane is off.
     """
-    check_task_size(title, body)
-    if kind == TaskKind.CONFLUENCE and not confluence_enabled:
-        raise TaskRefusedError(
-            "confluence tasks need the documentation lane, which is off in this build; "
-            "submit a `code` task instead"
-        )
-    new_id = task_id or f"t{uuid.uuid4().hex[:10]}"
-    payload: dict[str, Any] = {"repo": repo} if repo else {}
+    _check_submission(title, body, kind, confluence_enabled)
+    new_id = task_id or _new_task_id()
     db.create_task(
         ledger,
         task_id=new_id,
@@ -88,10 +85,93 @@ def submit_task(
         body=body,
         source=source,
         source_ref=source_ref,
-        audit=actor.entry("submit", new_id, {"kind": kind, "source": source, "title": title[:200]}),
-        start=db.StartCommand(f"start:{new_id}", json.dumps(payload, sort_keys=True)),
+        audit=_submit_audit(actor, new_id, kind, source, title),
+        start=_start(new_id, repo),
     )
     return new_id
+
+
+def submit_task_once(
+    ledger: db.Ledger,
+    idempotency_key: str,
+    *,
+    now: datetime,
+    title: str,
+    body: str = "",
+    kind: str = TaskKind.CODE.value,
+    source: str = "cli",
+    source_ref: str | None = None,
+    repo: str | None = None,
+    confluence_enabled: bool = False,
+    actor: Actor = INTERNAL,
+) -> db.KeptRequest:
+    """`submit_task` under the caller's `idempotency_key`: the first request under it (for
+    `db.KEY_WINDOW`) makes the task, and every later one gets that task back.
+
+    The key is the caller's own: `actor` (via and name) scopes it, so two callers'
+    keys never meet. What the request asks for is kept as a digest, so the same key
+    with a different request is refused instead of answered with the wrong task.
+
+    Raises:
+        IdempotencyKeyReusedError: the key names a different request; nothing was stored.
+        TaskTooLargeError, TaskRefusedError: as `submit_task`.
+    """
+    _check_submission(title, body, kind, confluence_enabled)
+    wanted = {
+        "title": title,
+        "body": body,
+        "kind": kind,
+        "source": source,
+        "source_ref": source_ref,
+        "repo": repo,
+    }
+    fingerprint = hashlib.sha256(
+        json.dumps(wanted, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    ).hexdigest()
+    key = db.IdempotencyKey(f"{actor.via}:{actor.name}", idempotency_key, fingerprint)
+    new_id = _new_task_id()
+    kept = db.create_task_once(
+        ledger,
+        key,
+        now=now,
+        task_id=new_id,
+        kind=kind,
+        title=title,
+        body=body,
+        source=source,
+        source_ref=source_ref,
+        audit=_submit_audit(actor, new_id, kind, source, title),
+        start=_start(new_id, repo),
+    )
+    if kept.fingerprint != fingerprint:
+        raise IdempotencyKeyReusedError(
+            f"{IdempotencyKeyReusedError.header}: this key already made task {kept.task_id} "
+            "from a different request in the last 24 h; send the same request to get that "
+            "task again, or a new key for a new task (nothing was stored)"
+        )
+    return kept
+
+
+def _check_submission(title: str, body: str, kind: str, confluence_enabled: bool) -> None:
+    check_task_size(title, body)
+    if kind == TaskKind.CONFLUENCE and not confluence_enabled:
+        raise TaskRefusedError(
+            "confluence tasks need the documentation lane, which is off in this build; "
+            "submit a `code` task instead"
+        )
+
+
+def _new_task_id() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+def _submit_audit(actor: Actor, task_id: str, kind: str, source: str, title: str) -> db.AuditEntry:
+    return actor.entry("submit", task_id, {"kind": kind, "source": source, "title": title[:200]})
+
+
+def _start(task_id: str, repo: str | None) -> db.StartCommand:
+    payload: dict[str, Any] = {"repo": repo} if repo else {}
+    return db.StartCommand(f"start:{task_id}", json.dumps(payload, sort_keys=True))
 
 
 def reopen(

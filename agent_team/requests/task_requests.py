@@ -6,8 +6,10 @@ API and automations all submit, answer, reopen, retry and cancel through a
 transaction with its audit row (`inbox`), and then wakes the worker of this
 process, if it has one; a request from another process (the CLI beside a
 daemon) is picked up by that daemon's poll or its LISTEN/NOTIFY wake-up.
-Checks that must hold for every surface (roles, rate limits, still to come)
-belong here, so each is written once.
+Checks that must hold for every surface (roles, still to come) belong here,
+so each is written once. HTTP rate limits are the exception: they must answer
+before a key is checked or a body read, so they sit in front of the HTTP
+server (`dashboard/rate_limits.py`).
 
 Nothing else wakes the worker: the coordinator builds its `TaskRequests` with
 its own wake-up and delivery, and every surface in the daemon uses that one.
@@ -136,6 +138,44 @@ class TaskRequests:
         )
         self._wake()
         return new_id
+
+    def submit_once(
+        self,
+        idempotency_key: str,
+        *,
+        title: str,
+        body: str = "",
+        kind: str = TaskKind.CODE.value,
+        source: str = "cli",
+        source_ref: str | None = None,
+        repo: str | None = None,
+        actor: Actor = INTERNAL,
+    ) -> db.KeptRequest:
+        """`submit` under the caller's idempotency key: a retry of the same request within
+        `db.KEY_WINDOW` gets the first one's task back, never a second task (see
+        `inbox.submit_task_once`). Wakes the worker only when a task was made.
+
+        Raises:
+            IdempotencyKeyReusedError: the key names a different request; nothing stored.
+            InvalidRepoError, TaskRefusedError, TaskTooLargeError: as `submit`.
+        """
+        repo = checked_repo(repo) if repo else None
+        kept = inbox.submit_task_once(
+            self.ledger,
+            idempotency_key,
+            now=self.clock(),
+            title=title,
+            body=body,
+            kind=kind,
+            source=source,
+            source_ref=source_ref,
+            repo=repo,
+            confluence_enabled=self.confluence_enabled,
+            actor=actor,
+        )
+        if kept.created:
+            self._wake()
+        return kept
 
     def answer(
         self,

@@ -37,6 +37,7 @@ from agent_team.builders import kill_running_children
 from agent_team.common.redact import redact
 from agent_team.config import Settings, load_systemd_env
 from agent_team.coordinator import Coordinator
+from agent_team.dashboard import access_log
 from agent_team.dashboard.app import DashboardContext, create_app
 from agent_team.exceptions import AgentTeamError
 from agent_team.health.loops import Loop
@@ -363,6 +364,7 @@ class Daemon:
             self._server.should_exit = True
         for thread in self._threads:
             thread.join(timeout=10)
+        access_log.flush(timeout_s=2.0)  # the last requests' lines, before the process ends
         if self.coordinator.wait_idle(self.settings.stop_grace_s):
             self.runtime.close()  # integrations, coordinator, transport, then the ledger
         else:

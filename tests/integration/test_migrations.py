@@ -321,6 +321,7 @@ def test_upgraded_indexes_are_all_there(old_ledger: tuple[int, Path]) -> None:
         "idx_people_slack",
         "idx_people_github",
         "idx_api_keys_name",
+        "idx_idempotency_keys_created",
     }
     # The recreated partial unique index still does its job on the rebuilt table.
     with raw_connect(path) as raw:
@@ -475,6 +476,40 @@ def test_v13_to_v14_keeps_every_question_and_takes_the_pull_request_kinds(
             )
         with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):  # one open post per ref
             raw.execute("UPDATE pending_questions SET channel_ref = 'C1:3.0' WHERE turn = 4")
+
+
+def test_v15_to_v16_keeps_every_task_and_adds_the_idempotency_keys(tmp_path: Path) -> None:
+    """A v15 ledger's tasks stay as they were; the new table starts empty, and the first
+    keyed submit after the upgrade makes its task once."""
+    path = tmp_path / "ledger-v15.db"
+    stamp = "2026-12-01T09:00:00.000000Z"
+    with raw_connect(path) as raw:
+        assert schema.migrate(raw, target=15) == 15
+        raw.execute(
+            "INSERT INTO tasks (id, kind, source, title, created_at, updated_at) "
+            "VALUES ('t-old', 'code', 'dashboard', 'T', ?, ?)",
+            (stamp, stamp),
+        )
+    before = read_rows(path)
+    assert "idempotency_keys" not in before
+
+    assert db.init_db(path) == 16 == SCHEMA_VERSION
+    db.assert_ready(path)
+    after = read_rows(path)
+    assert_rows_kept({t: r for t, r in before.items() if t != "schema_meta"}, after)
+    assert after["idempotency_keys"] == []
+    indexes = {name for _type, name, _table, _sql in read_indexes(path)}
+    assert "idx_idempotency_keys_created" in indexes
+
+    key = db.IdempotencyKey("dashboard:ada", "k-1", "f" * 64)
+    now = datetime(2026, 12, 1, 10, tzinfo=UTC)
+    with closing(db.open_ledger(path)) as conn:
+        made = [
+            db.create_task_once(conn, key, now=now, task_id=f"t-{n}", kind="code", title="T")
+            for n in (1, 2)
+        ]
+        assert [(kept.task_id, kept.created) for kept in made] == [("t-1", True), ("t-1", False)]
+        assert db.get_task(conn, "t-2") is None
 
 
 # --- a failure in the middle of the v5 rebuild -------------------------------------------
@@ -718,6 +753,14 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
         )
         db.add_person(conn, name="ada", role="owner", slack_id="U0ADA")  # and the v15 ones
         db.add_key(conn, name="ada", key_id="k1k1k1k1", key_hash="0" * 64)
+        db.create_task_once(  # and in the v16 one
+            conn,
+            db.IdempotencyKey("dashboard:ada", "k-1", "f" * 64),
+            now=datetime(2024, 8, 1, tzinfo=UTC),
+            task_id="t-3",
+            kind="code",
+            title="Keyed",
+        )
         counts = db.table_counts(conn)
     rows, dump, content = read_rows(path), dump_of(path), path.read_bytes()
     assert all(counts.values()), counts

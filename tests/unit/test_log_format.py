@@ -104,3 +104,18 @@ def test_aws_access_key_ids_are_redacted_and_lookalikes_kept() -> None:
     assert redact(f"id={key} and {temporary}") == "id=[redacted] and [redacted]"
     kept = "AKIASHORT, XAKIAIOSFODNN7EXAMPLEX, akiaiosfodnn7example"
     assert redact(kept) == kept
+
+
+def test_an_access_line_carries_its_fields_in_json_redacted() -> None:
+    """The access log's parts go under `http`, so a log store can query them by field."""
+    token = "ghp_" + "b" * 36
+    record = logging.LogRecord("agent_team.access", logging.INFO, __file__, 1, "GET /", (), None)
+    record.http = {"method": "GET", "path": f"/x/{token}", "status": 200, "duration_ms": 1.5}
+    entry = json.loads(JsonFormatter().format(record))
+    assert entry["http"] == {
+        "method": "GET",
+        "path": "/x/[redacted]",
+        "status": 200,
+        "duration_ms": 1.5,
+    }
+    assert "http" not in json.loads(JsonFormatter().format(logging.makeLogRecord({"msg": "x"})))

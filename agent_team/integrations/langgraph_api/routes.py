@@ -26,6 +26,7 @@ from agent_team import db
 from agent_team.common.redact import redact_deep
 from agent_team.coordinator.runner import thread_config
 from agent_team.dashboard.api_common import ApiError, RedactedJSON, json_body, translate
+from agent_team.dashboard.auth import note_who
 from agent_team.exceptions import InvalidAnswerError, TaskRefusedError
 from agent_team.integrations.langgraph_api.follow import TaskChanges, settled
 from agent_team.integrations.langgraph_api.human import resume_answer
@@ -172,6 +173,7 @@ class LangGraphApi:
         token = self.tokens.match(given)
         if token is None:
             raise ApiError(401, "the x-api-key is not a dashboard token of this daemon")
+        note_who(request.scope, token.name)
         return Actor(token.name or "token", VIA)
 
     # -- reads -----------------------------------------------------------------------------

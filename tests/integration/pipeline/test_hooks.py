@@ -8,6 +8,7 @@ from typing import Any
 from agent_team import db
 from agent_team.coordinator import EVENT_RETENTION, Coordinator
 from agent_team.graph import build_graph
+from agent_team.requests.actors import Actor
 from agent_team.task_model import TaskState
 from tests.integration.pipeline.conftest import (
     Clock,
@@ -93,3 +94,24 @@ def test_old_event_ids_are_forgotten_by_a_tick(make_coordinator: MakeCoordinator
 
     assert not db.event_seen(coordinator.ledger, source="slack", event_id="Ev-old")
     assert db.event_seen(coordinator.ledger, source="github", event_id="d-new")
+
+
+def test_idempotency_keys_are_forgotten_by_a_tick_after_a_day(
+    make_coordinator: MakeCoordinator,
+) -> None:
+    clock = Clock()
+    coordinator = make_coordinator(clock=clock)
+    ada = Actor("ada", "dashboard")
+    first = coordinator.requests.submit_once("k-1", title="Keyed", actor=ada)
+    clock.advance(hours=23)
+    coordinator.tick()
+    assert coordinator.requests.submit_once("k-1", title="Keyed", actor=ada) == db.KeptRequest(
+        first.task_id, first.fingerprint, created=False
+    )
+
+    clock.advance(hours=2)
+    coordinator.tick()
+
+    assert db.table_counts(coordinator.ledger)["idempotency_keys"] == 0
+    again = coordinator.requests.submit_once("k-1", title="Keyed", actor=ada)
+    assert again.created and again.task_id != first.task_id

@@ -183,6 +183,16 @@ def _build_source(root: Path) -> Source:
         )
         db.add_person(ledger, name="zoë", role="owner", github_login="zoe")
         db.add_key(ledger, name="zoë", key_id="abcdabcdabcd", key_hash="f" * 64)
+        kept = db.create_task_once(  # a keyed submit's key (the task itself is done below)
+            ledger,
+            db.IdempotencyKey("dashboard:ada", "key-é", "f" * 64),
+            now=clock.now,
+            task_id="t-keyed",
+            kind="code",
+            title="Keyed",
+        )
+        assert kept.created
+        assert db.set_task_status(ledger, "t-keyed", "cancelled")
 
         coordinator.answer(to_plan("running"), "approve", via="cli:tester")
         runner = threading.Thread(

@@ -1,0 +1,179 @@
+"""429 before the expensive parts: the HTTP server's budgets for writes and for secret checks.
+
+Each submit costs model spend and each wrong key is a guess, so both are
+counted per minute (`common.rate_limit.SlidingWindow`) and refused with 429
+and `Retry-After` before a token is compared, a session verified or a body
+read: this middleware sits in front of the read gate and every handler.
+
+- **Writes** (POST, PUT, PATCH, DELETE on the pages, the JSON API and the
+  LangGraph API): `AGENT_TEAM_LIMIT_WRITES_PER_MIN` per key. Nothing is
+  verified yet, so "the key" is a digest of what the request presents: its
+  bearer token or `x-api-key`, else its session cookie, else its client
+  address. Presenting someone else's key needs that key, so no one can use
+  up another's budget; a made-up key buys a fresh budget and a 401, and the
+  401 counts against its address below. Not counted: Slack's and GitHub's
+  signed deliveries (the services retry on their own schedule), the LangGraph
+  API's thread search (a read sent as a POST), and sign-in itself.
+- **Sign-in attempts** (`AGENT_TEAM_LIMIT_LOGINS_PER_MIN` per client
+  address): a `POST /login` takes a place before its token is checked and
+  gives it back when the token was right, so only failures count and
+  parallel guesses cannot slip past; any other request presenting a key
+  (`Authorization`, `x-api-key`) is refused while its address is over the
+  budget, and counts when the key was wrong (a 401).
+
+The client address is the one the server reports (`scope["client"]`):
+behind a reverse proxy on the same host, uvicorn takes it from
+`X-Forwarded-For` (its `FORWARDED_ALLOW_IPS`, loopback by default). An IPv6
+address counts by its /64, which one host usually holds whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.requests import Request, cookie_parser
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agent_team.common.rate_limit import SlidingWindow, retry_after_s
+from agent_team.dashboard.auth import SESSION_COOKIE
+from agent_team.dashboard.rendering import error_page
+
+__all__ = ["WRITE_METHODS", "RateLimits", "client_address"]
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+SIGN_IN_PATH = "/login"
+_NOT_WRITE_PREFIXES = ("/slack/", "/github/")
+_NOT_WRITES = frozenset({SIGN_IN_PATH, "/langgraph/threads/search"})
+_MAX_ADDRESS_CHARS = 100
+
+
+def client_address(scope: Scope) -> str:
+    """The peer as the server reports it; an IPv6 address as its /64."""
+    client = scope.get("client")
+    host = str(client[0]) if client else "unknown"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host[:_MAX_ADDRESS_CHARS]
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+def _digest(secret: str) -> str:
+    # The tables hold digests, never a key itself.
+    return hashlib.blake2b(secret.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def _presented_key(path: str, headers: Headers) -> str | None:
+    """The key a request carries, unchecked: a bearer token, or the LangGraph API's key."""
+    header = headers.get("authorization")
+    if header is not None:
+        scheme, _, given = header.partition(" ")
+        return given.strip() if scheme.lower() == "bearer" and given.strip() else header
+    if path.startswith("/langgraph/"):
+        return headers.get("x-api-key")
+    return None
+
+
+def _is_write(method: str, path: str) -> bool:
+    return (
+        method in WRITE_METHODS
+        and path not in _NOT_WRITES
+        and not path.startswith(_NOT_WRITE_PREFIXES)
+    )
+
+
+class RateLimits:
+    """Pure ASGI: refuses over-budget requests first, and watches the statuses of secret checks."""
+
+    def __init__(self, app: ASGIApp, *, writes: SlidingWindow, sign_ins: SlidingWindow) -> None:
+        self.app = app
+        self.writes = writes
+        self.sign_ins = sign_ins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        method: str = scope["method"]
+        path: str = scope["path"]
+        headers = Headers(scope=scope)
+        address = client_address(scope)
+        key = _presented_key(path, headers)
+        signing_in = method == "POST" and path == SIGN_IN_PATH and self.sign_ins.enabled
+        checks_key = key is not None and self.sign_ins.enabled and not signing_in
+        if signing_in:
+            wait = self.sign_ins.acquire(address)
+        elif checks_key:
+            wait = self.sign_ins.peek(address)
+        else:
+            wait = 0.0
+        if wait:
+            await _refused(scope, "sign-in", wait, self.sign_ins.limit)(scope, receive, send)
+            return
+        if self.writes.enabled and _is_write(method, path):
+            wait = self.writes.acquire(self._writer(key, headers, address))
+            if wait:
+                await _refused(scope, "write", wait, self.writes.limit)(scope, receive, send)
+                return
+        if not (signing_in or checks_key):
+            await self.app(scope, receive, send)
+            return
+        status = 0
+
+        async def watched(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            wrong = status == 401  # a secret was checked and was not one of ours
+            if signing_in and not wrong:
+                self.sign_ins.release(address)
+            elif checks_key and wrong:
+                self.sign_ins.record(address)
+
+    @staticmethod
+    def _writer(key: str | None, headers: Headers, address: str) -> str:
+        if key is not None:
+            return "key:" + _digest(key)
+        session = cookie_parser(headers.get("cookie", "")).get(SESSION_COOKIE)
+        if session:
+            return "session:" + _digest(session)
+        return "address:" + address
+
+
+def _refused(scope: Scope, budget: str, wait_s: float, limit: int) -> Response:
+    """The 429 in the shape of the surface asked: JSON for the APIs, a page for the pages."""
+    seconds = retry_after_s(wait_s)
+    if budget == "sign-in":
+        heading = "Too many sign-in attempts"
+        message = (
+            f"more than {limit} failed sign-ins or wrong keys a minute came from your address; "
+            f"try again in {seconds} s"
+        )
+    else:
+        heading = "Too many changes"
+        message = f"more than {limit} changes a minute came with this key; try again in {seconds} s"
+    headers = {"Retry-After": str(seconds), "Cache-Control": "no-store"}
+    path: str = scope["path"]
+    if path.startswith("/langgraph/"):
+        return JSONResponse({"detail": message}, status_code=429, headers=headers)
+    if path.startswith("/api/") or path == "/metrics":
+        body: dict[str, Any] = {"error": message, "retry_after_s": seconds}
+        return JSONResponse(body, status_code=429, headers=headers)
+    # The page without "who is signed in": finding out would be the work this saves.
+    anonymous = Request({key: value for key, value in scope.items() if key != "app"})
+    page = error_page(anonymous, 429, heading, message[0].upper() + message[1:] + ".")
+    page.headers.update(headers)
+    return page
