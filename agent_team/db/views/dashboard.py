@@ -165,10 +165,11 @@ def unattributed_spend(ledger: Reader, thread_id: str) -> Spend:
 
 
 def open_questions_summary(ledger: Reader) -> OpenQuestions:
-    """Open questions and the earliest `posted_at` among them (undelivered ones have none)."""
+    """Open questions waiting on a person and the earliest `posted_at` among them
+    (undelivered ones have none). A PR gate waits on GitHub, often for days: not counted."""
     row = ledger.fetch_one(
         "SELECT COUNT(*) AS n, MIN(posted_at) AS oldest FROM pending_questions "
-        "WHERE status = 'open'",
+        "WHERE status = 'open' AND kind <> 'pull_request'",
     )
     assert row is not None
     return OpenQuestions(count=int(row["n"]), oldest_posted_at=row["oldest"])

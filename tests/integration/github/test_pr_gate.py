@@ -60,6 +60,8 @@ def test_a_review_makes_one_follow_up_then_a_merge_ends_the_task(setup: Setup) -
         task = task_of(process, setup)
         assert (task.status, task.phase) == ("waiting", "pr_open")
         assert open_gate(process).kind == "pull_request"
+        # It waits on GitHub, not on a person: /metrics' open questions leave it out.
+        assert db.open_questions_summary(process.coordinator.ledger).count == 0
         row = db.get_pull_request(process.coordinator.ledger, setup.task_id)
         assert row is not None and (row.repo, row.number, row.state) == (
             APP,
