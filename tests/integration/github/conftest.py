@@ -215,3 +215,16 @@ class Process:
 
     def close(self) -> None:
         self.runtime.close()
+
+
+def open_pr_and_stop(setup: Setup) -> None:
+    """One process takes the issue to its draft PR (plan approved, built, pushed), then stops."""
+    process = Process(setup.settings)
+    try:
+        assert process.github.poll().tasks_created == 1
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+        (question,) = db.list_questions(process.coordinator.ledger, status="open")
+        process.coordinator.answer(question.question_id, "approve")
+        process.coordinator.tick(until_idle=True, timeout_s=60)
+    finally:
+        process.close()

@@ -9,21 +9,13 @@ from __future__ import annotations
 import pytest
 
 from agent_team import db
-from tests.integration.github.conftest import APP, Process, Setup
+from tests.integration.github.conftest import APP, Setup, open_pr_and_stop
 from tests.integration.github.test_pr_crash_cli import CRASHED, tick
 
 
 @pytest.mark.slow
 def test_a_crash_between_the_merge_and_done_still_ends_the_task_done(setup: Setup) -> None:
-    process = Process(setup.settings)
-    try:
-        assert process.github.poll().tasks_created == 1
-        process.coordinator.tick(until_idle=True, timeout_s=60)
-        (question,) = db.list_questions(process.coordinator.ledger, status="open")
-        process.coordinator.answer(question.question_id, "approve")
-        process.coordinator.tick(until_idle=True, timeout_s=60)
-    finally:
-        process.close()
+    open_pr_and_stop(setup)  # intake, plan approved, build, draft PR
     (pull,) = setup.fake.repos[APP].pulls
     setup.fake.merge_pull(APP, pull["number"])
     died = tick(setup, "done:before")

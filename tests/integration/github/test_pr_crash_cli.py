@@ -17,7 +17,7 @@ import pytest
 
 from agent_team import db
 from agent_team.config import ENV_PREFIX
-from tests.integration.github.conftest import APP, TOKEN, Process, Setup, git
+from tests.integration.github.conftest import APP, TOKEN, Setup, git, open_pr_and_stop
 
 AGENT_TEAM = Path(sys.executable).with_name("agent-team")
 CRASHED = 137
@@ -56,15 +56,7 @@ def tick(setup: Setup, crash_at: str | None = None) -> subprocess.CompletedProce
 def test_a_crash_around_a_follow_up_push_pushes_once(
     setup: Setup, crash_at: str, pushed_at_crash: int
 ) -> None:
-    process = Process(setup.settings)  # intake, plan approved, build, draft PR
-    try:
-        assert process.github.poll().tasks_created == 1
-        process.coordinator.tick(until_idle=True, timeout_s=60)
-        (question,) = db.list_questions(process.coordinator.ledger, status="open")
-        process.coordinator.answer(question.question_id, "approve")
-        process.coordinator.tick(until_idle=True, timeout_s=60)
-    finally:
-        process.close()
+    open_pr_and_stop(setup)  # intake, plan approved, build, draft PR
     (pull,) = setup.fake.repos[APP].pulls
     branch, built = pull["head"]["ref"], pull["head"]["sha"]
     path = git(setup.bare, "show", "--name-only", "--format=", built).splitlines()[0]
