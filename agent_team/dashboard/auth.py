@@ -31,7 +31,12 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from agent_team.requests.access import DashboardToken, DashboardTokens, create_secret_file
+from agent_team.requests.access import (
+    DashboardToken,
+    DashboardTokens,
+    KeyReader,
+    create_secret_file,
+)
 from agent_team.requests.actors import Actor
 
 if TYPE_CHECKING:
@@ -144,10 +149,14 @@ def safe_next(raw: str | None) -> str:
 class Auth:
     """Tokens, the session key and the checks, for one dashboard."""
 
-    def __init__(self, settings: Settings) -> None:
-        """Raises ConfigError: a bad tokens file (see `DashboardTokens`)."""
+    def __init__(self, settings: Settings, keys: KeyReader | None = None) -> None:
+        """Raises ConfigError: a bad tokens file (see `DashboardTokens`).
+
+        Args:
+            keys: how to read people's keys from the ledger (None: configured tokens only).
+        """
         self.settings = settings
-        self.tokens = DashboardTokens(settings)
+        self.tokens = DashboardTokens(settings, keys)
         self._key: bytes | None = None
 
     # -- keys ------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ class DashboardContext:
 
     def __post_init__(self) -> None:
         """The tokens are resolved here, so a bad tokens file stops the start (ConfigError)."""
-        self.auth = Auth(self.settings)
+        self.auth = Auth(self.settings, keys=self.read)
 
     @contextmanager
     def read(self) -> Iterator[db.Reader]:

@@ -28,6 +28,7 @@ __all__ = [
     "Person",
     "add_key",
     "add_person",
+    "any_live_key",
     "check_person_name",
     "find_key",
     "get_person",
@@ -295,6 +296,12 @@ def find_key(reader: Reader, key_id: str) -> tuple[ApiKey, Person] | None:
         return None
     person = get_person(reader, key.name)
     return None if person is None else (key, person)
+
+
+def any_live_key(reader: Reader) -> bool:
+    return (
+        reader.fetch_one("SELECT 1 AS x FROM api_keys WHERE revoked_at IS NULL LIMIT 1") is not None
+    )
 
 
 def list_keys(reader: Reader, name: str | None = None) -> list[ApiKey]:

@@ -25,13 +25,16 @@ import hmac
 import logging
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from agent_team import db
 from agent_team.config import parse_named_tokens
 from agent_team.exceptions import ConfigError
+from agent_team.requests.people import KEY_PREFIX, verify_key
 
 if TYPE_CHECKING:
     from agent_team.config import Settings
@@ -46,6 +49,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+# Opens one short read of the ledger (the dashboard's `DashboardContext.read`).
+KeyReader = Callable[[], AbstractContextManager[db.Reader]]
 
 DEMO_TOKEN_FILE = "dashboard-token"
 _TOKENS_SETTING = "AGENT_TEAM_DASHBOARD_TOKENS"
@@ -159,10 +166,20 @@ def _problem(exc: Exception) -> str:
 
 
 class DashboardTokens:
-    """The dashboard's tokens by the rule in the module docstring, current at every call."""
+    """The dashboard's tokens by the rule in the module docstring, current at every call.
 
-    def __init__(self, settings: Settings) -> None:
+    Besides them, the keys people hold in the ledger (`agent-team key add`, issue #30):
+    a presented `atk_...` key is checked against its stored hash, and a sign-in made
+    with one is bound to that hash, so rotating or revoking the key ends it at once.
+    Such a token's `secret` is the key's hash (the key itself is never kept).
+    """
+
+    def __init__(self, settings: Settings, keys: KeyReader | None = None) -> None:
         """Apply the rule once; a bad setting or token file stops the start here.
+
+        Args:
+            keys: how to read the ledger for people's keys (one short read per check);
+                None: configured tokens only.
 
         Raises:
             ConfigError: a tokens file that is missing, unreadable or malformed, or the
@@ -190,6 +207,7 @@ class DashboardTokens:
                 watched.read(strict=True)
         self._check_unique(self.current())
         self._describe_sources = self._sources(settings)
+        self._keys = keys
 
     @staticmethod
     def _check_unique(tokens: Sequence[DashboardToken]) -> None:
@@ -214,7 +232,20 @@ class DashboardTokens:
 
     @property
     def enabled(self) -> bool:
-        return bool(self._fixed or self._files)
+        return bool(self._fixed or self._files) or self._ledger_has_keys()
+
+    def _read_keys(self, read: Callable[[db.Reader], _T], empty: _T) -> _T:
+        if self._keys is None:
+            return empty
+        try:
+            with self._keys() as reader:
+                return read(reader)
+        except Exception as exc:  # no ledger yet, or it cannot be read: no keys (fail closed)
+            log.debug("dashboard keys: the ledger could not be read: %s", exc)
+            return empty
+
+    def _ledger_has_keys(self) -> bool:
+        return self._read_keys(lambda r: db.any_live_key(r), False)
 
     def match(self, given: str) -> DashboardToken | None:
         """The token equal to `given`, comparing against every one in constant time."""
@@ -223,6 +254,13 @@ class DashboardTokens:
         for token in self.current():
             if hmac.compare_digest(given_bytes, token.secret.encode("utf-8")):
                 found = token
+        if found is None and given.startswith(KEY_PREFIX):
+
+            def person_of(reader: db.Reader) -> DashboardToken | None:
+                hit = verify_key(reader, given)
+                return None if hit is None else DashboardToken(hit[1].name, hit[0].key_hash)
+
+            found = self._read_keys(person_of, None)
         return found
 
     def by_tag(self, name: str | None, tag: str, key: bytes) -> DashboardToken | None:
@@ -231,6 +269,19 @@ class DashboardTokens:
         for token in self.current():
             if token.name == name and hmac.compare_digest(token.tag(key), tag):
                 found = token
+        if found is None and name is not None:
+
+            def live(reader: db.Reader) -> list[DashboardToken]:
+                return [
+                    DashboardToken(name, k.key_hash)
+                    for k in db.list_keys(reader, name)
+                    if k.revoked_at is None
+                ]
+
+            nothing: list[DashboardToken] = []
+            for token in self._read_keys(live, nothing):
+                if hmac.compare_digest(token.tag(key), tag):
+                    found = token
         return found
 
     def secrets(self) -> tuple[str, ...]:

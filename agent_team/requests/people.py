@@ -45,18 +45,19 @@ def _mint(name: str) -> MintedKey:
     return MintedKey(name, key_id, f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}")
 
 
-def verify_key(ledger: db.Reader, presented: str) -> db.Person | None:
-    """The person a presented key belongs to; None for anything else (never says why)."""
+def verify_key(ledger: db.Reader, presented: str) -> tuple[db.ApiKey, db.Person] | None:
+    """The live key and the person a presented key belongs to; None for anything else
+    (never says why)."""
     found = _KEY.match(presented.strip())
     if found is None:
         return None
     hit = db.find_key(ledger, found.group(1))
     if hit is None:
         return None
-    key, person = hit
+    key, _person = hit
     if not hmac.compare_digest(hash_key(presented.strip()), key.key_hash):
         return None
-    return person
+    return hit
 
 
 class PeopleRequests:

@@ -75,8 +75,8 @@ def test_keys_are_shown_once_stored_hashed_and_end_on_rotate_and_revoke(home: Pa
     second = minted(ok(home, "key", "add", "ada"))
     path = home / "agent-team.db"
     with db.open_ledger(path) as ledger:
-        person = verify_key(ledger, first)
-        assert person is not None and person.name == "ada"
+        hit = verify_key(ledger, first)
+        assert hit is not None and hit[1].name == "ada"
         assert verify_key(ledger, second) is not None
         assert verify_key(ledger, first[:-1] + ("A" if first[-1] != "A" else "B")) is None
         assert verify_key(ledger, "atk_nothing") is None
