@@ -45,6 +45,7 @@ from agent_team.common.repo_spec import checked_repo
 from agent_team.common.timefmt import deadline_text, parse_duration, relative, span, utc_text
 from agent_team.config import Settings
 from agent_team.exceptions import (
+    AccessDeniedError,
     AgentTeamError,
     ConfigError,
     InvalidAnswerError,
@@ -987,6 +988,9 @@ def main(argv: list[str] | None = None) -> None:
     except (ConfigError, InvalidAutomationError, InvalidRepoError) as exc:  # bad settings or args
         err.print(f"agent-team: {localize(str(exc))}", soft_wrap=True)
         sys.exit(2)
+    except AccessDeniedError as exc:  # a role below the action's (audited)
+        err.print(f"agent-team: {localize(str(exc))}", soft_wrap=True)
+        sys.exit(3)
     except AgentTeamError as exc:
         err.print(f"agent-team: {localize(str(exc))}", soft_wrap=True)
         sys.exit(1)

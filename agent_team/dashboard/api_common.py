@@ -22,6 +22,7 @@ from agent_team.common.redact import redact_deep
 from agent_team.common.repo_spec import checked_repo
 from agent_team.dashboard.task_filters import BadParameter
 from agent_team.exceptions import (
+    AccessDeniedError,
     IdempotencyKeyReusedError,
     InvalidAnswerError,
     InvalidAutomationError,
@@ -128,6 +129,8 @@ def translate(exc: Exception) -> ApiError:
         return exc
     if isinstance(exc, BadParameter):
         return bad_parameter(exc.name, exc.message)
+    if isinstance(exc, AccessDeniedError):
+        return ApiError(403, str(exc), extra={"needed_role": exc.needed})
     if isinstance(exc, UnknownTaskError):
         return ApiError(404, str(exc))
     if isinstance(exc, QuestionClosedError):

@@ -34,6 +34,7 @@ __all__ = [
     "get_person",
     "list_keys",
     "list_people",
+    "list_people_exist",
     "person_by_github",
     "person_by_slack",
     "remove_person",
@@ -296,6 +297,11 @@ def find_key(reader: Reader, key_id: str) -> tuple[ApiKey, Person] | None:
         return None
     person = get_person(reader, key.name)
     return None if person is None else (key, person)
+
+
+def list_people_exist(reader: Reader) -> bool:
+    """Whether any person is set up (roles apply only then)."""
+    return reader.fetch_one("SELECT 1 AS x FROM people LIMIT 1") is not None
 
 
 def any_live_key(reader: Reader) -> bool:

@@ -10,10 +10,16 @@ refused to everyone but owners: a new action is closed until it is listed.
 
 from __future__ import annotations
 
+from agent_team import db
 from agent_team.exceptions import AccessDeniedError
+from agent_team.requests.actors import Actor
 from agent_team.task_model import QuestionKind, Role
 
-__all__ = ["ACTIONS", "check_role", "needed_role"]
+__all__ = ["ACTIONS", "authorize", "check_role", "needed_role", "role_of"]
+
+# Who acts for the daemon itself: code, automations, GitHub's watcher telling of a merge.
+_UNGOVERNED_VIAS = frozenset({"internal", "automation"})
+NOT_A_PERSON = "nobody"  # the role of an identity no person holds: refused everything
 
 ACTIONS: dict[str, Role] = {
     "read": Role.VIEWER,
@@ -52,3 +58,54 @@ def check_role(role: str | Role, action: str, *, who: str) -> None:
             f"{who} has the {Role(role).value} role; {action} needs {need.value} or above",
             needed=need.value,
         )
+
+
+def role_of(ledger: db.Reader, actor: Actor) -> str | None:
+    """The role `actor` acts with; None where roles do not apply.
+
+    None: no person is set up yet (every surface works as before, its own
+    allow-list deciding); code acting for itself (`internal`, automations,
+    GitHub's watcher telling of a merge or of CI); the local operator on the CLI
+    (an owner) unless `--as` names a person; a dashboard token no person holds
+    (the configured tokens keep working for a release). A Slack user id or a
+    GitHub login no person holds fails closed (`NOT_A_PERSON`).
+    """
+    if actor.via in _UNGOVERNED_VIAS or not db.list_people_exist(ledger):
+        return None
+    person: db.Person | None
+    if actor.via == "slack":
+        person = db.person_by_slack(ledger, actor.name)
+    elif actor.via == "github":
+        if actor.name == "ci" or "/" in actor.name:  # the watcher: CI, a merge or a close
+            return None
+        person = db.person_by_github(ledger, actor.name)
+    else:  # cli, dashboard, langgraph-api: a person's name
+        person = db.get_person(ledger, actor.name)
+        if person is None:
+            return None
+    return person.role if person is not None else NOT_A_PERSON
+
+
+def authorize(ledger: db.Ledger, actor: Actor, action: str, target: str) -> None:
+    """Refuse, and audit who tried, unless `actor` may do `action` (see `role_of`).
+
+    Raises:
+        AccessDeniedError: naming the role the action needs.
+    """
+    role = role_of(ledger, actor)
+    if role is None:
+        return
+    try:
+        if role == NOT_A_PERSON:
+            need = needed_role(action)
+            raise AccessDeniedError(
+                f"{actor.via} user {actor.name} is not one of this team's people; "
+                f"{action} needs {need.value} or above",
+                needed=need.value,
+            )
+        check_role(role, action, who=actor.name)
+    except AccessDeniedError as exc:
+        db.record_audit(
+            ledger, actor.entry("refused", target, {"action": action, "needed": exc.needed})
+        )
+        raise

@@ -28,6 +28,7 @@ from agent_team.config import Settings
 from agent_team.exceptions import UnknownTaskError
 from agent_team.requests import inbox
 from agent_team.requests.actors import INTERNAL, Actor
+from agent_team.requests.roles import authorize
 from agent_team.task_model import QuestionKind, TaskKind
 
 __all__ = ["TaskRequests", "default_deadlines"]
@@ -121,6 +122,7 @@ class TaskRequests:
             InvalidRepoError: `repo` is no form we take, or a path that is not there.
             TaskRefusedError, TaskTooLargeError: see `inbox.submit_task`.
         """
+        authorize(self.ledger, actor, "submit", task_id or title[:80])
         repo = checked_repo(repo) if repo else None
         new_id = inbox.submit_task(
             self.ledger,
@@ -159,6 +161,7 @@ class TaskRequests:
             IdempotencyKeyReusedError: the key names a different request; nothing stored.
             InvalidRepoError, TaskRefusedError, TaskTooLargeError: as `submit`.
         """
+        authorize(self.ledger, actor, "submit", title[:80])
         repo = checked_repo(repo) if repo else None
         kept = inbox.submit_task_once(
             self.ledger,
@@ -185,7 +188,14 @@ class TaskRequests:
         via: str,
         events: Sequence[db.NewPrEvent] = (),
     ) -> db.Question:
-        """Record the first valid answer and its `resume` command (see `inbox.submit_answer`)."""
+        """Record the first valid answer and its `resume` command (see `inbox.submit_answer`).
+
+        Raises:
+            AccessDeniedError: the person's role may not answer this kind (audited).
+        """
+        question = db.get_question(self.ledger, question_id)
+        if question is not None:
+            authorize(self.ledger, Actor.from_via(via), f"answer:{question.kind}", question_id)
         answered = inbox.submit_answer(
             self.ledger, question_id, text, via=via, now=self.clock(), events=events
         )
@@ -196,6 +206,7 @@ class TaskRequests:
         self, question_id: str, *, deadline: timedelta | None = None, actor: Actor = INTERNAL
     ) -> db.Question:
         """Reopen an expired question for `deadline` (else its kind's window) and deliver it."""
+        authorize(self.ledger, actor, "reopen", question_id)
         question = db.get_question(self.ledger, question_id)
         if question is None:
             raise UnknownTaskError(f"no question {question_id!r}")
@@ -211,6 +222,7 @@ class TaskRequests:
 
     def retry(self, task_id: str, *, actor: Actor = INTERNAL) -> str:
         """Continue a parked or failed task from its checkpoint (see `inbox.retry_task`)."""
+        authorize(self.ledger, actor, "retry", task_id)
         command_id = inbox.retry_task(
             self.ledger, task_id, actor=actor, failed_since=self._pruning_before()
         )
@@ -230,5 +242,6 @@ class TaskRequests:
 
     def cancel(self, task_id: str, *, actor: Actor = INTERNAL) -> None:
         """Queue a cancel (see `inbox.cancel_task`)."""
+        authorize(self.ledger, actor, "cancel", task_id)
         inbox.cancel_task(self.ledger, task_id, actor=actor)
         self._wake()

@@ -114,3 +114,28 @@ def test_acting_as_a_person_checks_their_role_and_audits_a_refusal(home: Path) -
         refused = [r for r in db.list_audit(ledger) if r.action == "refused"]
         assert [(r.actor, r.via) for r in refused] == [("bo", "cli"), ("bo", "cli")]
         assert [p.name for p in db.list_people(ledger)] == ["ada", "bo", "cy"]
+
+
+def test_answering_as_a_person_follows_their_role(home: Path) -> None:
+    ok(home, "people", "add", "ada", "--role", "owner")
+    ok(home, "people", "add", "cy", "--role", "contributor")
+    with db.open_ledger(home / "agent-team.db") as ledger:
+        assert db.create_task(ledger, task_id="t1", kind="code", title="Plan me")
+        db.ensure_question(
+            ledger,
+            question_id="t1:q1",
+            thread_id="t1",
+            turn=1,
+            kind="plan_decision",
+            transport="local",
+            deadline_at=None,
+            payload_json='{"text": "Review the plan"}',
+        )
+    line = assert_one_line_error(cli(home, "answer", "t1:q1", "approve", "--as", "cy"), 3)
+    assert "answer:plan_decision needs maintainer or above" in line
+    ok(home, "answer", "t1:q1", "approve")  # the local operator is an owner
+    with db.open_ledger(home / "agent-team.db") as ledger:
+        question = db.get_question(ledger, "t1:q1")
+        assert question is not None and question.status == "answered"
+        refused = [r for r in db.list_audit(ledger) if r.action == "refused"]
+        assert [(r.actor, r.via, r.target) for r in refused] == [("cy", "cli", "t1:q1")]

@@ -41,7 +41,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_team import db
-from agent_team.exceptions import InvalidAnswerError, QuestionClosedError
+from agent_team.exceptions import AccessDeniedError, InvalidAnswerError, QuestionClosedError
 from agent_team.integrations.github.ci_watch import CiWatch
 from agent_team.integrations.github.intake import GitHubClient, GitHubError
 from agent_team.integrations.github.pulls import PullRequests, PullState
@@ -238,6 +238,9 @@ class PullRequestWatcher:
             self.requests.answer(watched.question_id, answer, via=via, events=events)
         except QuestionClosedError:
             return False  # another look (a webhook, another daemon) answered first
+        except AccessDeniedError as exc:  # a login whose person's role may not (audited)
+            self._tell(f"denied:{via}:{watched.question_id}", f"{watched.pull.repo}: {exc}")
+            return False
         except InvalidAnswerError as exc:
             log.warning(
                 "github pulls: %s#%d: cannot answer the gate: %s",

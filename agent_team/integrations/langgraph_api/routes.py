@@ -27,7 +27,7 @@ from agent_team.common.redact import redact_deep
 from agent_team.coordinator.runner import thread_config
 from agent_team.dashboard.api_common import ApiError, RedactedJSON, json_body, translate
 from agent_team.dashboard.auth import note_who
-from agent_team.exceptions import InvalidAnswerError, TaskRefusedError
+from agent_team.exceptions import AccessDeniedError, InvalidAnswerError, TaskRefusedError
 from agent_team.integrations.langgraph_api.follow import TaskChanges, settled
 from agent_team.integrations.langgraph_api.human import resume_answer
 from agent_team.integrations.langgraph_api.shapes import (
@@ -366,6 +366,8 @@ class LangGraphApi:
             task, question = await run_in_threadpool(work)
         except InvalidAnswerError as exc:
             raise ApiError(422, f"command.resume: {exc}") from None
+        except AccessDeniedError as exc:
+            raise ApiError(403, str(exc)) from None
         return task, question, assistant_id, modes
 
     async def create_run(self, request: Request) -> Response:

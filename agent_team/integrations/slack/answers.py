@@ -26,7 +26,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from agent_team import db
-from agent_team.exceptions import InvalidAnswerError, QuestionClosedError, UnknownTaskError
+from agent_team.exceptions import (
+    AccessDeniedError,
+    InvalidAnswerError,
+    QuestionClosedError,
+    UnknownTaskError,
+)
 from agent_team.integrations.slack.blocks import (
     BUTTON_ANSWERS,
     REVISE_ACTION,
@@ -260,7 +265,7 @@ class AnswerHandler:
             question = self._answer_fn(question_id, text, via=f"slack:{user}")
             if event_id:
                 self._claim_won(event_id, question_id)
-        except InvalidAnswerError as exc:
+        except (InvalidAnswerError, AccessDeniedError) as exc:
             log.info("slack answer to %s by %s refused: %s", question_id, user, exc)
             if not quiet and self._claim(event_id):
                 self.followups.later(
