@@ -63,8 +63,9 @@ GROWING = frozenset(
     }
 )
 # Deliberate scans of tables with a fixed handful of rows: one row each (schema_meta,
-# audit_head), one per watched repository and label (intake_cursors).
-TINY_TABLES = frozenset({"schema_meta", "audit_head", "intake_cursors"})
+# audit_head), one per watched repository and label (intake_cursors), a team's people
+# and their keys (a revoked key stays: a few rows a rotation, at human pace).
+TINY_TABLES = frozenset({"schema_meta", "audit_head", "intake_cursors", "people", "api_keys"})
 # Status indexes, and the values whose rows are history: looking those up walks every
 # finished task (live values such as `open` or `pending` select only live rows).
 HISTORY_VALUES = {
