@@ -28,6 +28,7 @@ from typing import Any
 
 from agent_team import db
 from agent_team.integrations.github.ci import CiReader
+from agent_team.integrations.github.ci_logs import LogExcerpt
 from agent_team.integrations.github.ci_report import Check, CiReport, flaky_reason
 from agent_team.integrations.github.intake import GitHubError
 from agent_team.integrations.github.pr_replies import PullRequestWrites
@@ -86,10 +87,18 @@ class CiWatch:
         if report.state == "green" or f"ci:{head}:failed" in known:
             return None  # green, or a person was asked about this head already
         failed = report.failed[:MAX_CHECKS]
+        # Each failed job's log is read once a look: to judge a flake, then to show it.
+        logs = {
+            check.id: self.reader.log_excerpt(
+                pull.repo, check.job_id, max_lines=EXCERPT_LINES, max_chars=EXCERPT_CHARS
+            )
+            for check in failed
+            if check.job_id is not None
+        }
         rerun_key = f"ci:{head}:rerun"
-        if rerun_key not in known and self._rerun(pull, state, failed, rerun_key):
+        if rerun_key not in known and self._rerun(pull, state, failed, logs, rerun_key):
             return None
-        checks = [self._described(pull.repo, check, rerun_key in known) for check in failed]
+        checks = [_described(check, logs.get(check.id), rerun_key in known) for check in failed]
         return GateAnswer(
             answer={"decision": "ci_failed", "head_sha": head, "checks": checks},
             events=[
@@ -106,17 +115,19 @@ class CiWatch:
         )
 
     def _rerun(
-        self, pull: db.PullRequestRow, state: PullState, failed: tuple[Check, ...], key: str
+        self,
+        pull: db.PullRequestRow,
+        state: PullState,
+        failed: tuple[Check, ...],
+        logs: dict[int, LogExcerpt],
+        key: str,
     ) -> bool:
         """Rerun the failed jobs when the failure looks flaky; True when a rerun started."""
         runs = sorted({check.run_id for check in failed if check.run_id is not None})
         if not runs:
             return False  # commit statuses and third-party checks: nothing GitHub can rerun
         base = self._base_report(pull.repo, state)
-        reasons = []
-        for check in failed:
-            excerpt = self.reader.log_excerpt(pull.repo, check.job_id) if check.job_id else ""
-            reasons.append(flaky_reason(check, excerpt, base))
+        reasons = [flaky_reason(check, logs.get(check.id) or "", base) for check in failed]
         if not all(reasons):
             return False  # one real failure is enough to ask a person
         event = db.NewPrEvent(
@@ -149,21 +160,6 @@ class CiWatch:
             return self.reader.report(repo, state.base_sha)
         except GitHubError:
             return None  # without the base's CI, only the log can call a failure flaky
-
-    def _described(self, repo: str, check: Check, rerun: bool) -> dict[str, Any]:
-        excerpt = ""
-        if check.job_id is not None:
-            found = self.reader.log_excerpt(
-                repo, check.job_id, max_lines=EXCERPT_LINES, max_chars=EXCERPT_CHARS
-            )
-            excerpt = found.text or (f"(log unavailable: {found.reason})" if found.reason else "")
-        return {
-            "name": check.name[:300],
-            "conclusion": (check.conclusion or "failure")[:50],
-            "url": check.url if check.url and len(check.url) <= 1000 else None,
-            "excerpt": excerpt[:EXCERPT_CHARS],
-            "rerun": rerun,
-        }
 
     def _record_green(
         self, pull: db.PullRequestRow, state: PullState, report: CiReport, known: set[str]
@@ -223,3 +219,17 @@ class CiWatch:
             if review.user and review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
                 latest[review.user.lower()] = review.state
         return "CHANGES_REQUESTED" in latest.values()
+
+
+def _described(check: Check, log: LogExcerpt | None, rerun: bool) -> dict[str, Any]:
+    """A failed check as the gate's answer carries it (bounded as `FailedCheck` takes it)."""
+    excerpt = ""
+    if log is not None:
+        excerpt = log.text or (f"(log unavailable: {log.reason})" if log.reason else "")
+    return {
+        "name": check.name[:300],
+        "conclusion": (check.conclusion or "failure")[:50],
+        "url": check.url if check.url and len(check.url) <= 1000 else None,
+        "excerpt": excerpt[:EXCERPT_CHARS],
+        "rerun": rerun,
+    }
