@@ -23,7 +23,7 @@ import hmac
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -133,6 +133,19 @@ class _CiEvent(BaseModel):
         return value if isinstance(value, str) and len(value) == 40 else None
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _validated(model: type[_M], payload: Any, event: str, delivery: str) -> _M | WebhookReply:
+    """The event's payload as `model`, or the 400 naming the fields it got wrong."""
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        fields = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors())
+        log.warning("github webhook: delivery %s is malformed (bad %s); ignored", delivery, fields)
+        return WebhookReply(400, {"error": f"malformed {event} event: bad {fields}"})
+
+
 class WebhookHandler:
     """Turns one webhook request into a reply; thin: verify, de-dup, validate, ingest."""
 
@@ -177,14 +190,9 @@ class WebhookHandler:
             return self._ci_event(event, payload, delivery)
         if event != "issues":
             return WebhookReply(202, {"ignored": f"event {event or '(none)'}"})
-        try:
-            parsed = _IssuesEvent.model_validate(payload)
-        except ValidationError as exc:
-            fields = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors())
-            log.warning(
-                "github webhook: delivery %s is malformed (bad %s); ignored", delivery, fields
-            )
-            return WebhookReply(400, {"error": f"malformed issues event: bad {fields}"})
+        parsed = _validated(_IssuesEvent, payload, event, delivery)
+        if isinstance(parsed, WebhookReply):
+            return parsed
         if not db.claim_event(self.intake.ledger, source=DELIVERY_SOURCE, event_id=delivery):
             return WebhookReply(200, {"duplicate": True})
         try:
@@ -199,26 +207,16 @@ class WebhookHandler:
     def _pull_event(self, event: str, payload: Any, delivery: str) -> WebhookReply:
         if self.watcher is None:
             return WebhookReply(202, {"ignored": "the pull request gate is off"})
-        try:
-            parsed = _PullEvent.model_validate(payload)
-        except ValidationError as exc:
-            fields = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors())
-            log.warning(
-                "github webhook: delivery %s is malformed (bad %s); ignored", delivery, fields
-            )
-            return WebhookReply(400, {"error": f"malformed {event} event: bad {fields}"})
+        parsed = _validated(_PullEvent, payload, event, delivery)
+        if isinstance(parsed, WebhookReply):
+            return parsed
         repo = parsed.repository.full_name
         number = parsed.number()
         if number is None:
             return WebhookReply(202, {"ignored": "not about a pull request"})
-        if repo.lower() not in self.intake.repos:
-            log.warning(
-                "github webhook: delivery %s is for %s, which is not in AGENT_TEAM_GITHUB_REPOS; "
-                "ignored",
-                delivery,
-                repo,
-            )
-            return WebhookReply(202, {"ignored": "repository not configured"})
+        unwatched = self._unwatched(repo, delivery)
+        if unwatched is not None:
+            return unwatched
         if db.find_pull_request(self.intake.ledger, repo, number) is None:
             log.info("github webhook: %s#%d belongs to no task; ignored", repo, number)
             return WebhookReply(202, {"ignored": "no task owns this pull request"})
@@ -227,16 +225,15 @@ class WebhookHandler:
     def _ci_event(self, event: str, payload: Any, delivery: str) -> WebhookReply:
         if self.watcher is None:
             return WebhookReply(202, {"ignored": "the pull request gate is off"})
-        try:
-            parsed = _CiEvent.model_validate(payload)
-        except ValidationError:
-            log.warning(
-                "github webhook: delivery %s is a malformed %s event; ignored", delivery, event
-            )
-            return WebhookReply(400, {"error": f"malformed {event} event"})
+        parsed = _validated(_CiEvent, payload, event, delivery)
+        if isinstance(parsed, WebhookReply):
+            return parsed
         repo, head = parsed.repository.full_name, parsed.head(event)
-        if repo.lower() not in self.intake.repos or head is None:
-            return WebhookReply(202, {"ignored": "repository not configured or no commit"})
+        unwatched = self._unwatched(repo, delivery)
+        if unwatched is not None:
+            return unwatched
+        if head is None:
+            return WebhookReply(202, {"ignored": "names no commit"})
         if not db.pull_requests_at(self.intake.ledger, repo, head):
             return WebhookReply(202, {"ignored": "no task's pull request has this head"})
         return self._look(delivery, lambda watcher: watcher.check_head(repo, head))
@@ -271,16 +268,23 @@ class WebhookHandler:
         except Exception as exc:  # the reply is an error already; the poller still retries
             log.warning("github webhook: could not release delivery %s: %s", delivery, exc)
 
+    def _unwatched(self, full_name: str, delivery: str) -> WebhookReply | None:
+        """The reply to an event of a repository not in AGENT_TEAM_GITHUB_REPOS, else None."""
+        if full_name.lower() in self.intake.repos:
+            return None
+        log.warning(
+            "github webhook: delivery %s is for %s, which is not in AGENT_TEAM_GITHUB_REPOS; "
+            "ignored",
+            delivery,
+            full_name,
+        )
+        return WebhookReply(202, {"ignored": "repository not configured"})
+
     def _issues(self, event: _IssuesEvent, delivery: str) -> WebhookReply:
-        repo = self.intake.repos.get(event.repository.full_name.lower())
-        if repo is None:
-            log.warning(
-                "github webhook: delivery %s is for %s, which is not in AGENT_TEAM_GITHUB_REPOS; "
-                "ignored",
-                delivery,
-                event.repository.full_name,
-            )
-            return WebhookReply(202, {"ignored": "repository not configured"})
+        unwatched = self._unwatched(event.repository.full_name, delivery)
+        if unwatched is not None:
+            return unwatched
+        repo = self.intake.repos[event.repository.full_name.lower()]
         if event.action not in ("opened", "labeled", "reopened"):
             return WebhookReply(202, {"ignored": f"action {event.action}"})
         issue = event.issue
