@@ -32,6 +32,7 @@ from agent_team import db
 from agent_team.builders.live_log import read_build_log, state_dir_of
 from agent_team.common.redact import redact
 from agent_team.common.timefmt import relative, span
+from agent_team.common.web_url import web_url
 from agent_team.dashboard.context import DashboardContext
 from agent_team.dashboard.plan_view import PlanChoiceError, plan_context
 from agent_team.dashboard.pr_view import pull_request_context
@@ -530,7 +531,7 @@ class _Pages:
     def _pull_view(self, kind: str, payload: dict[str, Any]) -> PullRequestView | None:
         if kind not in (QuestionKind.PULL_REQUEST, QuestionKind.PR_DECISION):
             return None
-        url = _web_url(self._clean(str(payload.get("url") or "")))
+        url = web_url(self._clean(str(payload.get("url") or "")))
         if kind == QuestionKind.PULL_REQUEST:
             return PullRequestView(url=url)
         checks = [c for c in payload.get("checks") or () if isinstance(c, dict)]
@@ -542,7 +543,7 @@ class _Pages:
                 CheckView(
                     name=self._clean(str(c.get("name") or "")),
                     conclusion=self._clean(str(c.get("conclusion") or "failure")),
-                    url=_web_url(self._clean(str(c.get("url") or ""))),
+                    url=web_url(self._clean(str(c.get("url") or ""))),
                     excerpt=self._clean(str(c.get("excerpt") or ""))[:_CARD_EXCERPT],
                 )
                 for c in checks[:_CARD_CHECKS]
@@ -619,11 +620,6 @@ def _paging(wanted: TaskFilter, matching: int, shown: int) -> Paging:
         prev_query=wanted.query(offset=before) if wanted.offset > 0 else None,
         next_query=wanted.query(offset=after) if after < matching else None,
     )
-
-
-def _web_url(url: str) -> str | None:
-    """An http(s) URL fit for an href; anything else (`javascript:`, empty) is not linked."""
-    return url if url.startswith(("https://", "http://")) else None
 
 
 def _question_text(payload: Any) -> str:

@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from agent_team import db
+from agent_team.common.web_url import web_url
 from agent_team.reports.journey import who_answered
 from agent_team.task_model import QuestionKind, QuestionStatus
 
@@ -184,11 +185,6 @@ def short_sha(sha: object) -> str:
     return sha[:_SHA_CHARS] if isinstance(sha, str) else ""
 
 
-def _web(url: Any) -> str | None:
-    """A link the page may show: http(s) only, so no other scheme ever reaches an href."""
-    return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
-
-
 def _count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
@@ -254,11 +250,11 @@ def _event_entry(
     kind, actor, head = event.kind, event.actor, event.head_sha
     who = f" by {actor}" if actor else ""
     on = f" on {short_sha(head)}" if head else ""
-    url = _web(detail.get("url"))
+    url = web_url(detail.get("url"))
     body: str | None = None
     if kind in FEEDBACK_KINDS:
         item = items.get(event.event_key, {})
-        url = url or _web(item.get("url"))
+        url = url or web_url(item.get("url"))
         anchor_id = detail.get("id", item.get("id"))
         if url is None and pull_url and isinstance(anchor_id, int):
             url = pull_url + _ANCHORS[kind].format(id=anchor_id)
@@ -337,7 +333,7 @@ def _question_entry(question: db.Question, round_: int, pull_url: str | None) ->
         round=round_,
         actor=who,
         head_sha=answer.get("head_sha") if isinstance(answer.get("head_sha"), str) else None,
-        url=_web(payload.get("url")) or pull_url,
+        url=web_url(payload.get("url")) or pull_url,
         summary=summary,
         body=text,
         detail={
@@ -382,7 +378,7 @@ def pull_request_timeline(
     """
     if pull is None:
         return None
-    pull_url = _web(pull.url)
+    pull_url = web_url(pull.url)
     heads = _heads(events)
     items = _feedback_items(questions)
     entries = [

@@ -17,6 +17,7 @@ from typing import Any
 
 from agent_team import db
 from agent_team.common.timefmt import utc_text
+from agent_team.common.web_url import web_url
 from agent_team.exceptions import UnknownTaskError
 from agent_team.reports.journey import Step, journey_steps
 from agent_team.reports.plandiff import PlanVersion, plan_versions
@@ -273,7 +274,7 @@ class EffectView:
             kind=effect.kind,
             state=effect.state,
             result_ref=effect.result_ref,
-            url=url if isinstance(url, str) and url.startswith(("https://", "http://")) else None,
+            url=web_url(url),
             dry_run=bool(result.get("dry_run")),
             updated_at=effect.updated_at,
         )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_team import db
+from agent_team.common.web_url import web_url
 from agent_team.integrations.langgraph_api.human import GATE_NODES, human_interrupt
 from agent_team.models.schemas import Plan
 from agent_team.reports import task as reports
@@ -138,8 +139,8 @@ def _values(view: ThreadView) -> dict[str, Any]:
         links.append({"kind": "build", "ref": f"{build.branch}@{build.commit}"})
     for effect in view.effects:
         outcome = effect.result if isinstance(effect.result, dict) else {}
-        url = outcome.get("url") or outcome.get("page_url")
-        if isinstance(url, str) and url.startswith(("https://", "http://")):
+        url = web_url(outcome.get("url") or outcome.get("page_url"))
+        if url is not None:
             links.append({"kind": effect.kind, "url": url})
     values: dict[str, Any] = {
         "task_id": task.id,
