@@ -17,7 +17,7 @@ import typer
 
 from agent_team import db
 from agent_team.cli.support import err, open_ready, open_writable, out, print_json
-from agent_team.exceptions import AccessDeniedError, LedgerInputError
+from agent_team.exceptions import LedgerInputError
 from agent_team.requests.actors import Actor, cli_actor
 from agent_team.requests.people import PeopleRequests
 
@@ -47,31 +47,24 @@ def _requests(ctx: typer.Context, acting_as: str | None) -> Iterator[_Acting]:
 
 
 class _Acting:
-    """The ledger, who acts, and their role (None: the local operator, an owner)."""
+    """The ledger and who acts: the local operator (an owner), or `--as` a person."""
 
     def __init__(self, ledger: db.Ledger, acting_as: str | None) -> None:
         self.people = PeopleRequests(ledger)
         self.ledger = ledger
         self.actor: Actor = cli_actor()
-        self.role: str | None = None
         if acting_as is not None:
             person = db.get_person(ledger, acting_as)
             if person is None:
                 _refuse(2, f"--as: nobody is called {acting_as[:64]!r}")
             assert person is not None
             self.actor = Actor(person.name, "cli")
-            self.role = person.role
 
     def run(self, call: Callable[[], _T]) -> _T:
         try:
             return call()
-        except LedgerInputError as exc:
+        except LedgerInputError as exc:  # a refused role (audited) exits 3 in `main`
             _refuse(2, str(exc))
-        except AccessDeniedError as exc:
-            db.record_audit(
-                self.ledger, self.actor.entry("refused", "people", {"needed": exc.needed})
-            )
-            _refuse(3, str(exc))
         raise AssertionError("unreachable")
 
 
@@ -98,7 +91,6 @@ def people_add(
                 slack_id=slack,
                 github_login=github,
                 actor=acting.actor,
-                actor_role=acting.role,
             )
         )
     out.print(f"added {person.name} ({person.role})")
@@ -137,9 +129,7 @@ def people_set_role(
 ) -> None:
     """Change a person's role (the last owner keeps theirs)."""
     with _requests(ctx, acting_as) as acting:
-        person = acting.run(
-            lambda: acting.people.set_role(name, role, actor=acting.actor, actor_role=acting.role)
-        )
+        person = acting.run(lambda: acting.people.set_role(name, role, actor=acting.actor))
     out.print(f"{person.name} is now {person.role}")
 
 
@@ -147,7 +137,7 @@ def people_set_role(
 def people_remove(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
     """Remove a person; their keys stop working at once."""
     with _requests(ctx, acting_as) as acting:
-        acting.run(lambda: acting.people.remove(name, actor=acting.actor, actor_role=acting.role))
+        acting.run(lambda: acting.people.remove(name, actor=acting.actor))
     out.print(f"removed {name}")
 
 
@@ -160,9 +150,7 @@ def _show_key(key: str, name: str, verb: str) -> None:
 def key_add(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
     """Make a key for a person (their other keys keep working)."""
     with _requests(ctx, acting_as) as acting:
-        minted = acting.run(
-            lambda: acting.people.add_key(name, actor=acting.actor, actor_role=acting.role)
-        )
+        minted = acting.run(lambda: acting.people.add_key(name, actor=acting.actor))
     _show_key(minted.key, name, "made")
 
 
@@ -170,11 +158,7 @@ def key_add(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
 def key_rotate(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
     """Make a new key for a person and end their other keys at once."""
     with _requests(ctx, acting_as) as acting:
-        minted = acting.run(
-            lambda: acting.people.add_key(
-                name, actor=acting.actor, actor_role=acting.role, rotate=True
-            )
-        )
+        minted = acting.run(lambda: acting.people.add_key(name, actor=acting.actor, rotate=True))
     _show_key(minted.key, name, "rotated:")
 
 
@@ -182,7 +166,5 @@ def key_rotate(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> No
 def key_revoke(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
     """End every key of a person at once."""
     with _requests(ctx, acting_as) as acting:
-        count = acting.run(
-            lambda: acting.people.revoke_keys(name, actor=acting.actor, actor_role=acting.role)
-        )
+        count = acting.run(lambda: acting.people.revoke_keys(name, actor=acting.actor))
     out.print(f"revoked {count} key(s) of {name}")

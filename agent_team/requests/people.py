@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from agent_team import db
 from agent_team.exceptions import LedgerInputError
 from agent_team.requests.actors import Actor
-from agent_team.requests.roles import check_role
+from agent_team.requests.roles import authorize
 
 __all__ = ["KEY_PREFIX", "MintedKey", "PeopleRequests", "hash_key", "verify_key"]
 
@@ -61,15 +61,12 @@ def verify_key(ledger: db.Reader, presented: str) -> tuple[db.ApiKey, db.Person]
 
 
 class PeopleRequests:
-    """The people and key requests of every surface (the CLI today), each role-checked."""
+    """The people and key requests of every surface (the CLI today), each checked against
+    the role table like every request (`roles.authorize`: the CLI's local operator is an
+    owner, `--as` acts with that person's role)."""
 
     def __init__(self, ledger: db.Ledger) -> None:
         self.ledger = ledger
-
-    def _allowed(self, actor: Actor, role: str | None, action: str) -> None:
-        # The local operator (the CLI without --as) is an owner: role None.
-        if role is not None:
-            check_role(role, action, who=actor.name)
 
     def add(
         self,
@@ -79,9 +76,8 @@ class PeopleRequests:
         slack_id: str | None = None,
         github_login: str | None = None,
         actor: Actor,
-        actor_role: str | None = None,
     ) -> db.Person:
-        self._allowed(actor, actor_role, "people")
+        authorize(self.ledger, actor, "people", name)
         return db.add_person(
             self.ledger,
             name=name,
@@ -91,23 +87,19 @@ class PeopleRequests:
             audit=actor.entry("person_add", name, {"role": role}),
         )
 
-    def set_role(
-        self, name: str, role: str, *, actor: Actor, actor_role: str | None = None
-    ) -> db.Person:
-        self._allowed(actor, actor_role, "people")
+    def set_role(self, name: str, role: str, *, actor: Actor) -> db.Person:
+        authorize(self.ledger, actor, "people", name)
         return db.set_role(
             self.ledger, name, role, audit=actor.entry("person_role", name, {"role": role})
         )
 
-    def remove(self, name: str, *, actor: Actor, actor_role: str | None = None) -> None:
-        self._allowed(actor, actor_role, "people")
+    def remove(self, name: str, *, actor: Actor) -> None:
+        authorize(self.ledger, actor, "people", name)
         db.remove_person(self.ledger, name, audit=actor.entry("person_remove", name))
 
-    def add_key(
-        self, name: str, *, actor: Actor, actor_role: str | None = None, rotate: bool = False
-    ) -> MintedKey:
+    def add_key(self, name: str, *, actor: Actor, rotate: bool = False) -> MintedKey:
         """Mint a key for `name` (with `rotate`, their other keys end at once)."""
-        self._allowed(actor, actor_role, "keys")
+        authorize(self.ledger, actor, "keys", name)
         minted = _mint(name)
         db.add_key(
             self.ledger,
@@ -121,8 +113,8 @@ class PeopleRequests:
         )
         return minted
 
-    def revoke_keys(self, name: str, *, actor: Actor, actor_role: str | None = None) -> int:
-        self._allowed(actor, actor_role, "keys")
+    def revoke_keys(self, name: str, *, actor: Actor) -> int:
+        authorize(self.ledger, actor, "keys", name)
         if db.get_person(self.ledger, name) is None:
             raise LedgerInputError(f"name: nobody is called {name[:64]!r}")
         return db.revoke_keys(self.ledger, name, audit=actor.entry("key_revoke", name))
