@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
-
-from pydantic import BaseModel, ConfigDict, ValidationError
+from typing import Any
 
 from agent_team import db
 from agent_team.integrations.github.intake import GitHubClient, GitHubError
 from agent_team.integrations.github.pulls import PullRequests
-from agent_team.integrations.github.status import marker
+from agent_team.integrations.github.status import find_marked_comment, marker
+from agent_team.integrations.github.wire import Wire, checked
 
 __all__ = ["PullRequestWrites"]
 
@@ -66,101 +65,85 @@ query IsDraft($id: ID!) { node(id: $id) { ... on PullRequest { isDraft } } }
 """
 
 
-class _Wire(BaseModel):
-    # GitHub adds fields over time: unknown ones are ignored, the ones we use are checked.
-    model_config = ConfigDict(extra="ignore")
-
-
-_M = TypeVar("_M", bound=_Wire)
-
-
-class _Posted(_Wire):
+class _Posted(Wire):
     id: int
 
 
-class _Login(_Wire):
+class _Login(Wire):
     login: str
 
 
-class _Authored(_Wire):
+class _Authored(Wire):
     user: _Login
 
 
-class _Requested(_Wire):
+class _Requested(Wire):
     users: list[_Login]
 
 
-class _FirstComment(_Wire):
+class _FirstComment(Wire):
     databaseId: int | None = None  # GitHub's null for a comment it cannot show
 
 
-class _FirstComments(_Wire):
+class _FirstComments(Wire):
     nodes: list[_FirstComment | None]
 
 
-class _Thread(_Wire):
+class _Thread(Wire):
     id: str
     isResolved: bool
     comments: _FirstComments
 
 
-class _PageInfo(_Wire):
+class _PageInfo(Wire):
     hasNextPage: bool
     endCursor: str | None = None
 
 
-class _Threads(_Wire):
+class _Threads(Wire):
     nodes: list[_Thread | None]
     pageInfo: _PageInfo
 
 
-class _PullThreads(_Wire):
+class _PullThreads(Wire):
     reviewThreads: _Threads
 
 
-class _RepoThreads(_Wire):
+class _RepoThreads(Wire):
     pullRequest: _PullThreads
 
 
-class _ThreadsData(_Wire):
+class _ThreadsData(Wire):
     repository: _RepoThreads
 
 
-class _ResolvedThread(_Wire):
+class _ResolvedThread(Wire):
     id: str
     isResolved: bool
 
 
-class _Resolve(_Wire):
+class _Resolve(Wire):
     thread: _ResolvedThread
 
 
-class _ResolveData(_Wire):
+class _ResolveData(Wire):
     resolveReviewThread: _Resolve
 
 
-class _Draft(_Wire):
+class _Draft(Wire):
     isDraft: bool
 
 
-class _Ready(_Wire):
+class _Ready(Wire):
     pullRequest: _Draft
 
 
-class _ReadyData(_Wire):
+class _ReadyData(Wire):
     markPullRequestReadyForReview: _Ready
 
 
-class _NodeData(_Wire):
+class _NodeData(Wire):
     node: _Draft
-
-
-def _checked(model: type[_M], data: Any, what: str) -> _M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        fields = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors())
-        raise GitHubError(f"GitHub sent a malformed {what} (bad {fields})") from None
 
 
 def _with_marker(body: str, effect_id: str) -> str:
@@ -203,7 +186,7 @@ class PullRequestWrites:
                 ok=(201,),
                 json={"body": _with_marker(body, effect_id)},
             )
-            reply_id = _checked(_Posted, created, f"reply on {repo}#{number}").id
+            reply_id = checked(_Posted, created, f"reply on {repo}#{number}").id
             log.info("github: replied on %s#%d to comment %d", repo, number, comment_id)
             return str(reply_id), {"reply_id": reply_id}
 
@@ -228,7 +211,7 @@ class PullRequestWrites:
                 return None, {"thread_id": None}
             if not found.isResolved:
                 data = self.client.graphql(_RESOLVE, {"threadId": found.id})
-                done = _checked(_ResolveData, data, "resolveReviewThread answer")
+                done = checked(_ResolveData, data, "resolveReviewThread answer")
                 if not done.resolveReviewThread.thread.isResolved:
                     raise GitHubError(f"GitHub left thread {found.id} on {repo}#{number} open")
                 log.info("github: resolved thread %s on %s#%d", found.id, repo, number)
@@ -243,13 +226,11 @@ class PullRequestWrites:
         tag = marker(effect_id)
 
         def find() -> _Outcome | None:
-            url = f"repos/{repo}/issues/{number}/comments"
-            for page in self.client.pages(url, params={"per_page": "100"}):
-                for item in page:
-                    if isinstance(item, dict) and tag in str(item.get("body", "")):
-                        found = _checked(_Posted, item, f"comment on {repo}#{number}").id
-                        return str(found), {"comment_id": found}
-            return None
+            item = find_marked_comment(self.client, repo, number, tag)
+            if item is None:
+                return None
+            found = checked(_Posted, item, f"comment on {repo}#{number}").id
+            return str(found), {"comment_id": found}
 
         def post() -> _Outcome:
             created = self.client.json(
@@ -258,7 +239,7 @@ class PullRequestWrites:
                 ok=(201,),
                 json={"body": _with_marker(body, effect_id)},
             )
-            comment_id = _checked(_Posted, created, f"comment on {repo}#{number}").id
+            comment_id = checked(_Posted, created, f"comment on {repo}#{number}").id
             log.info("github: commented on %s#%d", repo, number)
             return str(comment_id), {"comment_id": comment_id}
 
@@ -293,7 +274,7 @@ class PullRequestWrites:
         url = f"repos/{repo}/pulls/{number}/requested_reviewers"
 
         def find() -> _Outcome | None:
-            asked = _checked(_Requested, self.client.json("GET", url), "requested_reviewers")
+            asked = checked(_Requested, self.client.json("GET", url), "requested_reviewers")
             waiting = {user.login.lower() for user in asked.users}
             if all(login.lower() in waiting for login in logins):
                 return None, {"requested": logins}
@@ -325,13 +306,13 @@ class PullRequestWrites:
 
         def find() -> _Outcome | None:
             data = self.client.graphql(_IS_DRAFT, {"id": node_id})
-            if _checked(_NodeData, data, f"pull request {repo}#{number}").node.isDraft:
+            if checked(_NodeData, data, f"pull request {repo}#{number}").node.isDraft:
                 return None
             return node_id, {"ready": True}
 
         def post() -> _Outcome:
             data = self.client.graphql(_READY, {"id": node_id})
-            ready = _checked(_ReadyData, data, "markPullRequestReadyForReview answer")
+            ready = checked(_ReadyData, data, "markPullRequestReadyForReview answer")
             if ready.markPullRequestReadyForReview.pullRequest.isDraft:
                 raise GitHubError(f"GitHub left {repo}#{number} a draft")
             log.info("github: %s#%d is ready for review", repo, number)
@@ -385,7 +366,7 @@ class PullRequestWrites:
 
     def _author(self, repo: str, number: int) -> str:
         pull = self.client.json("GET", f"repos/{repo}/pulls/{number}")
-        return _checked(_Authored, pull, f"pull request {repo}#{number}").user.login
+        return checked(_Authored, pull, f"pull request {repo}#{number}").user.login
 
     def _thread(self, repo: str, number: int, comment_id: int) -> _Thread | None:
         """The review thread whose first comment is `comment_id`, every page looked at."""
@@ -395,7 +376,7 @@ class PullRequestWrites:
             data = self.client.graphql(
                 _THREADS, {"owner": owner, "name": name, "number": number, "cursor": cursor}
             )
-            page = _checked(_ThreadsData, data, f"review threads of {repo}#{number}")
+            page = checked(_ThreadsData, data, f"review threads of {repo}#{number}")
             threads = page.repository.pullRequest.reviewThreads
             for thread in threads.nodes:
                 first = thread.comments.nodes[0] if thread and thread.comments.nodes else None

@@ -38,13 +38,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from agent_team import db
 from agent_team.exceptions import AccessDeniedError, InvalidAnswerError, QuestionClosedError
 from agent_team.integrations.github.ci_watch import CiWatch
 from agent_team.integrations.github.intake import GitHubClient, GitHubError
 from agent_team.integrations.github.pulls import PullRequests, PullState
+from agent_team.integrations.github.wire import Wire, checked
 from agent_team.requests.task_requests import TaskRequests
 
 __all__ = ["FIX_COMMANDS", "MARKER", "PullRequestWatcher", "WatchReport"]
@@ -62,11 +61,8 @@ MAX_ITEMS = 50
 FULL_READ_EVERY_S = 300.0
 
 
-class _IssueComment(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    class _User(BaseModel):
-        model_config = ConfigDict(extra="ignore")
+class _IssueComment(Wire):
+    class _User(Wire):
         login: str
 
     id: int
@@ -322,10 +318,7 @@ class PullRequestWatcher:
         url = f"repos/{pull.repo}/issues/{pull.number}/comments"
         for page in self.client.pages(url, params={"per_page": "100"}):
             for raw in page:
-                try:
-                    comment = _IssueComment.model_validate(raw)
-                except ValidationError:
-                    raise GitHubError(f"GitHub sent a malformed comment on {where}") from None
+                comment = checked(_IssueComment, raw, f"comment on {where}")
                 body = (comment.body or "").strip()
                 key = f"comment:{comment.id}"
                 if key in known or MARKER in body or not self._asks(body):

@@ -19,7 +19,7 @@ from agent_team import db
 from agent_team.integrations.github.intake import SOURCE, GitHubClient, GitHubError, parse_issue_url
 from agent_team.task_model import Phase
 
-__all__ = ["StatusCommenter", "comment_body", "marker"]
+__all__ = ["StatusCommenter", "comment_body", "find_marked_comment", "marker"]
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +140,19 @@ class StatusCommenter:
         return comment_id
 
     def _find_ours(self, repo: str, number: int, task_id: str) -> str | None:
-        tag = marker(task_id)
-        url = f"repos/{repo}/issues/{number}/comments"
-        # `pages` follows next links only on the API server (the token goes with each).
-        for comments in self.client.pages(url, params={"per_page": "100"}):
-            for comment in comments:
-                if isinstance(comment, dict) and tag in str(comment.get("body", "")):
-                    return str(comment.get("id"))
-        return None
+        found = find_marked_comment(self.client, repo, number, marker(task_id))
+        return None if found is None else str(found.get("id"))
+
+
+def find_marked_comment(
+    client: GitHubClient, repo: str, number: int, tag: str
+) -> dict[str, Any] | None:
+    """The comment on issue or PR `number` whose body carries `tag` (one of our hidden
+    markers): how a write that may have landed before a crash is found again."""
+    url = f"repos/{repo}/issues/{number}/comments"
+    # `pages` follows next links only on the API server (the token goes with each).
+    for comments in client.pages(url, params={"per_page": "100"}):
+        for comment in comments:
+            if isinstance(comment, dict) and tag in str(comment.get("body", "")):
+                return comment
+    return None
