@@ -1,8 +1,10 @@
 """Automation requests from the CLI and the dashboard: validated, stored, audited.
 
-Every field is checked before anything is written, and a bad one raises
-`InvalidAutomationError` naming it (the CLI exits 2, the API answers 422);
-each change is one transaction that also appends its audit row.
+The actor's role is checked first (owners create and change automations,
+maintainers run one now; `requests.roles`). Every field is checked before
+anything is written, and a bad one raises `InvalidAutomationError` naming it
+(the CLI exits 2, the API answers 422); each change is one transaction that
+also appends its audit row.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from agent_team.exceptions import (
 )
 from agent_team.requests.actors import Actor
 from agent_team.requests.limits import check_task_size
+from agent_team.requests.roles import authorize
 from agent_team.task_model import AutomationStatus, OverlapPolicy, ScheduleKind, TaskKind
 
 __all__ = [
@@ -219,6 +222,7 @@ def create(
     confluence_enabled: bool = False,
 ) -> db.Automation:
     """Validate and store a new automation; its first run is its first slot from now on."""
+    authorize(ledger, actor, "automation:change", (request.name or "automation")[:80])
     name = _name(request.name, required=True)
     title = _text("title", request.title, required=True)
     body = _text("body", request.body, required=True)
@@ -262,6 +266,7 @@ def update(
     confluence_enabled: bool = False,
 ) -> db.Automation:
     """Change the fields given; a new schedule starts from now (no catch-up)."""
+    authorize(ledger, actor, "automation:change", key)
     current = find(ledger, key)
     if current.status == AutomationStatus.CANCELLED:
         raise InvalidAutomationError("status", f"automation {current.name} is cancelled")
@@ -320,6 +325,7 @@ def change_status(
 ) -> db.Automation:
     """`pause`, `resume` (from its next slot after now: the pause is not made up) or `cancel`."""
     to, from_statuses = _STATUS_CHANGES[verb]
+    authorize(ledger, actor, "automation:change", key)
     current = find(ledger, key)
     next_run = None
     if to is AutomationStatus.ACTIVE:
@@ -345,6 +351,7 @@ def run_now(
     ledger: db.Ledger, key: str, *, runner: AutomationRunner, actor: Actor
 ) -> db.AutomationRun:
     """One run outside the schedule (an active or paused automation)."""
+    authorize(ledger, actor, "automation:run", key)
     current = find(ledger, key)
     if current.status == AutomationStatus.CANCELLED:
         raise InvalidAutomationError("status", f"automation {current.name} is cancelled")

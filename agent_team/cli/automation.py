@@ -12,7 +12,9 @@ from agent_team import db
 from agent_team.automations import service
 from agent_team.automations.runner import AutomationRunner, runner_for, schedule_of
 from agent_team.cli.support import (
+    AsOption,
     RepoOption,
+    acting_actor,
     context_of,
     id_table,
     open_ready,
@@ -126,6 +128,7 @@ def add(
             "--overlap", help="skip: no run while the last run's task is open; allow: run anyway."
         ),
     ] = "skip",
+    acting_as: AsOption = None,
 ) -> None:
     """Add an automation; its first run is its first slot from now on."""
     request = service.AutomationRequest(
@@ -146,7 +149,7 @@ def add(
         made = service.create(
             ledger,
             request,
-            actor=cli_actor(),
+            actor=acting_actor(ledger, acting_as),
             now=context_of(ctx).now(),
             confluence_enabled=settings.confluence_enabled,
         )
@@ -258,6 +261,7 @@ def update(
         ),
     ] = None,
     overlap: Annotated[str | None, typer.Option("--overlap")] = None,
+    acting_as: AsOption = None,
 ) -> None:
     """Change an automation; a new schedule starts from now (missed slots are not made up)."""
     request = service.AutomationRequest(
@@ -279,7 +283,7 @@ def update(
             ledger,
             name,
             request,
-            actor=cli_actor(),
+            actor=acting_actor(ledger, acting_as),
             now=context_of(ctx).now(),
             confluence_enabled=settings.confluence_enabled,
         )
@@ -294,10 +298,11 @@ _STATUS_HELP = {
 
 
 def _status_command(verb: str) -> None:
-    def command(ctx: typer.Context, name: NameArg) -> None:
+    def command(ctx: typer.Context, name: NameArg, acting_as: AsOption = None) -> None:
         with open_ready(ctx) as ledger:
+            actor = acting_actor(ledger, acting_as)
             changed = service.change_status(
-                ledger, name, verb, actor=cli_actor(), now=context_of(ctx).now()
+                ledger, name, verb, actor=actor, now=context_of(ctx).now()
             )
         _print_one(ctx, changed, {"pause": "paused", "resume": "resumed"}.get(verb, "cancelled"))
 
@@ -310,10 +315,11 @@ for _verb in service.STATUS_VERBS:
 
 
 @automation_app.command("run-now")
-def run_now(ctx: typer.Context, name: NameArg) -> None:
+def run_now(ctx: typer.Context, name: NameArg, acting_as: AsOption = None) -> None:
     """Run an automation once now, outside its schedule (the budget gate still applies)."""
     with open_ready(ctx) as ledger:
-        run = service.run_now(ledger, name, runner=_runner(ctx, ledger), actor=cli_actor())
+        actor = acting_actor(ledger, acting_as)
+        run = service.run_now(ledger, name, runner=_runner(ctx, ledger), actor=actor)
     if run.status == "created":
         out.print(f"run {run.run_id}: task {run.task_id} created; the daemon runs it")
     else:

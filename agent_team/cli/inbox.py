@@ -7,9 +7,19 @@ from typing import Annotated
 import typer
 
 from agent_team import db
-from agent_team.cli.support import age, context_of, id_table, open_ready, out, print_json
+from agent_team.cli.support import (
+    AsOption,
+    acting_actor,
+    age,
+    context_of,
+    id_table,
+    open_ready,
+    out,
+    print_json,
+)
 from agent_team.common.timefmt import deadline_text, parse_duration
 from agent_team.reports import triage
+from agent_team.requests.roles import authorize
 
 __all__ = ["audit_app", "inbox"]
 
@@ -69,6 +79,7 @@ def audit(
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    acting_as: AsOption = None,
 ) -> None:
     """List the audit log, newest first (`agent-team audit verify` checks its chain)."""
     if ctx.invoked_subcommand is not None:
@@ -80,6 +91,7 @@ def audit(
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--since") from None
     with open_ready(ctx) as ledger:
+        authorize(ledger, acting_actor(ledger, acting_as), "audit:read", "audit")
         rows = db.list_audit(
             ledger, actor=actor, via=via, action=action, target=target, since=start, limit=limit
         )

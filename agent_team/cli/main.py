@@ -7,7 +7,6 @@ configuration or arguments, 1 otherwise), never a traceback.
 
 from __future__ import annotations
 
-import getpass
 import json
 import logging
 import os
@@ -27,8 +26,10 @@ from agent_team.cli.inbox import audit_app
 from agent_team.cli.inbox import inbox as inbox_command
 from agent_team.cli.people import key_app, people_app
 from agent_team.cli.support import (
+    AsOption,
     CliContext,
     RepoOption,
+    acting_actor,
     age,
     context_of,
     err,
@@ -56,7 +57,6 @@ from agent_team.reports import task as reports
 from agent_team.reports.journey import who_answered
 from agent_team.reports.plandiff import PlanVersion, changes_text
 from agent_team.reports.pull_request import PullRequestTimeline
-from agent_team.requests.actors import cli_actor
 from agent_team.requests.task_requests import TaskRequests
 from agent_team.task_model import QuestionKind, QuestionStatus, TaskKind, TaskStatus
 
@@ -523,6 +523,7 @@ def submit(
     ] = None,
     kind: Annotated[TaskKind, typer.Option("--kind", help="code or confluence.")] = TaskKind.CODE,
     repo: RepoOption = None,
+    acting_as: AsOption = None,
 ) -> None:
     """Submit a task; prints its id. A running daemon or `agent-team tick` runs it."""
     if not title.strip():
@@ -536,7 +537,7 @@ def submit(
             body=text,
             kind=kind.value,
             source="cli",
-            actor=cli_actor(),
+            actor=acting_actor(ledger, acting_as),
             repo=where,
         )
     sys.stdout.write(task_id + "\n")
@@ -762,12 +763,12 @@ def answer(
             show_default=False,
         ),
     ],
-    who: Annotated[str, typer.Option("--as", help="Who is answering.")] = "",
+    acting_as: AsOption = None,
 ) -> None:
     """Answer a gate question. The first answer wins; the task resumes on the next pass."""
-    responder = who.strip() or getpass.getuser()
     text = " ".join(words)
     with open_ready(ctx) as ledger:
+        responder = acting_actor(ledger, acting_as).name
         try:
             answered = _requests(ctx, ledger).answer(question_id, text, via=f"cli:{responder}")
         except InvalidAnswerError:
@@ -791,22 +792,26 @@ def reopen(
     deadline: Annotated[
         str, typer.Option("--deadline", help="How long from now, e.g. 24h, 90m, 2d.")
     ] = "24h",
+    acting_as: AsOption = None,
 ) -> None:
     """Reopen an expired question with a new deadline; it is delivered again."""
     window = _parse_duration(deadline)
     with open_ready(ctx) as ledger:
-        reopened = _requests(ctx, ledger).reopen(question_id, deadline=window, actor=cli_actor())
+        actor = acting_actor(ledger, acting_as)
+        reopened = _requests(ctx, ledger).reopen(question_id, deadline=window, actor=actor)
     now = context_of(ctx).now()
     out.print(f"reopened {reopened.question_id}; deadline {_deadline(reopened.deadline_at, now)}")
 
 
 @app.command()
 def cancel(
-    ctx: typer.Context, task_id: Annotated[str, typer.Argument(help="The task id.")]
+    ctx: typer.Context,
+    task_id: Annotated[str, typer.Argument(help="The task id.")],
+    acting_as: AsOption = None,
 ) -> None:
     """Cancel a task: open questions are superseded; its branch keeps any build commits."""
     with open_ready(ctx) as ledger:
-        _requests(ctx, ledger).cancel(task_id, actor=cli_actor())
+        _requests(ctx, ledger).cancel(task_id, actor=acting_actor(ledger, acting_as))
     out.print(f"cancel queued for {task_id}")
 
 
@@ -814,6 +819,7 @@ def cancel(
 def retry(
     ctx: typer.Context,
     task_id: Annotated[str, typer.Argument(help="The id of the parked or failed task.")],
+    acting_as: AsOption = None,
 ) -> None:
     """Continue a parked or failed task from where it stopped, after fixing the cause.
 
@@ -821,7 +827,7 @@ def retry(
     retried until its checkpoints are pruned (AGENT_TEAM_CHECKPOINT_RETENTION).
     """
     with open_ready(ctx) as ledger:
-        _requests(ctx, ledger).retry(task_id, actor=cli_actor())
+        _requests(ctx, ledger).retry(task_id, actor=acting_actor(ledger, acting_as))
     out.print(localize(f"{task_id} queued again; the daemon (or `agent-team tick`) continues it"))
 
 
@@ -844,7 +850,11 @@ def daemon(
     settings = context_of(ctx).settings()
     db.ensure_writable_folder(settings.db_path)  # before anything is written beside it
     created = ensure_demo_token(settings) if demo else None
-    _token_lines(DashboardTokens(settings).describe(), created, demo_token_path(settings))
+    tokens = DashboardTokens(settings)
+    _token_lines(tokens.describe(), created, demo_token_path(settings))
+    legacy = tokens.legacy_warning()
+    if legacy is not None:
+        logging.getLogger(__name__).warning("%s", legacy)
     service = Daemon(settings, announce=lambda line: out.print(line))
     if demo:
         service.announce = lambda line: _demo_banner(line, settings)
@@ -953,7 +963,7 @@ def doctor(ctx: typer.Context) -> None:
     results = run_checks(context_of(ctx).settings())
     table = Table("", "check", "detail", "fix")
     for result in results:
-        mark = "✓" if result.ok else "✗"
+        mark = ("!" if result.warn else "✓") if result.ok else "✗"
         table.add_row(mark, result.name, localize(result.detail), localize(result.fix))
     out.print(table)
     if not all(result.ok for result in results):

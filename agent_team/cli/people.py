@@ -16,9 +16,19 @@ from typing import Annotated, TypeVar
 import typer
 
 from agent_team import db
-from agent_team.cli.support import err, open_ready, open_writable, out, print_json
+from agent_team.cli.support import (
+    AsOption,
+    acting_actor,
+    context_of,
+    err,
+    open_ready,
+    open_writable,
+    out,
+    print_json,
+)
 from agent_team.exceptions import LedgerInputError
-from agent_team.requests.actors import Actor, cli_actor
+from agent_team.requests.access import DashboardTokens
+from agent_team.requests.actors import Actor
 from agent_team.requests.people import PeopleRequests
 
 __all__ = ["key_app", "people_app"]
@@ -32,9 +42,6 @@ key_app = typer.Typer(
 )
 
 NameArg = Annotated[str, typer.Argument(help="The person's name.", show_default=False)]
-AsOpt = Annotated[
-    str | None, typer.Option("--as", help="Act as this person (their role is checked).")
-]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 _T = TypeVar("_T")
@@ -52,13 +59,7 @@ class _Acting:
     def __init__(self, ledger: db.Ledger, acting_as: str | None) -> None:
         self.people = PeopleRequests(ledger)
         self.ledger = ledger
-        self.actor: Actor = cli_actor()
-        if acting_as is not None:
-            person = db.get_person(ledger, acting_as)
-            if person is None:
-                _refuse(2, f"--as: nobody is called {acting_as[:64]!r}")
-            assert person is not None
-            self.actor = Actor(person.name, "cli")
+        self.actor: Actor = acting_actor(ledger, acting_as)
 
     def run(self, call: Callable[[], _T]) -> _T:
         try:
@@ -80,7 +81,7 @@ def people_add(
     role: Annotated[str, typer.Option("--role", help="viewer, contributor, maintainer, owner.")],
     slack: Annotated[str | None, typer.Option("--slack", help="Their Slack user id.")] = None,
     github: Annotated[str | None, typer.Option("--github", help="Their GitHub login.")] = None,
-    acting_as: AsOpt = None,
+    acting_as: AsOption = None,
 ) -> None:
     """Add a person with a role (and the identities Slack and GitHub know them by)."""
     with _requests(ctx, acting_as) as acting:
@@ -97,11 +98,10 @@ def people_add(
 
 
 @people_app.command("list")
-def people_list(ctx: typer.Context, as_json: JsonOpt = False, acting_as: AsOpt = None) -> None:
+def people_list(ctx: typer.Context, as_json: JsonOpt = False, acting_as: AsOption = None) -> None:
     """Everyone, with their role, identities and live keys."""
     with open_ready(ctx) as ledger:
-        if acting_as is not None and db.get_person(ledger, acting_as) is None:
-            _refuse(2, f"--as: nobody is called {acting_as[:64]!r}")
+        acting_actor(ledger, acting_as)
         people = db.list_people(ledger)
         keys = db.list_keys(ledger)
     live = {
@@ -125,7 +125,7 @@ def people_set_role(
     ctx: typer.Context,
     name: NameArg,
     role: Annotated[str, typer.Argument(help="viewer, contributor, maintainer, owner.")],
-    acting_as: AsOpt = None,
+    acting_as: AsOption = None,
 ) -> None:
     """Change a person's role (the last owner keeps theirs)."""
     with _requests(ctx, acting_as) as acting:
@@ -134,11 +134,51 @@ def people_set_role(
 
 
 @people_app.command("remove")
-def people_remove(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
+def people_remove(ctx: typer.Context, name: NameArg, acting_as: AsOption = None) -> None:
     """Remove a person; their keys stop working at once."""
     with _requests(ctx, acting_as) as acting:
         acting.run(lambda: acting.people.remove(name, actor=acting.actor))
     out.print(f"removed {name}")
+
+
+@people_app.command("import")
+def people_import(
+    ctx: typer.Context,
+    role: Annotated[
+        str,
+        typer.Option(
+            "--role", help="The role of each token holder not yet a person (viewer ... owner)."
+        ),
+    ],
+    acting_as: AsOption = None,
+) -> None:
+    """Move the named dashboard tokens of the environment or a file into the ledger.
+
+    Each token becomes its holder's key (only its hash is stored, and the same token
+    keeps working); a holder who is not a person yet is added with --role. Then remove
+    AGENT_TEAM_DASHBOARD_TOKENS / _TOKENS_FILE. Running it again adds nothing twice.
+    """
+    tokens = DashboardTokens(context_of(ctx).settings()).outside_ledger()
+    if not tokens:
+        out.print(
+            "no named dashboard tokens are configured (AGENT_TEAM_DASHBOARD_TOKENS or "
+            "AGENT_TEAM_DASHBOARD_TOKENS_FILE): nothing to import"
+        )
+        return
+    pairs = [(t.name, t.secret) for t in tokens if t.name is not None]
+    with _requests(ctx, acting_as) as acting:
+        done = acting.run(lambda: acting.people.import_tokens(pairs, role=role, actor=acting.actor))
+        owners = [p for p in db.list_people(acting.ledger) if p.role == "owner"]
+    for item in done:
+        added = f"added as {item.added_as}; " if item.added_as else ""
+        key = f"token stored as key {item.key_id}" if item.key_id else "token imported before"
+        out.print(f"{item.name}: {added}{key}")
+    out.print(
+        "the same tokens now work from the ledger: remove AGENT_TEAM_DASHBOARD_TOKENS / "
+        "AGENT_TEAM_DASHBOARD_TOKENS_FILE and restart the daemon"
+    )
+    if not owners:
+        out.print("nobody is an owner yet: agent-team people set-role NAME owner")
 
 
 def _show_key(key: str, name: str, verb: str) -> None:
@@ -147,7 +187,7 @@ def _show_key(key: str, name: str, verb: str) -> None:
 
 
 @key_app.command("add")
-def key_add(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
+def key_add(ctx: typer.Context, name: NameArg, acting_as: AsOption = None) -> None:
     """Make a key for a person (their other keys keep working)."""
     with _requests(ctx, acting_as) as acting:
         minted = acting.run(lambda: acting.people.add_key(name, actor=acting.actor))
@@ -155,7 +195,7 @@ def key_add(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
 
 
 @key_app.command("rotate")
-def key_rotate(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
+def key_rotate(ctx: typer.Context, name: NameArg, acting_as: AsOption = None) -> None:
     """Make a new key for a person and end their other keys at once."""
     with _requests(ctx, acting_as) as acting:
         minted = acting.run(lambda: acting.people.add_key(name, actor=acting.actor, rotate=True))
@@ -163,7 +203,7 @@ def key_rotate(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> No
 
 
 @key_app.command("revoke")
-def key_revoke(ctx: typer.Context, name: NameArg, acting_as: AsOpt = None) -> None:
+def key_revoke(ctx: typer.Context, name: NameArg, acting_as: AsOption = None) -> None:
     """End every key of a person at once."""
     with _requests(ctx, acting_as) as acting:
         count = acting.run(lambda: acting.people.revoke_keys(name, actor=acting.actor))

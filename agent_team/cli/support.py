@@ -24,10 +24,13 @@ from rich.table import Table
 from agent_team import db
 from agent_team.common.log_format import formatter_for
 from agent_team.config import Settings, load_hooks, load_settings
+from agent_team.requests.actors import Actor, cli_actor
 
 __all__ = [
+    "AsOption",
     "CliContext",
     "RepoOption",
+    "acting_actor",
     "age",
     "context_of",
     "err",
@@ -53,6 +56,35 @@ RepoOption = Annotated[
         "git@host:owner/name.git or owner/name (on the GitHub host); #branch names the base.",
     ),
 ]
+
+# `--as NAME` of every command that changes something: act as that person, role checked.
+AsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as",
+        help="Act as this person (their role is checked); without it the local operator acts.",
+    ),
+]
+
+
+def acting_actor(reader: db.Reader, acting_as: str | None) -> Actor:
+    """Who a command acts as: `--as` a person, else the operating-system user.
+
+    The local operator can read the ledger's file, so they are an owner; `--as`
+    names a person whose role every check then uses. Once people are set up,
+    `--as` must name one of them (a typo must not act with the operator's rights).
+    Without people, `--as` only labels the audit row, as it always did.
+    """
+    if acting_as is None or not acting_as.strip():
+        return cli_actor()
+    name = acting_as.strip()
+    if db.list_people_exist(reader) and db.get_person(reader, name) is None:
+        err.print(
+            f"agent-team: --as: nobody is called {name[:64]!r} (agent-team people list)",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2)
+    return Actor(name, "cli")
 
 
 @dataclass

@@ -38,6 +38,7 @@ from agent_team.dashboard.context import DashboardContext
 from agent_team.dashboard.task_filters import integer
 from agent_team.reports import triage
 from agent_team.requests.actors import Actor
+from agent_team.requests.roles import authorize
 
 __all__ = ["routes"]
 
@@ -138,7 +139,9 @@ class _AutomationsApi:
         return self.json({"now": db.to_iso(now), "items": [item.as_json() for item in items]})
 
     def audit(self, request: Request) -> Response:
-        self._actor(request)  # the audit log is read behind the token
+        actor = self._actor(request)  # the audit log is read behind a key, by owners
+        with self.ctx.write() as ledger:
+            authorize(ledger, actor, "audit:read", "audit")
         params = request.query_params
         since = None
         if params.get("since"):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+from collections.abc import Collection
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -41,6 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agent_team.common.rate_limit import SlidingWindow, retry_after_s
 from agent_team.dashboard.auth import SESSION_COOKIE
 from agent_team.dashboard.rendering import error_page
+from agent_team.integrations.langgraph_api.cors import answer_headers
 
 __all__ = ["WRITE_METHODS", "RateLimits", "client_address"]
 
@@ -93,10 +95,20 @@ def _is_write(method: str, path: str) -> bool:
 class RateLimits:
     """Pure ASGI: refuses over-budget requests first, and watches the statuses of secret checks."""
 
-    def __init__(self, app: ASGIApp, *, writes: SlidingWindow, sign_ins: SlidingWindow) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        writes: SlidingWindow,
+        sign_ins: SlidingWindow,
+        api_origins: Collection[str] = (),
+    ) -> None:
+        """`api_origins`: the browser origins the LangGraph API answers (its CORS), so an
+        app on one of them can read a 429 and its `Retry-After` too."""
         self.app = app
         self.writes = writes
         self.sign_ins = sign_ins
+        self.api_origins = frozenset(origin.rstrip("/") for origin in api_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -116,12 +128,12 @@ class RateLimits:
         else:
             wait = 0.0
         if wait:
-            await _refused(scope, "sign-in", wait, self.sign_ins.limit)(scope, receive, send)
+            await self._refused(scope, "sign-in", wait, self.sign_ins.limit)(scope, receive, send)
             return
         if self.writes.enabled and _is_write(method, path):
             wait = self.writes.acquire(self._writer(key, headers, address))
             if wait:
-                await _refused(scope, "write", wait, self.writes.limit)(scope, receive, send)
+                await self._refused(scope, "write", wait, self.writes.limit)(scope, receive, send)
                 return
         if not (signing_in or checks_key):
             await self.app(scope, receive, send)
@@ -142,6 +154,13 @@ class RateLimits:
                 self.sign_ins.release(address)
             elif checks_key and wrong:
                 self.sign_ins.record(address)
+
+    def _refused(self, scope: Scope, budget: str, wait_s: float, limit: int) -> Response:
+        response = _refused(scope, budget, wait_s, limit)
+        origin = Headers(scope=scope).get("origin")
+        if scope["path"].startswith("/langgraph/") and origin in self.api_origins:
+            response.headers.update(answer_headers(origin))
+        return response
 
     @staticmethod
     def _writer(key: str | None, headers: Headers, address: str) -> str:

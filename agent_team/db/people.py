@@ -30,6 +30,7 @@ __all__ = [
     "add_person",
     "any_live_key",
     "check_person_name",
+    "check_role_name",
     "find_key",
     "get_person",
     "list_keys",
@@ -81,7 +82,7 @@ def check_person_name(name: str) -> str:
     return name
 
 
-def _role(role: str) -> str:
+def check_role_name(role: str) -> str:
     try:
         return Role(role).value
     except ValueError:
@@ -138,7 +139,7 @@ def add_person(
             login someone has already (the message names the field).
     """
     check_person_name(name)
-    values = (name, _role(role), _slack(slack_id), _github(github_login))
+    values = (name, check_role_name(role), _slack(slack_id), _github(github_login))
     when = to_iso(at or utc_now())
 
     def work(tx: Transaction) -> None:
@@ -166,7 +167,7 @@ def set_role(ledger: Ledger, name: str, role: str, *, audit: AuditEntry | None =
     Raises:
         LedgerInputError: no such person, a bad role, or the last owner demoted.
     """
-    new = _role(role)
+    new = check_role_name(role)
 
     def work(tx: Transaction) -> None:
         row = tx.execute("SELECT role FROM people WHERE name = ?", (name,)).fetchone()

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, TypeVar
 from agent_team import db
 from agent_team.config import parse_named_tokens
 from agent_team.exceptions import ConfigError
-from agent_team.requests.people import KEY_PREFIX, verify_key
+from agent_team.requests.people import verify_key
 
 if TYPE_CHECKING:
     from agent_team.config import Settings
@@ -169,8 +169,9 @@ class DashboardTokens:
     """The dashboard's tokens by the rule in the module docstring, current at every call.
 
     Besides them, the keys people hold in the ledger (`agent-team key add`, issue #30):
-    a presented `atk_...` key is checked against its stored hash, and a sign-in made
-    with one is bound to that hash, so rotating or revoking the key ends it at once.
+    a presented `atk_...` key (or a token imported with `agent-team people import`) is
+    checked against its stored hash, and a sign-in made with one is bound to that hash,
+    so rotating or revoking the key ends it at once.
     Such a token's `secret` is the key's hash (the key itself is never kept).
     """
 
@@ -254,7 +255,7 @@ class DashboardTokens:
         for token in self.current():
             if hmac.compare_digest(given_bytes, token.secret.encode("utf-8")):
                 found = token
-        if found is None and given.startswith(KEY_PREFIX):
+        if found is None and given.strip():  # a minted key, or a token imported into the ledger
 
             def person_of(reader: db.Reader) -> DashboardToken | None:
                 hit = verify_key(reader, given)
@@ -283,6 +284,25 @@ class DashboardTokens:
                 if hmac.compare_digest(token.tag(key), tag):
                     found = token
         return found
+
+    def outside_ledger(self) -> tuple[DashboardToken, ...]:
+        """The named tokens an operator configured (the setting and the file), which
+        `agent-team people import` moves into the ledger; not the demo token."""
+        return tuple(t for t in self.current() if t.name is not None)  # the demo's is unnamed
+
+    def legacy_warning(self) -> str | None:
+        """Say that tokens outside the ledger are on their way out (doctor and the start)."""
+        outside = self.outside_ledger()
+        unnamed = any(t.name is None for t in self._fixed)
+        if not outside and not unnamed:
+            return None
+        what = [f"{len(outside)} named token(s)"] if outside else []
+        what += [f"the unnamed {_TOKEN_SETTING}"] if unnamed else []
+        return (
+            f"{' and '.join(what)} from the environment or a file: tokens outside the ledger "
+            "work for this release only; move them with `agent-team people import --role "
+            "ROLE` (the same tokens keep working) and remove the setting"
+        )
 
     def secrets(self) -> tuple[str, ...]:
         """Every token's value, for scrubbing text that is shown."""

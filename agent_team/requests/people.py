@@ -6,6 +6,11 @@ SHA-256 of the whole key, so a copy of the database or its backups gives no
 key away; the key is shown once, when it is made. Rotating revokes the
 person's other keys in the same transaction, so a leaked key stops working
 the moment its replacement exists. Every change is audited with who asked.
+
+A dashboard token from the environment or a file (before people existed) can
+be imported as its holder's key (`agent-team people import`): only its hash is
+stored, under an id taken from that hash (the token carries none), so the
+same token keeps working once the setting is removed and nobody needs a new one.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_team import db
@@ -21,7 +27,15 @@ from agent_team.exceptions import LedgerInputError
 from agent_team.requests.actors import Actor
 from agent_team.requests.roles import authorize
 
-__all__ = ["KEY_PREFIX", "MintedKey", "PeopleRequests", "hash_key", "verify_key"]
+__all__ = [
+    "KEY_PREFIX",
+    "Imported",
+    "MintedKey",
+    "PeopleRequests",
+    "hash_key",
+    "imported_key_id",
+    "verify_key",
+]
 
 KEY_PREFIX = "atk_"
 _KEY = re.compile(r"^atk_([a-z0-9]{12})_([A-Za-z0-9_-]{43})$")
@@ -36,8 +50,22 @@ class MintedKey:
     key: str
 
 
+@dataclass(frozen=True)
+class Imported:
+    """What `import_tokens` did for one named token."""
+
+    name: str
+    added_as: str | None  # the role a new person was given; None: they existed
+    key_id: str | None  # None: this token was imported before
+
+
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def imported_key_id(token: str) -> str:
+    """Where an imported token's row is found again: its id comes from its own hash."""
+    return hash_key(token.strip())[:12]
 
 
 def _mint(name: str) -> MintedKey:
@@ -49,9 +77,8 @@ def verify_key(ledger: db.Reader, presented: str) -> tuple[db.ApiKey, db.Person]
     """The live key and the person a presented key belongs to; None for anything else
     (never says why)."""
     found = _KEY.match(presented.strip())
-    if found is None:
-        return None
-    hit = db.find_key(ledger, found.group(1))
+    key_id = found.group(1) if found else imported_key_id(presented)
+    hit = db.find_key(ledger, key_id)
     if hit is None:
         return None
     key, _person = hit
@@ -112,6 +139,40 @@ class PeopleRequests:
             ),
         )
         return minted
+
+    def import_tokens(
+        self, tokens: Sequence[tuple[str, str]], *, role: str, actor: Actor
+    ) -> list[Imported]:
+        """Each named token (name, token) becomes its holder's key; a holder nobody is yet
+        is added with `role`. Run again, it adds nothing twice (each step is its own
+        transaction and finds what an earlier run stored)."""
+        authorize(self.ledger, actor, "people", "import")
+        authorize(self.ledger, actor, "keys", "import")
+        db.check_role_name(role)
+        done: list[Imported] = []
+        for name, token in tokens:
+            key_id = imported_key_id(token)
+            added = None
+            if db.get_person(self.ledger, name) is None:
+                db.add_person(
+                    self.ledger,
+                    name=name,
+                    role=role,
+                    audit=actor.entry("person_add", name, {"role": role, "from": "token"}),
+                )
+                added = role
+            if db.find_key(self.ledger, key_id) is not None:
+                done.append(Imported(name, added, None))
+                continue
+            db.add_key(
+                self.ledger,
+                name=name,
+                key_id=key_id,
+                key_hash=hash_key(token.strip()),
+                audit=actor.entry("key_import", name, {"key_id": key_id}),
+            )
+            done.append(Imported(name, added, key_id))
+        return done
 
     def revoke_keys(self, name: str, *, actor: Actor) -> int:
         authorize(self.ledger, actor, "keys", name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import socket
+from collections import Counter
 
 from agent_team import db
 from agent_team.common.hostnames import host_allowed
@@ -22,18 +23,20 @@ from agent_team.exceptions import (
     LedgerNotReadyError,
     SchemaTooNewError,
 )
-from agent_team.health.checks import CheckFn, CheckResult
+from agent_team.health.checks import CheckFn, CheckResult, ledger_people
 from agent_team.integrations.registry import integration_types
 from agent_team.models.lineup import lineup, shown_url
 from agent_team.models.registry import PROVIDERS, parse_model_spec
 from agent_team.requests.access import DashboardTokens
 from agent_team.service.probe import RunningDaemon, probe_daemon
 from agent_team.service.wiring import sandbox_from_settings
+from agent_team.task_model import Role
 
 __all__ = ["CHECKS", "CheckFn", "CheckResult", "check", "run_checks"]
 
 
 CHECKS: list[CheckFn] = []
+PEOPLE_IMPORT = "agent-team people import --role ROLE, then remove the setting"
 
 
 def check(fn: CheckFn) -> CheckFn:
@@ -178,6 +181,37 @@ def check_dashboard_port(settings: Settings) -> CheckResult:
     except ConfigError as exc:
         return CheckResult("dashboard tokens", False, str(exc), "fix the named setting or file")
     return CheckResult("dashboard port", True, f"{host}:{port} is free; {writes}")
+
+
+@check
+def check_people(settings: Settings) -> CheckResult:
+    """Who may act: roles apply once a person exists; tokens outside the ledger are leaving."""
+    try:
+        warning = DashboardTokens(settings).legacy_warning()
+    except ConfigError:
+        warning = None  # the dashboard check names the broken setting
+    people = ledger_people(settings)
+    if people is None:
+        summary = "the ledger is not ready, so its people are not read"
+    elif not people:
+        summary = "nobody is set up: roles are off and every dashboard token may do everything"
+    else:
+        roles = Counter(p.role for p in people)
+        summary = f"{len(people)} people: " + ", ".join(
+            f"{roles[r.value]} {r.value}" for r in reversed(Role) if roles[r.value]
+        )
+    if warning is not None:
+        return CheckResult("people", True, f"{summary}; {warning}", PEOPLE_IMPORT, warn=True)
+    if people and not any(p.role == Role.OWNER.value for p in people):
+        return CheckResult(
+            "people",
+            True,
+            f"{summary}; nobody is an owner, so nobody may manage people through a key",
+            "agent-team people set-role NAME owner",
+            warn=True,
+        )
+    fix = "agent-team people add NAME --role owner" if people == [] else ""
+    return CheckResult("people", True, summary, fix)
 
 
 def _running_daemon(running: RunningDaemon, host: str, port: int) -> CheckResult:

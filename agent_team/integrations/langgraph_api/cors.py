@@ -15,7 +15,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["ALLOWED_METHODS", "Cors"]
+__all__ = ["ALLOWED_METHODS", "Cors", "answer_headers"]
 
 ALLOWED_METHODS = "GET, POST, OPTIONS"
 # What the SDKs and the Inbox send; a header outside this list fails the preflight.
@@ -29,8 +29,18 @@ ALLOWED_HEADERS = (
     "x-auth-scheme",
     "x-request-id",
 )
-EXPOSED_HEADERS = "content-location, location"
+EXPOSED_HEADERS = "content-location, location, retry-after"
 MAX_AGE_S = "600"
+
+
+def answer_headers(origin: str) -> dict[str, str]:
+    """The headers that let an allowed origin read an answer (the server's 429 too, which
+    is sent before this middleware is reached)."""
+    return {
+        "Access-Control-Allow-Origin": origin,
+        "Access-Control-Expose-Headers": EXPOSED_HEADERS,
+        "Vary": "Origin",
+    }
 
 
 class Cors:
@@ -57,9 +67,11 @@ class Cors:
         async def with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
                 out = MutableHeaders(scope=message)
-                out["Access-Control-Allow-Origin"] = origin
-                out["Access-Control-Expose-Headers"] = EXPOSED_HEADERS
-                out.add_vary_header("Origin")
+                for name, value in answer_headers(origin).items():
+                    if name == "Vary":
+                        out.add_vary_header(value)
+                    else:
+                        out[name] = value
             await send(message)
 
         await self.app(scope, receive, with_cors)

@@ -85,12 +85,13 @@ class AnswerHandler:
         self.followups = followups
         self.clock = clock
         self._answer_fn: AnswerFn = answer or self._answer_in_ledger
-        self.allowed = frozenset(settings.allowed_users)
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._recent_lock = threading.Lock()
-        if not self.allowed:
+        if not settings.allowed_users:
             log.warning(
-                "AGENT_TEAM_SLACK_ALLOWED_USERS is empty: nobody can answer questions in Slack"
+                "AGENT_TEAM_SLACK_ALLOWED_USERS is empty: nobody can answer questions in Slack "
+                "unless people with a Slack id are set up (agent-team people add NAME --role "
+                "ROLE --slack ID)"
             )
 
     def on_message(
@@ -117,7 +118,7 @@ class AnswerHandler:
             return
         question_id, _kind = found
         event_id = _event_id(body)
-        if user not in self.allowed:
+        if not self.transport.answerers().may_answer(user):
             if self._claim(event_id):
                 self.followups.later(self.followups.not_allowed, channel, user, thread_ts)
             return
@@ -136,7 +137,7 @@ class AnswerHandler:
         "already answered by ..." note; the rest is conversation and ignored.
         """
         question = db.find_question_by_channel_ref(self.transport.ledger, ref)
-        if question is None or user not in self.allowed:
+        if question is None or not self.transport.answerers().may_answer(user):
             log.info("slack reply ignored: %s is not an open question", ref)
             return
         try:
@@ -161,7 +162,7 @@ class AnswerHandler:
         if not user or not channel or not message_ts or not question_id:
             log.warning("slack button ignored: incomplete payload")
             return
-        if user not in self.allowed:
+        if not self.transport.answerers().may_answer(user):
             self.followups.later(self.followups.not_allowed, channel, user, message_ts)
             return
         question = db.get_question(self.transport.ledger, question_id)
@@ -209,7 +210,7 @@ class AnswerHandler:
         values = ((view.get("state") or {}).get("values") or {}).get(REVISE_BLOCK) or {}
         feedback = str((values.get(REVISE_INPUT) or {}).get("value") or "").strip()
         log.info("slack modal %s on %s by %s", REVISE_CALLBACK, question_id or "-", user or "-")
-        if user not in self.allowed:
+        if not self.transport.answerers().may_answer(user):
             ack(
                 response_action="errors",
                 errors={REVISE_BLOCK: "You are not allowed to answer this."},

@@ -7,7 +7,7 @@ from slack_sdk.errors import SlackApiError
 from agent_team.common.redact import redact
 from agent_team.config import Settings
 from agent_team.exceptions import ConfigError
-from agent_team.health.checks import CheckResult
+from agent_team.health.checks import CheckResult, ledger_people
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import make_web_client, require_slack_settings
 
@@ -50,6 +50,28 @@ def check_slack_allowed_users(settings: Settings) -> CheckResult:
     slack = SlackSettings.from_settings(settings)
     if slack.transport != "slack":
         return CheckResult("slack allowed users", True, "not used")
+    people = ledger_people(settings)
+    if people:
+        with_id = sum(1 for p in people if p.slack_id)
+        ignored = (
+            "; AGENT_TEAM_SLACK_ALLOWED_USERS no longer counts (people decide)"
+            if slack.allowed_users
+            else ""
+        )
+        if not with_id:
+            return CheckResult(
+                "slack allowed users",
+                False,
+                "nobody set up has a Slack id: nobody can answer questions in Slack" + ignored,
+                "agent-team people add NAME --role ROLE --slack ID",
+            )
+        return CheckResult(
+            "slack allowed users",
+            True,
+            f"{with_id} person(s) with a Slack id may answer, each as their role allows{ignored}",
+            "remove AGENT_TEAM_SLACK_ALLOWED_USERS" if ignored else "",
+            warn=bool(ignored),
+        )
     if not slack.allowed_users:
         return CheckResult(
             "slack allowed users",

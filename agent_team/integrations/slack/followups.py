@@ -232,7 +232,7 @@ class FollowUps:
             user,
             thread_ts,
             "You are not allowed to answer this; the question stays open. "
-            "Ask an operator to add you to AGENT_TEAM_SLACK_ALLOWED_USERS.",
+            f"To answer, {self.transport.answerers().hint(user)}.",
         )
 
     def bad_answer(

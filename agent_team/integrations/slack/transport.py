@@ -36,6 +36,7 @@ from agent_team.common.testhooks import wall_clock
 from agent_team.common.timefmt import utc_text
 from agent_team.config import Settings
 from agent_team.exceptions import ConfigError
+from agent_team.integrations.slack.answerers import SlackAnswerers
 from agent_team.integrations.slack.blocks import (
     closed_blocks,
     escape,
@@ -176,6 +177,10 @@ class SlackTransport:
             if self._ledger is None:
                 self._ledger = db.open_ledger(self.settings.ledger_target)
             return self._ledger
+
+    def answerers(self) -> SlackAnswerers:
+        """Who may answer, read now: people with a Slack id, else the allow-list."""
+        return SlackAnswerers(self.ledger, self.settings.allowed_users)
 
     def close(self) -> None:
         with self._ledger_lock:
@@ -611,9 +616,10 @@ class SlackTransport:
         left = deadline - now
         hours = left.total_seconds() / 3600
         when = f"{hours:.1f} h" if hours >= 1 else f"{max(1, int(left.total_seconds() // 60))} min"
-        who = mention(self.settings.allowed_users)
+        answerers = self.answerers()
+        who = mention(answerers.for_kind(question.kind))
         if not who:
-            who = "(nobody may answer yet: set AGENT_TEAM_SLACK_ALLOWED_USERS)"
+            who = f"(nobody may answer yet: {answerers.hint()})"
         text = (
             f"⏰ Reminder {who}: this question is still open and expires in {when} "
             f"(question `{question.question_id}`)."
