@@ -52,6 +52,7 @@ from agent_team.exceptions import (
     InvalidAnswerError,
     InvalidAutomationError,
     InvalidRepoError,
+    LedgerInputError,
 )
 from agent_team.reports import task as reports
 from agent_team.reports.journey import who_answered
@@ -716,6 +717,11 @@ def show(
         out.print(asked)
         _print_plan_and_clarify(report.questions)
         _print_plan_changes(report.plans)
+    if report.notes:
+        out.print("notes:")
+        for note in report.notes:
+            out.print(f"  {note.at[:19].replace('T', ' ')} {note.who} via {note.via}:")
+            out.print("    " + note.text.replace("\n", "\n    "))
     out.print(f"total ${report.totals.cost_usd:.4f}, {report.totals.tokens} tokens")
     if follow:
         _follow(ctx, task_id)
@@ -783,6 +789,27 @@ def answer(
                 f"`agent-team cancel {asked.thread_id}`; nothing was stored"
             ) from None
     out.print(f"answered {answered.question_id}: {answered.answer_json}")
+
+
+@app.command()
+def note(
+    ctx: typer.Context,
+    task_id: Annotated[str, typer.Argument(help="The task id.")],
+    words: Annotated[
+        list[str],
+        typer.Argument(help="The note: the rest of the line, quoted or not.", show_default=False),
+    ],
+    acting_as: AsOption = None,
+) -> None:
+    """Leave a note on a task for the people who look at it (its page, `show`)."""
+    with open_ready(ctx) as ledger:
+        actor = acting_actor(ledger, acting_as)
+        try:
+            written = _requests(ctx, ledger).note(task_id, " ".join(words), actor=actor)
+        except LedgerInputError as exc:  # empty or too long: bad input
+            err.print(f"agent-team: {exc}; nothing was stored", soft_wrap=True)
+            raise typer.Exit(2) from None
+    out.print(f"noted on {task_id} (audit row {written.seq})")
 
 
 @app.command()

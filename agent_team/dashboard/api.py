@@ -62,13 +62,14 @@ from agent_team.health.readiness import readiness
 from agent_team.health.status import LoopStatus
 from agent_team.reports import task as reports
 from agent_team.reports.build_watch import build_output
+from agent_team.requests.actors import Actor
 from agent_team.requests.answers import (
     PLAN_DECISION_HELP,
     PR_DECISION_HELP,
     PUBLISH_HELP,
     PULL_REQUEST_HELP,
 )
-from agent_team.requests.limits import MAX_TITLE_CHARS
+from agent_team.requests.limits import MAX_NOTE_CHARS, MAX_TITLE_CHARS
 from agent_team.task_model import BillingMode, QuestionKind, QuestionStatus, TaskKind
 
 __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "ApiError", "routes"]
@@ -416,6 +417,26 @@ class _Api:
         answered = await run_in_threadpool(work)
         return self.json({"question": reports.QuestionView.of(answered).to_json()})
 
+    async def add_note(self, request: Request) -> Response:
+        caller = self._authorize(request)
+        task_id = str(request.path_params["task_id"]).strip()
+        data = await json_body(request)
+        no_other_fields(data, {"text", "name"})
+        text = text_field(data, "text", required=True, max_chars=MAX_NOTE_CHARS)
+        name = _answerer(caller, text_field(data, "name", required=False))
+        assert text is not None
+
+        def work() -> db.AuditRow:
+            with self.ctx.requests() as requests:
+                return requests.note(task_id, text, actor=Actor(name, "dashboard"))
+
+        row = await run_in_threadpool(work)
+        return self.json(
+            {"note": reports.NoteView.of(row).to_json()},
+            status_code=201,
+            headers={"Location": f"/api/task/{task_id}"},
+        )
+
 
 def _idempotency_key(request: Request) -> str | None:
     """The `Idempotency-Key` header: 1 to 255 visible ASCII characters (a UUID is usual)."""
@@ -465,6 +486,7 @@ def routes(ctx: DashboardContext) -> list[BaseRoute]:
         Route("/api/task", guard_sync(api.task_by_query), methods=["GET"]),
         Route("/api/task/{task_id}", guard_sync(api.task_by_path), methods=["GET"]),
         Route("/api/task/{task_id}/log", guard_sync(api.task_log), methods=["GET"]),
+        Route("/api/task/{task_id}/notes", guard_async(api.add_note), methods=["POST"]),
         Route("/api/tasks", guard_sync(api.tasks), methods=["GET"]),
         Route("/api/tasks", guard_async(api.submit_task), methods=["POST"]),
         Route("/api/questions", guard_sync(api.questions), methods=["GET"]),

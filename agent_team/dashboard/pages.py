@@ -50,7 +50,7 @@ from agent_team.models.budget_view import settings_budget
 from agent_team.reports.build_watch import BuildOutput, build_output
 from agent_team.reports.journey import who_answered
 from agent_team.reports.task import QuestionView, read_task_report
-from agent_team.requests.limits import PAGE_BODY_CHARS
+from agent_team.requests.limits import MAX_NOTE_CHARS, PAGE_BODY_CHARS
 from agent_team.task_model import QuestionKind, QuestionStatus, TaskKind, TaskStatus
 
 __all__ = ["Stamp", "failure_page", "routes", "stamp"]
@@ -483,6 +483,16 @@ class _Pages:
             "pull_request": pull_request_context(
                 report.pull_request, clean=self._clean, when=lambda text: stamp(text, now)
             ),
+            "notes": [
+                {
+                    "text": self._clean(n.text),
+                    "who": self._clean(n.who),
+                    "via": n.via,
+                    "at": stamp(n.at, now),
+                }
+                for n in report.notes
+            ],
+            "note_max": MAX_NOTE_CHARS,
             "failure_lines": [self._clean(stage.line()) for stage in report.failures_by_stage],
             "failures": [
                 FailureRow(

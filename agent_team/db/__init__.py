@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from agent_team.db.audit import (
     GENESIS_HASH,
+    NOTE_ACTION,
     AuditEntry,
     AuditVerdict,
     append_audit,
     list_audit,
+    list_task_notes,
     record_audit,
     verify_audit,
 )
@@ -256,6 +258,7 @@ __all__ = [
     "KEY_WINDOW",
     "LEDGER_TABLES",
     "MAX_KEY_CHARS",
+    "NOTE_ACTION",
     "OUTBOX_FILENAME",
     "PR_STATES",
     "SCHEMA_VERSION",
@@ -405,6 +408,7 @@ __all__ = [
     "list_pr_events",
     "list_questions",
     "list_runs",
+    "list_task_notes",
     "list_tasks",
     "list_transitions",
     "mark_checkpoints_pruned",

@@ -26,15 +26,17 @@ from typing import Any
 
 from agent_team.db.clock import to_iso, utc_now
 from agent_team.db.ledger import Ledger, Reader, Transaction
-from agent_team.db.records import AuditRow, fetch_records
+from agent_team.db.records import AuditRow, fetch_record, fetch_records
 from agent_team.exceptions import LedgerInputError
 
 __all__ = [
     "GENESIS_HASH",
+    "NOTE_ACTION",
     "AuditEntry",
     "AuditVerdict",
     "append_audit",
     "list_audit",
+    "list_task_notes",
     "record_audit",
     "row_hash",
     "verify_audit",
@@ -104,9 +106,30 @@ def append_audit(tx: Transaction, entry: AuditEntry, *, now: datetime | None = N
     return digest
 
 
-def record_audit(ledger: Ledger, entry: AuditEntry) -> None:
+def record_audit(ledger: Ledger, entry: AuditEntry) -> AuditRow:
     """An audit row on its own (a refusal: nothing else changed, but who tried is kept)."""
-    ledger.write(lambda tx: append_audit(tx, entry))
+
+    def work(tx: Transaction) -> AuditRow:
+        append_audit(tx, entry)
+        # The newest row is ours: appending holds the chain's head until the commit.
+        row = fetch_record(tx, AuditRow, "SELECT * FROM audit_log ORDER BY seq DESC LIMIT 1")
+        assert row is not None  # just written
+        return row
+
+    return ledger.write(work)
+
+
+NOTE_ACTION = "note"
+
+
+def list_task_notes(reader: Reader, task_id: str) -> list[AuditRow]:
+    """The notes people left on a task, oldest first: audit rows, so none is edited or lost."""
+    return fetch_records(
+        reader,
+        AuditRow,
+        "SELECT * FROM audit_log WHERE target = ? AND action = ? ORDER BY seq",
+        (task_id, NOTE_ACTION),
+    )
 
 
 def list_audit(

@@ -233,6 +233,24 @@ class QuestionView:
 
 
 @dataclass(frozen=True, slots=True)
+class NoteView:
+    """A note a person left on the task."""
+
+    seq: int
+    at: str
+    who: str
+    via: str
+    text: str
+
+    @classmethod
+    def of(cls, row: db.AuditRow) -> NoteView:
+        return cls(row.seq, row.at, row.actor, row.via, str(row.detail_dict.get("text", "")))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
 class TransitionView:
     """One transition row with its duration (an open row: until the report's `now`) and cost."""
 
@@ -414,7 +432,8 @@ class TaskReport:
     `model_failures` every failed attempt of a model call, and
     `failures_by_stage` the same summed up per stage; `pull_request` the
     task's pull request and its timeline by round (`pull_request.
-    pull_request_timeline`), None when it opened none.
+    pull_request_timeline`), None when it opened none; `notes` what people
+    wrote on it, oldest first.
     """
 
     task: db.Task
@@ -429,6 +448,7 @@ class TaskReport:
     model_failures: tuple[db.ModelFailure, ...] = ()
     failures_by_stage: tuple[StageFailures, ...] = ()
     pull_request: PullRequestTimeline | None = None
+    notes: tuple[NoteView, ...] = ()
 
     @property
     def parked_note(self) -> str | None:
@@ -462,6 +482,7 @@ class TaskReport:
             "effects": [effect.to_json() for effect in self.effects],
             "model_failures": [_failure_json(failure) for failure in self.model_failures],
             "pull_request": None if self.pull_request is None else self.pull_request.to_json(),
+            "notes": [note.to_json() for note in self.notes],
             # Kept for `agent-team show --json` readers from before `totals` existed.
             "total_usd": self.totals.cost_usd,
             "total_tokens": self.totals.tokens,
@@ -542,6 +563,7 @@ def read_task_report(ledger: db.Reader, task_id: str, now: datetime) -> TaskRepo
         model_failures=tuple(failures),
         failures_by_stage=_stage_failures(failures, rows, row_costs),
         pull_request=read_pull_request_timeline(ledger, task_id, questions, now),
+        notes=tuple(NoteView.of(row) for row in db.list_task_notes(ledger, task_id)),
     )
 
 

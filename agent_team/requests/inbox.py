@@ -21,6 +21,7 @@ from agent_team import db
 from agent_team.exceptions import (
     IdempotencyKeyReusedError,
     InvalidAnswerError,
+    LedgerInputError,
     QuestionClosedError,
     TaskRefusedError,
     UnknownTaskError,
@@ -32,7 +33,7 @@ from agent_team.requests.answers import (
     closed_message,
     parse_answer,
 )
-from agent_team.requests.limits import check_task_size
+from agent_team.requests.limits import MAX_NOTE_CHARS, check_task_size
 from agent_team.task_model import (
     TERMINAL_STATUSES,
     CommandKind,
@@ -43,6 +44,7 @@ from agent_team.task_model import (
 )
 
 __all__ = [
+    "add_note",
     "cancel_task",
     "reopen",
     "retry_task",
@@ -208,6 +210,27 @@ def reopen(
     reopened = db.get_question(ledger, question_id)
     assert reopened is not None
     return reopened
+
+
+def add_note(ledger: db.Ledger, task_id: str, text: str, *, actor: Actor) -> db.AuditRow:
+    """Leave a note on a task for the people who look at it (its page, `show`, /api/task).
+
+    A note is an audit row (`db.NOTE_ACTION`): it names who wrote it and is never edited.
+
+    Raises:
+        UnknownTaskError: no such task.
+        LedgerInputError: an empty note, or one over `MAX_NOTE_CHARS`.
+    """
+    note = text.strip()
+    if not note:
+        raise LedgerInputError("text: the note is empty")
+    if len(note) > MAX_NOTE_CHARS:
+        raise LedgerInputError(
+            f"text: the note is {len(note):,} characters; at most {MAX_NOTE_CHARS:,}"
+        )
+    if db.get_task(ledger, task_id) is None:
+        raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
+    return db.record_audit(ledger, actor.entry(db.NOTE_ACTION, task_id, {"text": note}))
 
 
 def cancel_task(ledger: db.Ledger, task_id: str, *, actor: Actor = INTERNAL) -> None:

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from agent_team.exceptions import TaskTooLargeError
 
-__all__ = ["MAX_BODY_CHARS", "MAX_TITLE_CHARS", "PAGE_BODY_CHARS", "check_task_size"]
+__all__ = [
+    "MAX_BODY_CHARS",
+    "MAX_NOTE_CHARS",
+    "MAX_TITLE_CHARS",
+    "PAGE_BODY_CHARS",
+    "check_task_size",
+]
 
 MAX_TITLE_CHARS = 300
 MAX_BODY_CHARS = 65_536
+MAX_NOTE_CHARS = 4000  # a note a person leaves on a task
 # A ledger written before the limit may hold more; the task page shows this much.
 PAGE_BODY_CHARS = MAX_BODY_CHARS
 

@@ -6,8 +6,8 @@ API and automations all submit, answer, reopen, retry and cancel through a
 transaction with its audit row (`inbox`), and then wakes the worker of this
 process, if it has one; a request from another process (the CLI beside a
 daemon) is picked up by that daemon's poll or its LISTEN/NOTIFY wake-up.
-Checks that must hold for every surface (roles, still to come) belong here,
-so each is written once. HTTP rate limits are the exception: they must answer
+Checks that must hold for every surface (the role table, `roles.authorize`)
+belong here, so each is written once. HTTP rate limits are the exception: they must answer
 before a key is checked or a body read, so they sit in front of the HTTP
 server (`dashboard/rate_limits.py`).
 
@@ -54,7 +54,8 @@ def _no_delivery(_task_id: str) -> None:
 
 
 class TaskRequests:
-    """Submit, answer, reopen, retry and cancel, checked and written once, then a wake-up."""
+    """Submit, answer, reopen, retry, cancel and note, checked and written once, then a
+    wake-up."""
 
     def __init__(
         self,
@@ -239,6 +240,11 @@ class TaskRequests:
             return self.clock() - keep
         except OverflowError:  # a retention longer than the calendar: nothing is that old
             return None
+
+    def note(self, task_id: str, text: str, *, actor: Actor = INTERNAL) -> db.AuditRow:
+        """Leave a note on a task (see `inbox.add_note`); nothing wakes: no work follows."""
+        authorize(self.ledger, actor, "note", task_id)
+        return inbox.add_note(self.ledger, task_id, text, actor=actor)
 
     def cancel(self, task_id: str, *, actor: Actor = INTERNAL) -> None:
         """Queue a cancel (see `inbox.cancel_task`)."""

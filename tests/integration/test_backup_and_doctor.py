@@ -16,7 +16,9 @@ from typer.testing import CliRunner
 from agent_team import db
 from agent_team.cli.main import app
 from agent_team.config import load_settings
-from agent_team.service.doctor import check_budget_outbox, check_model, run_checks
+from agent_team.requests.actors import INTERNAL
+from agent_team.requests.people import PeopleRequests
+from agent_team.service.doctor import check_budget_outbox, check_model, check_people, run_checks
 
 
 def test_backup_is_consistent_while_writing_and_keeps_n(ledger_file: Path, tmp_path: Path) -> None:
@@ -172,3 +174,39 @@ def test_doctor_says_how_many_spend_rows_wait_in_the_outbox(tmp_path: Path) -> N
     (tmp_path / db.OUTBOX_FILENAME).write_text((json.dumps(row) + "\n") * 2)
     result = check_budget_outbox(settings)
     assert not result.ok and "2 spend row(s)" in result.detail and "ledger replay" in result.fix
+
+
+def test_doctor_says_who_may_act_and_warns_about_tokens_outside_the_ledger(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent-team.db"
+    db.init_db(path)
+    plain = load_settings(db_path=path)
+    nobody = check_people(plain)
+    assert nobody.ok and not nobody.warn and "nobody is set up" in nobody.detail
+    assert nobody.fix == "agent-team people add NAME --role owner"
+    with db.open_ledger(path) as ledger:
+        people = PeopleRequests(ledger)
+        people.add("ada", "owner", actor=INTERNAL)
+        people.add("bo", "maintainer", actor=INTERNAL)
+        people.add("cy", "maintainer", actor=INTERNAL)
+    team = check_people(plain)
+    assert team.ok and not team.warn and team.detail == "3 people: 1 owner, 2 maintainer"
+    legacy = load_settings(db_path=path, dashboard_tokens="ada:legacy-token-one-9f2")
+    warned = check_people(legacy)
+    assert warned.ok and warned.warn  # doctor still passes: the tokens work for this release
+    assert "1 named token(s)" in warned.detail and "people import" in warned.fix
+    assert "legacy-token-one-9f2" not in warned.detail + warned.fix
+    runner = CliRunner()
+    shown = runner.invoke(
+        app,
+        ["--db", str(path), "doctor"],
+        env={"AGENT_TEAM_DASHBOARD_PORT": "0", "AGENT_TEAM_DASHBOARD_TOKENS": "ada:legacy-9f2e1"},
+    )
+    assert shown.exit_code == 0, shown.output
+    marks = {
+        line.split()[1]: line.split()[3]
+        for line in shown.output.splitlines()
+        if line.startswith("│ ") and len(line.split()) > 3 and line.split()[1] in "!✓✗"
+    }
+    assert marks.get("!") == "people", shown.output

@@ -139,3 +139,98 @@ def test_answering_as_a_person_follows_their_role(home: Path) -> None:
         assert question is not None and question.status == "answered"
         refused = [r for r in db.list_audit(ledger) if r.action == "refused"]
         assert [(r.actor, r.via, r.target) for r in refused] == [("cy", "cli", "t1:q1")]
+
+
+LEGACY = {"AGENT_TEAM_DASHBOARD_TOKENS": "ada:ada-legacy-token-1f9e,bo:bo-legacy-token-77c2"}
+
+
+def test_people_import_moves_named_tokens_into_the_ledger_once(home: Path) -> None:
+    ok(home, "people", "add", "ada", "--role", "owner")
+    missing = cli(home, "people", "import")  # typer's usage error
+    assert missing.returncode == 2 and "--role" in missing.stderr
+    done = run_cli(
+        home,
+        "--db",
+        str(home / "agent-team.db"),
+        "people",
+        "import",
+        "--role",
+        "viewer",
+        env=LEGACY,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ada: token stored as key" in done.stdout  # ada existed: keeps her role
+    assert "bo: added as viewer; token stored as key" in done.stdout
+    again = run_cli(
+        home,
+        "--db",
+        str(home / "agent-team.db"),
+        "people",
+        "import",
+        "--role",
+        "viewer",
+        env=LEGACY,
+    )
+    assert (
+        "ada: token imported before" in again.stdout and "bo: token imported before" in again.stdout
+    )
+    path = home / "agent-team.db"
+    with db.open_ledger(path) as ledger:
+        people = {p.name: p.role for p in db.list_people(ledger)}
+        assert people == {"ada": "owner", "bo": "viewer"}
+        assert len(db.list_keys(ledger)) == 2  # nothing stored twice
+        # The same tokens work from the ledger, and nothing else does.
+        for name, token in (("ada", "ada-legacy-token-1f9e"), ("bo", "bo-legacy-token-77c2")):
+            hit = verify_key(ledger, token)
+            assert hit is not None and hit[1].name == name
+        assert verify_key(ledger, "ada-legacy-token-1f9f") is None
+    raw = b"".join(p.read_bytes() for p in home.glob("agent-team.db*"))
+    assert b"legacy-token" not in raw
+    # A viewer may not import.
+    refused = run_cli(
+        home,
+        "--db",
+        str(path),
+        "people",
+        "import",
+        "--role",
+        "viewer",
+        "--as",
+        "bo",
+        env=LEGACY,
+    )
+    assert refused.returncode == 3, refused.stderr
+
+
+def test_people_import_with_nothing_configured_says_so(home: Path) -> None:
+    assert "nothing to import" in ok(home, "people", "import", "--role", "viewer")
+
+
+def test_a_bad_role_for_import_stores_nothing(home: Path) -> None:
+    done = run_cli(
+        home, "--db", str(home / "agent-team.db"), "people", "import", "--role", "czar", env=LEGACY
+    )
+    line = assert_one_line_error(done, 2)
+    assert line.startswith("agent-team: role:"), line
+    with db.open_ledger(home / "agent-team.db") as ledger:
+        assert db.list_people(ledger) == [] and db.list_keys(ledger) == []
+
+
+def test_notes_on_a_task_follow_the_role_table_and_show(home: Path) -> None:
+    ok(home, "people", "add", "ada", "--role", "owner")
+    ok(home, "people", "add", "cy", "--role", "contributor")
+    ok(home, "people", "add", "vi", "--role", "viewer")
+    with db.open_ledger(home / "agent-team.db") as ledger:
+        assert db.create_task(ledger, task_id="t1", kind="code", title="Note me")
+    assert "noted on t1" in ok(
+        home, "note", "t1", "the", "staging", "DB", "is", "down", "--as", "cy"
+    )
+    line = assert_one_line_error(cli(home, "note", "t1", "hello", "--as", "vi"), 3)
+    assert "note needs contributor or above" in line
+    assert_one_line_error(cli(home, "note", "t1", "   ", "--as", "cy"), 2)
+    assert_one_line_error(cli(home, "note", "t1", "x" * 4001), 2)
+    assert_one_line_error(cli(home, "note", "nope", "hello"), 1)
+    shown = ok(home, "show", "t1")
+    assert "cy via cli:" in shown and "the staging DB is down" in shown
+    report = json.loads(ok(home, "show", "t1", "--json"))
+    assert [(n["who"], n["text"]) for n in report["notes"]] == [("cy", "the staging DB is down")]

@@ -123,16 +123,21 @@
   function submitAnswer(form) {
     var result = form.querySelector(".form-result");
     var button = form.querySelector("button[type=submit]");
-    var answer = form.querySelector("input[name=answer]").value.trim();
+    // A note form names its field ("text") and what success says; an answer form neither.
+    var field = form.getAttribute("data-field") || "answer";
+    var okText = form.getAttribute("data-ok") || "Accepted — the task resumes. Reloading…";
+    var answer = form.querySelector("[name=" + field + "]").value.trim();
     // Only a sign-in with the shared (unnamed) token asks for a name.
     var nameField = form.querySelector("input[name=name]");
     var name = nameField ? nameField.value.trim() : "";
     var csrf = document.querySelector("meta[name=csrf-token]");
     if (!answer || (nameField && !name)) {
-      show(result, "error", nameField ? "Fill in the answer and your name." : "Fill in the answer.");
+      var what = field === "answer" ? "the answer" : "the note";
+      show(result, "error", nameField ? "Fill in " + what + " and your name." : "Fill in " + what + ".");
       return;
     }
-    var payload = { answer: answer };
+    var payload = {};
+    payload[field] = answer;
     if (nameField) payload.name = name;
     form.setAttribute("data-busy", "1");
     button.disabled = true;
@@ -161,7 +166,7 @@
       .then(function (r) {
         if (r.res.ok) {
           if (nameField) save(NAME_KEY, name);
-          show(result, "ok", "Accepted — the task resumes. Reloading…");
+          show(result, "ok", okText);
           window.setTimeout(function () {
             window.location.reload();
           }, 1200);

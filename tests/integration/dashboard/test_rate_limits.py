@@ -213,3 +213,30 @@ def test_an_ipv6_host_counts_by_its_64(ipv6_clients: tuple[TestClient, TestClien
     for n in range(20):
         assert one.get("/api/tasks", headers=auth(f"guess-{n}")).status_code == 401
     assert other.get("/api/tasks", headers=auth("guess-x")).status_code == 429
+
+
+def test_a_429_on_the_langgraph_api_can_be_read_by_a_listed_origin_only(
+    seeded: Seeded, coordinator: FakeCoordinator, tmp_path: Path
+) -> None:
+    inbox = "https://inbox.example"
+    app = _app(
+        seeded,
+        coordinator,
+        tmp_path,
+        limit_writes_per_min=2,
+        langgraph_api=True,
+        langgraph_api_origins=[inbox],
+    )
+    path = "/langgraph/threads/t1/runs/wait"
+    with _client(app, ATTACKER) as client:
+        for _ in range(2):  # within the budget (the API is not mounted here: 404)
+            client.post(path, json={}, headers={"x-api-key": ADA, "Origin": inbox})
+        listed = client.post(path, json={}, headers={"x-api-key": ADA, "Origin": inbox})
+        other = client.post(
+            path, json={}, headers={"x-api-key": ADA, "Origin": "https://evil.example"}
+        )
+    assert listed.status_code == other.status_code == 429
+    assert listed.headers["access-control-allow-origin"] == inbox
+    assert "retry-after" in listed.headers["access-control-expose-headers"]
+    assert "Origin" in listed.headers["vary"]
+    assert "access-control-allow-origin" not in other.headers
