@@ -144,33 +144,20 @@ def test_answering_as_a_person_follows_their_role(home: Path) -> None:
 LEGACY = {"AGENT_TEAM_DASHBOARD_TOKENS": "ada:ada-legacy-token-1f9e,bo:bo-legacy-token-77c2"}
 
 
+def imports(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`people import` with two named tokens configured in the environment."""
+    return run_cli(home, "--db", str(home / "agent-team.db"), "people", "import", *args, env=LEGACY)
+
+
 def test_people_import_moves_named_tokens_into_the_ledger_once(home: Path) -> None:
     ok(home, "people", "add", "ada", "--role", "owner")
     missing = cli(home, "people", "import")  # typer's usage error
     assert missing.returncode == 2 and "--role" in missing.stderr
-    done = run_cli(
-        home,
-        "--db",
-        str(home / "agent-team.db"),
-        "people",
-        "import",
-        "--role",
-        "viewer",
-        env=LEGACY,
-    )
+    done = imports(home, "--role", "viewer")
     assert done.returncode == 0, done.stderr
     assert "ada: token stored as key" in done.stdout  # ada existed: keeps her role
     assert "bo: added as viewer; token stored as key" in done.stdout
-    again = run_cli(
-        home,
-        "--db",
-        str(home / "agent-team.db"),
-        "people",
-        "import",
-        "--role",
-        "viewer",
-        env=LEGACY,
-    )
+    again = imports(home, "--role", "viewer")
     assert (
         "ada: token imported before" in again.stdout and "bo: token imported before" in again.stdout
     )
@@ -187,18 +174,7 @@ def test_people_import_moves_named_tokens_into_the_ledger_once(home: Path) -> No
     raw = b"".join(p.read_bytes() for p in home.glob("agent-team.db*"))
     assert b"legacy-token" not in raw
     # A viewer may not import.
-    refused = run_cli(
-        home,
-        "--db",
-        str(path),
-        "people",
-        "import",
-        "--role",
-        "viewer",
-        "--as",
-        "bo",
-        env=LEGACY,
-    )
+    refused = imports(home, "--role", "viewer", "--as", "bo")
     assert refused.returncode == 3, refused.stderr
 
 
@@ -207,9 +183,7 @@ def test_people_import_with_nothing_configured_says_so(home: Path) -> None:
 
 
 def test_a_bad_role_for_import_stores_nothing(home: Path) -> None:
-    done = run_cli(
-        home, "--db", str(home / "agent-team.db"), "people", "import", "--role", "czar", env=LEGACY
-    )
+    done = imports(home, "--role", "czar")
     line = assert_one_line_error(done, 2)
     assert line.startswith("agent-team: role:"), line
     with db.open_ledger(home / "agent-team.db") as ledger:
