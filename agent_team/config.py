@@ -38,8 +38,10 @@ from agent_team.common.testhooks import Hooks
 from agent_team.common.timefmt import parse_daily_time, parse_duration
 from agent_team.db.url import is_postgres_url, parse_target
 from agent_team.exceptions import ConfigError
+from agent_team.task_model import Role
 
 __all__ = [
+    "ENV_ONLY_SECRETS",
     "ENV_PREFIX",
     "MODEL_STAGES",
     "Settings",
@@ -51,6 +53,8 @@ __all__ = [
 ]
 
 ENV_PREFIX = "AGENT_TEAM_"
+# Secrets a `--config` TOML file may not hold: only the environment (or `.env`) sets them.
+ENV_ONLY_SECRETS = ("github_oauth_client_secret",)
 
 # A comma-separated list in the environment (`a,b,c`), a real list in TOML.
 CommaList = Annotated[list[str], NoDecode]
@@ -453,6 +457,28 @@ class Settings(BaseSettings):
         "from there to the repository's URL on the GitHub host.",
     )
 
+    # Sign in with GitHub on the dashboard (issue #30): an OAuth app's web flow
+    github_oauth_client_id: str | None = Field(
+        default=None,
+        description="The client id of the GitHub OAuth app the dashboard signs people in with; "
+        "with the secret, /login offers Sign in with GitHub.",
+    )
+    github_oauth_client_secret: SecretStr | None = Field(
+        default=None,
+        description="The OAuth app's client secret: from the environment only (a config file "
+        "holding it is refused).",
+    )
+    github_oauth_url: str = Field(
+        default="https://github.com",
+        description="The GitHub web host of /login/oauth/* (GitHub Enterprise: https://HOST); "
+        "the user is read from AGENT_TEAM_GITHUB_API_URL.",
+    )
+    github_signin_default_role: str | None = Field(
+        default=None,
+        description="A GitHub login no person holds: refused when unset; else a person named "
+        "after the login is added with this role (viewer, contributor or maintainer).",
+    )
+
     # After the pull request (issue #29): the PR is a gate
     github_pr_gate: bool = Field(
         default=True,
@@ -709,6 +735,28 @@ class Settings(BaseSettings):
                 raise ValueError("must be `owner/repo=/path/to/clone` entries, comma-separated")
         return value
 
+    @field_validator("github_signin_default_role")
+    @classmethod
+    def _default_role(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        role = value.strip().lower()
+        if role == Role.OWNER.value:
+            raise ValueError(
+                "must not be owner: a GitHub account nobody added never becomes an owner by "
+                "signing in; add owners with `agent-team people add NAME --role owner`"
+            )
+        if role not in {r.value for r in Role}:
+            raise ValueError("must be viewer, contributor or maintainer")
+        return role
+
+    @field_validator("github_oauth_url")
+    @classmethod
+    def _web_host(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL (GitHub Enterprise: https://HOST)")
+        return value.rstrip("/")
+
     @field_validator(
         "slack_api_url",
         "github_api_url",
@@ -775,6 +823,35 @@ class Settings(BaseSettings):
             if target.path is not None:
                 self.db_path = target.path
         return self
+
+    @model_validator(mode="after")
+    def _github_sign_in(self) -> Settings:
+        # Both halves of the OAuth app, or neither: half a pair would show a button that fails.
+        given = {
+            "AGENT_TEAM_GITHUB_OAUTH_CLIENT_ID": bool((self.github_oauth_client_id or "").strip()),
+            "AGENT_TEAM_GITHUB_OAUTH_CLIENT_SECRET": bool(
+                self.github_oauth_client_secret is not None
+                and self.github_oauth_client_secret.get_secret_value().strip()
+            ),
+        }
+        missing = [name for name, present in given.items() if not present]
+        if len(missing) == 1:
+            raise ValueError(
+                f"{missing[0]} is not set, but Sign in with GitHub needs both "
+                "AGENT_TEAM_GITHUB_OAUTH_CLIENT_ID and AGENT_TEAM_GITHUB_OAUTH_CLIENT_SECRET "
+                "(the secret in the environment); set it, or unset the other"
+            )
+        if missing and self.github_signin_default_role is not None:
+            raise ValueError(
+                "AGENT_TEAM_GITHUB_SIGNIN_DEFAULT_ROLE needs Sign in with GitHub: set "
+                "AGENT_TEAM_GITHUB_OAUTH_CLIENT_ID and AGENT_TEAM_GITHUB_OAUTH_CLIENT_SECRET too"
+            )
+        return self
+
+    @property
+    def github_sign_in(self) -> bool:
+        """Whether the dashboard offers Sign in with GitHub (client id and secret both set)."""
+        return bool((self.github_oauth_client_id or "").strip() and self.github_oauth_client_secret)
 
     @property
     def ledger_target(self) -> str | Path:
@@ -913,9 +990,16 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         if not config_file.is_file():
             raise ConfigError(f"config file {config_file} does not exist; check --config")
         try:
-            tomllib.loads(config_file.read_text(encoding="utf-8"))
+            table = tomllib.loads(config_file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"config file {config_file} is not valid TOML: {exc}") from exc
+        for field in ENV_ONLY_SECRETS:
+            if field in table:
+                raise ConfigError(
+                    f"config file {config_file}: `{field}` may not be in a config file (config "
+                    f"files get copied and shared); set {ENV_PREFIX}{field.upper()} in the "
+                    "daemon's environment instead"
+                )
         toml_file = config_file
 
     class _Loaded(Settings):

@@ -35,6 +35,9 @@ operator as one line with no traceback.
     │                               path (CLI exit 2, HTTP 422; also a ValueError)
     ├── AccessDeniedError           a person's role is below what the action needs
     │                               (names the role; audited; CLI exit 3, HTTP 403)
+    ├── SignInRefusedError          a Sign in with GitHub refused: a forged, expired or
+    │                               spent state, GitHub refusing the code or failing, a
+    │                               login no person holds (HTTP 400/403); nobody signed in
     ├── AutomationError             an automation request we cannot carry out
     │   ├── InvalidAutomationError  a bad field (names it; CLI exit 2, HTTP 422;
     │   │                           also a ValueError); nothing was stored
@@ -100,6 +103,7 @@ __all__ = [
     "QuestionClosedError",
     "RepoUnavailableError",
     "SchemaTooNewError",
+    "SignInRefusedError",
     "TaskError",
     "TaskRefusedError",
     "TaskStoppedError",
@@ -226,6 +230,16 @@ class AccessDeniedError(AgentTeamError):
     def __init__(self, message: str, *, needed: str) -> None:
         super().__init__(message)
         self.needed = needed
+
+
+class SignInRefusedError(AgentTeamError):
+    """A sign-in with GitHub that did not sign anyone in; `status` is the HTTP answer (400
+    for a bad state or GitHub's refusal, 403 for a login no person holds). The message is
+    shown on the page: it never holds the client secret, the code, the state or a token."""
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class AutomationError(AgentTeamError):

@@ -882,6 +882,12 @@ def daemon(
     legacy = tokens.legacy_warning()
     if legacy is not None:
         logging.getLogger(__name__).warning("%s", legacy)
+    if settings.github_sign_in:
+        role = settings.github_signin_default_role
+        out.print(
+            f"Sign in with GitHub is on ({settings.github_oauth_url}); a login no person holds "
+            + (f"becomes a {role}" if role else "is refused")
+        )
     service = Daemon(settings, announce=lambda line: out.print(line))
     if demo:
         service.announce = lambda line: _demo_banner(line, settings)

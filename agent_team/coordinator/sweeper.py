@@ -84,8 +84,9 @@ class Sweeper:
 
     def prune_events(self) -> int:
         """Forget inbound event ids (Slack, GitHub deliveries) older than `EVENT_RETENTION`,
-        and `Idempotency-Key`s older than `db.KEY_WINDOW` (a key names one request that
-        long); returns how many rows went."""
+        `Idempotency-Key`s older than `db.KEY_WINDOW` (a key names one request that long),
+        and GitHub sign-in states a day after they expired (kept that long only so a late
+        callback is told why); returns how many rows went."""
         now = self.clock()
         removed = db.prune_events(self.ledger, older_than=now - EVENT_RETENTION)
         if removed:
@@ -93,7 +94,10 @@ class Sweeper:
         keys = db.prune_idempotency_keys(self.ledger, older_than=now - db.KEY_WINDOW)
         if keys:
             log.info("forgot %d idempotency key(s) older than %s", keys, db.KEY_WINDOW)
-        return removed + keys
+        states = db.prune_oauth_states(self.ledger, older_than=now - db.OAUTH_STATE_KEPT)
+        if states:
+            log.info("forgot %d expired GitHub sign-in state(s)", states)
+        return removed + keys + states
 
     def prune_checkpoints(self, *, limit: int = CHECKPOINT_BATCH) -> int:
         """Delete the LangGraph threads of tasks finished longer than the retention ago.

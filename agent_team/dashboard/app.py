@@ -18,7 +18,14 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from agent_team.common.rate_limit import SlidingWindow
-from agent_team.dashboard import api, api_automations, login, pages, pages_automations
+from agent_team.dashboard import (
+    api,
+    api_automations,
+    github_login,
+    login,
+    pages,
+    pages_automations,
+)
 from agent_team.dashboard.access_log import AccessLog
 from agent_team.dashboard.context import STATIC_DIR, DashboardContext
 from agent_team.dashboard.rate_limits import RateLimits
@@ -37,6 +44,7 @@ def create_app(ctx: DashboardContext, extra_routes: Sequence[BaseRoute] = ()) ->
         *pages.routes(ctx),
         *pages_automations.routes(ctx),
         *login.routes(ctx.auth),
+        *github_login.routes(ctx),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
         *extra_routes,
     ]

@@ -7,6 +7,12 @@ token's name and a keyed digest of the token, and every request checks both
 against the tokens configured *now*, so a sign-in ends the moment its token
 is removed or changed.
 
+A sign-in with GitHub (`dashboard/github_login.py`) gets the same cookie,
+bound to a person instead of a token: their name and GitHub login, checked
+against the `people` table on every request, so removing the person or
+changing their login ends it at once. Such a session works with no token
+configured at all.
+
 Every state-changing request made with the cookie also needs the session's
 CSRF token (a form field, or the `X-CSRF-Token` header for `fetch`), derived
 from the session with HMAC and compared in constant time. The sign-in form
@@ -31,6 +37,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from agent_team import db
 from agent_team.requests.access import (
     DashboardToken,
     DashboardTokens,
@@ -45,6 +52,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CSRF_FIELD",
     "CSRF_HEADER",
+    "GITHUB_CALLBACK_PATH",
+    "GITHUB_START_PATH",
     "LOGIN_CSRF_COOKIE",
     "SESSION_COOKIE",
     "TOKENS_HINT",
@@ -64,12 +73,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "agent_team_session"
+# Sign in with GitHub (`github_login.py`): where it begins and where GitHub sends people back.
+GITHUB_START_PATH = "/login/github"
+GITHUB_CALLBACK_PATH = "/login/github/callback"
 LOGIN_CSRF_COOKIE = "agent_team_login_csrf"
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "x-csrf-token"
 SESSION_KEY_FILE = "dashboard-session-key"
 MAX_FORM_BYTES = 16_384
 _SALT = "agent-team.dashboard.session"
+_GITHUB_KIND = "github"  # a session's kind marker: signed in with GitHub, bound to a person
 TOKENS_HINT = (
     "set AGENT_TEAM_DASHBOARD_TOKENS (name:token,...) or start the daemon once with --demo"
 )
@@ -153,11 +166,23 @@ class Auth:
         """Raises ConfigError: a bad tokens file (see `DashboardTokens`).
 
         Args:
-            keys: how to read people's keys from the ledger (None: configured tokens only).
+            keys: how to read people's keys and the people themselves from the ledger
+                (None: configured tokens only, and no GitHub sign-in).
         """
         self.settings = settings
         self.tokens = DashboardTokens(settings, keys)
+        self._read = keys
         self._key: bytes | None = None
+
+    @property
+    def github_on(self) -> bool:
+        """Whether people sign in with GitHub here (the OAuth app is configured)."""
+        return self.settings.github_sign_in and self._read is not None
+
+    @property
+    def sign_in_on(self) -> bool:
+        """Whether anyone can sign in at all: a token or key, or GitHub."""
+        return self.github_on or self.tokens.enabled
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -210,6 +235,18 @@ class Auth:
         payload = {"n": token.name, "t": token.tag(key), "s": secrets.token_urlsafe(16)}
         return str(self._serializer(key).dumps(payload))
 
+    def person_session_cookie(self, name: str, github_login: str) -> str:
+        """A session for the person `name`, signed in with GitHub as `github_login`."""
+        key = self._session_key(create=True)
+        assert key is not None
+        payload = {
+            "k": _GITHUB_KIND,
+            "n": name,
+            "g": github_login.lower(),
+            "s": secrets.token_urlsafe(16),
+        }
+        return str(self._serializer(key).dumps(payload))
+
     def viewer(self, request: Request) -> Viewer | None:
         """The person signed in on this request, or None; checked once per request."""
         state = request.scope.setdefault("state", {})
@@ -221,7 +258,7 @@ class Auth:
         return found
 
     def _check_session(self, cookie: str | None) -> Viewer | None:
-        if not cookie or not self.tokens.enabled:
+        if not cookie:
             return None
         key = self._session_key(create=False)
         if key is None:
@@ -232,21 +269,41 @@ class Auth:
             return None
         if not isinstance(data, dict):
             return None
-        name, tag, session_id = data.get("n"), data.get("t"), data.get("s")
-        if not (name is None or isinstance(name, str)) or not isinstance(tag, str):
-            return None
+        name, session_id = data.get("n"), data.get("s")
         if not isinstance(session_id, str) or not session_id.isascii():
             return None
-        if self.tokens.by_tag(name, tag, key) is None:
+        if data.get("k") == _GITHUB_KIND:
+            login = data.get("g")
+            if not isinstance(name, str) or not isinstance(login, str):
+                return None
+            if not self._person_holds(name, login):
+                return None  # signed in with GitHub, but removed or given another login since
+            return Viewer(name=name, csrf=self._csrf_for(key, session_id))
+        tag = data.get("t")
+        if not (name is None or isinstance(name, str)) or not isinstance(tag, str):
+            return None
+        if not self.tokens.enabled or self.tokens.by_tag(name, tag, key) is None:
             return None  # the token was removed or changed since
         return Viewer(name=name, csrf=self._csrf_for(key, session_id))
+
+    def _person_holds(self, name: str, login: str) -> bool:
+        """Whether GitHub sign-in is on and `name` is still a person with that login."""
+        if not self.github_on or self._read is None:
+            return False
+        try:
+            with self._read() as reader:
+                person = db.get_person(reader, name)
+        except Exception as exc:  # the ledger cannot be read: nobody is signed in (fail closed)
+            log.debug("dashboard sessions: the ledger could not be read: %s", exc)
+            return False
+        return person is not None and person.github_login == login
 
     # -- reads -----------------------------------------------------------------------------
 
     def authorize_read(self, request: Request) -> Caller:
         """For `AGENT_TEAM_DASHBOARD_READS=token`: a bearer token or a session (a read changes
         nothing, so no CSRF token); else `AuthRefused`."""
-        if not self.tokens.enabled:
+        if not self.sign_in_on:
             raise AuthRefused(
                 403, f"reading needs a token (AGENT_TEAM_DASHBOARD_READS=token): {TOKENS_HINT}"
             )
@@ -266,7 +323,7 @@ class Auth:
 
     def authorize_write(self, request: Request) -> Caller:
         """A bearer token, or a session cookie with its CSRF token; else `AuthRefused`."""
-        if not self.tokens.enabled:
+        if not self.sign_in_on:
             raise AuthRefused(403, f"writes are disabled: {TOKENS_HINT}")
         header = request.headers.get("authorization")
         if header is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -67,6 +68,7 @@ class _LoginPages:
         login_csrf = request.cookies.get(LOGIN_CSRF_COOKIE, "")
         if len(login_csrf) < 32 or not login_csrf.isascii():
             login_csrf = secrets.token_urlsafe(32)
+        base = str(request.scope.get("root_path", "")).rstrip("/")
         response = render_page(
             request,
             "login.html",
@@ -74,7 +76,13 @@ class _LoginPages:
                 "next_path": next_path,
                 "login_csrf": login_csrf,
                 "error": error,
-                "sign_in_on": self.auth.tokens.enabled,
+                "token_sign_in": self.auth.tokens.enabled,
+                "github_href": (
+                    f"{base}/login/github?next={quote(next_path, safe='/')}"
+                    if self.auth.github_on
+                    else None
+                ),
+                "github_joins_as": self.auth.settings.github_signin_default_role,
                 "hint": TOKENS_HINT,
             },
             status_code=status_code,
@@ -95,7 +103,8 @@ class _LoginPages:
             return self._page(
                 request,
                 next_path=next_path,
-                error=f"Sign-in is off: no dashboard token is configured; {TOKENS_HINT}.",
+                error=f"{'Signing in with a token' if self.auth.github_on else 'Sign-in'} is "
+                f"off: no dashboard token is configured; {TOKENS_HINT}.",
                 status_code=403,
             )
         expected = request.cookies.get(LOGIN_CSRF_COOKIE, "")

@@ -17,9 +17,13 @@ read: this middleware sits in front of the read gate and every handler.
 - **Sign-in attempts** (`AGENT_TEAM_LIMIT_LOGINS_PER_MIN` per client
   address): a `POST /login` takes a place before its token is checked and
   gives it back when the token was right, so only failures count and
-  parallel guesses cannot slip past; any other request presenting a key
-  (`Authorization`, `x-api-key`) is refused while its address is over the
-  budget, and counts when the key was wrong (a 401).
+  parallel guesses cannot slip past; GitHub's way back
+  (`GET /login/github/callback`) does the same and keeps its place on any
+  refusal (a bad state, a code GitHub refused, a login nobody holds); any
+  other request presenting a key (`Authorization`, `x-api-key`) is refused
+  while its address is over the budget, and counts when the key was wrong (a
+  401). Beginning a GitHub sign-in (`GET /login/github`) stores a state, so
+  it counts as a write of its address.
 
 The client address is the one the server reports (`scope["client"]`):
 behind a reverse proxy on the same host, uvicorn takes it from
@@ -40,7 +44,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_team.common.rate_limit import SlidingWindow, retry_after_s
-from agent_team.dashboard.auth import SESSION_COOKIE
+from agent_team.dashboard.auth import GITHUB_CALLBACK_PATH, GITHUB_START_PATH, SESSION_COOKIE
 from agent_team.dashboard.rendering import error_page
 from agent_team.integrations.langgraph_api.cors import answer_headers
 
@@ -119,7 +123,10 @@ class RateLimits:
         headers = Headers(scope=scope)
         address = client_address(scope)
         key = _presented_key(path, headers)
-        signing_in = method == "POST" and path == SIGN_IN_PATH and self.sign_ins.enabled
+        github_back = method == "GET" and path == GITHUB_CALLBACK_PATH
+        signing_in = self.sign_ins.enabled and (
+            (method == "POST" and path == SIGN_IN_PATH) or github_back
+        )
         checks_key = key is not None and self.sign_ins.enabled and not signing_in
         if signing_in:
             wait = self.sign_ins.acquire(address)
@@ -130,7 +137,7 @@ class RateLimits:
         if wait:
             await self._refused(scope, "sign-in", wait, self.sign_ins.limit)(scope, receive, send)
             return
-        if self.writes.enabled and _is_write(method, path):
+        if self.writes.enabled and (_is_write(method, path) or path == GITHUB_START_PATH):
             wait = self.writes.acquire(self._writer(key, headers, address))
             if wait:
                 await self._refused(scope, "write", wait, self.writes.limit)(scope, receive, send)
@@ -149,7 +156,8 @@ class RateLimits:
         try:
             await self.app(scope, receive, watched)
         finally:
-            wrong = status == 401  # a secret was checked and was not one of ours
+            # A secret was checked and was not one of ours; GitHub's way back: any refusal.
+            wrong = status >= 400 if github_back else status == 401
             if signing_in and not wrong:
                 self.sign_ins.release(address)
             elif checks_key and wrong:

@@ -5,9 +5,10 @@ beyond loopback anyone who reaches the port could read them. With the gate
 on, every GET and HEAD needs a session cookie or a bearer token, except what
 monitors and the sign-in itself need: `/healthz`, `/readyz`, `/metrics`
 (counts only; it asks for its own bearer token when `AGENT_TEAM_METRICS_AUTH`
-says so), `/static/`, `/login`, the signed webhooks, and `/langgraph/`
-(its `x-api-key` is a dashboard token, checked there on every request). A page asked
-for without a sign-in goes to `/login` and comes back; the API answers 401.
+says so), `/static/`, `/login` (and Sign in with GitHub's `/login/github` and
+its callback), the signed webhooks, and `/langgraph/` (its `x-api-key` is a
+dashboard token, checked there on every request). A page asked for without a
+sign-in goes to `/login` and comes back; the API answers 401.
 """
 
 from __future__ import annotations
@@ -16,11 +17,26 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agent_team.dashboard.auth import Auth, AuthRefused, login_path, safe_next
+from agent_team.dashboard.auth import (
+    GITHUB_CALLBACK_PATH,
+    GITHUB_START_PATH,
+    Auth,
+    AuthRefused,
+    login_path,
+    safe_next,
+)
 
 __all__ = ["OPEN_PATHS", "ReadGate"]
 
-OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/login", "/logout")
+OPEN_PATHS = (
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/login",
+    "/logout",
+    GITHUB_START_PATH,
+    GITHUB_CALLBACK_PATH,
+)
 OPEN_PREFIXES = ("/static/", "/slack/", "/github/", "/langgraph/")  # each checks its own
 
 

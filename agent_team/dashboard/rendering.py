@@ -62,7 +62,7 @@ def render_page(
 
     ctx = getattr(request.app.state, "ctx", None) if "app" in request.scope else None
     viewer = ctx.auth.viewer(request) if isinstance(ctx, DashboardContext) else None
-    sign_in_on = isinstance(ctx, DashboardContext) and ctx.auth.tokens.enabled
+    sign_in_on = isinstance(ctx, DashboardContext) and ctx.auth.sign_in_on
     here = request.url.path[len(base) :] if request.url.path.startswith(base) else "/"
     html = _ENV.get_template(template).render(
         {
@@ -71,7 +71,10 @@ def render_page(
             "live": False,
             "viewer": viewer,
             "sign_in_on": sign_in_on,
-            "login_href": login_path(base, "/" if here == "/login" else here),
+            # Never back to a sign-in page itself (GitHub's callback is spent once).
+            "login_href": login_path(
+                base, "/" if here == "/login" or here.startswith("/login/") else here
+            ),
             **context,
         }
     )

@@ -113,6 +113,14 @@ from agent_team.db.leases import (
 )
 from agent_team.db.ledger import Dialect, Ledger, Reader, Row, Transaction
 from agent_team.db.model_failures import list_model_failures, record_model_failure
+from agent_team.db.oauth_states import (
+    OAUTH_STATE_KEPT,
+    OAUTH_STATE_LIFETIME,
+    SpentState,
+    prune_oauth_states,
+    save_oauth_state,
+    spend_oauth_state,
+)
 from agent_team.db.open import open_ledger
 from agent_team.db.open_errors import ensure_writable_folder, folder_problem, integrity_problem
 from agent_team.db.outage import is_outage
@@ -259,6 +267,8 @@ __all__ = [
     "LEDGER_TABLES",
     "MAX_KEY_CHARS",
     "NOTE_ACTION",
+    "OAUTH_STATE_KEPT",
+    "OAUTH_STATE_LIFETIME",
     "OUTBOX_FILENAME",
     "PR_STATES",
     "SCHEMA_VERSION",
@@ -301,6 +311,7 @@ __all__ = [
     "RunView",
     "SideEffect",
     "Spend",
+    "SpentState",
     "SqliteLedger",
     "StartCommand",
     "TableCopy",
@@ -427,6 +438,7 @@ __all__ = [
     "pr_event_keys",
     "prune_events",
     "prune_idempotency_keys",
+    "prune_oauth_states",
     "pull_request_stats",
     "pull_requests_at",
     "reclaim_space",
@@ -452,11 +464,13 @@ __all__ = [
     "resume_command_id",
     "resume_model_park",
     "revoke_keys",
+    "save_oauth_state",
     "schema_version",
     "search_threads",
     "set_automation_status",
     "set_role",
     "set_task_status",
+    "spend_oauth_state",
     "spent",
     "spent_by_mode",
     "storage_bytes",

@@ -14,7 +14,7 @@ from agent_team.exceptions import SchemaTooNewError
 
 __all__ = ["LEDGER_TABLES", "REQUIRED_COLUMNS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -512,6 +512,23 @@ _V16 = (
     "CREATE INDEX idx_idempotency_keys_created ON idempotency_keys (created_at)",
 )
 
+# v17: Sign in with GitHub on the dashboard (issue #30).
+# - `oauth_states`: the one-time `state` of each sign-in begun, as a SHA-256 only, with
+#   where to go afterwards and when it expires (10 minutes). Spending it is one
+#   compare-and-set (`used_at`), so a replayed callback fails on any daemon of the ledger and
+#   after a restart. The retention pass deletes rows a day after they expire, by
+#   `idx_oauth_states_expires`.
+_V17 = (
+    """CREATE TABLE oauth_states (
+    state_hash  TEXT PRIMARY KEY,
+    next_path   TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    expires_at  TEXT NOT NULL,
+    used_at     TEXT
+)""",
+    "CREATE INDEX idx_oauth_states_expires ON oauth_states (expires_at)",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -530,6 +547,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
     14: _V14,
     15: _V15,
     16: _V16,
+    17: _V17,
 }
 _FOREIGN_KEYS_OFF = frozenset({5, 14})
 
@@ -556,6 +574,7 @@ LEDGER_TABLES = (
     "people",
     "api_keys",
     "idempotency_keys",
+    "oauth_states",
 )
 
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -741,6 +760,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "people": ("name", "role", "slack_id", "github_login", "created_at", "updated_at"),
     "api_keys": ("key_id", "name", "key_hash", "created_at", "last_used_at", "revoked_at"),
     "idempotency_keys": ("scope", "idem_key", "fingerprint", "task_id", "created_at"),
+    "oauth_states": ("state_hash", "next_path", "created_at", "expires_at", "used_at"),
 }
 
 

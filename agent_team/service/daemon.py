@@ -112,7 +112,8 @@ class Daemon:
         self.ctx = DashboardContext(
             settings, health=self.health, coordinator=self.coordinator, clock=self.coordinator.clock
         )
-        self.health.set_fact("dashboard_writes", self.ctx.auth.tokens.enabled)
+        # Writes are possible with a token or key, or as a person signed in with GitHub.
+        self.health.set_fact("dashboard_writes", self.ctx.auth.sign_in_on)
         self.health.set_fact("instance", self.coordinator.instance)
         self.health.set_fact("sandbox", self.coordinator.deps.sandbox.describe())
         self.routes: list[BaseRoute] = []

@@ -180,6 +180,8 @@ def check_dashboard_port(settings: Settings) -> CheckResult:
         writes = DashboardTokens(settings).describe()
     except ConfigError as exc:
         return CheckResult("dashboard tokens", False, str(exc), "fix the named setting or file")
+    if settings.github_sign_in:
+        writes += f"; Sign in with GitHub is on ({settings.github_oauth_url})"
     return CheckResult("dashboard port", True, f"{host}:{port} is free; {writes}")
 
 

@@ -78,6 +78,21 @@ def test_sign_in_answer_a_plan_as_yourself_and_sign_out(
     answered = db.get_question(live.coordinator.ledger, question_id)
     assert answered is not None and answered.answered_via == "dashboard:ada"
 
+    # A fresh page: the answer's reload timer must not cut into the note below.
+    page.goto(f"{live.url}/task/{task_id}")
+    notes = page.locator("[data-live=notes]")
+    expect(notes).to_contain_text("No notes yet.")
+    note_form = notes.locator("form[data-note-form]")
+    note_form.get_by_label("Note").fill("Deploy after the 3pm freeze lifts")
+    note_form.get_by_role("button", name="Add note").click()
+    expect(note_form.locator(".form-result")).to_contain_text("Note added", timeout=WAIT_MS)
+    expect(notes).to_contain_text("Deploy after the 3pm freeze lifts", timeout=WAIT_MS)
+    expect(notes).to_contain_text("ada via dashboard")
+    (note,) = db.list_task_notes(live.coordinator.ledger, task_id)
+    assert (note.actor, note.detail_dict["text"]) == ("ada", "Deploy after the 3pm freeze lifts")
+    page.goto(f"{live.url}/task/{task_id}")  # again: no reload pending behind the sign-out
+    expect(notes).to_contain_text("Deploy after the 3pm freeze lifts")
+
     page.get_by_role("button", name="Sign out").click()
     expect(page.locator(".topbar").get_by_role("link", name="Sign in")).to_be_visible()
     assert not [c for c in context.cookies() if c["name"] == "agent_team_session"]

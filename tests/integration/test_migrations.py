@@ -322,6 +322,7 @@ def test_upgraded_indexes_are_all_there(old_ledger: tuple[int, Path]) -> None:
         "idx_people_github",
         "idx_api_keys_name",
         "idx_idempotency_keys_created",
+        "idx_oauth_states_expires",
     }
     # The recreated partial unique index still does its job on the rebuilt table.
     with raw_connect(path) as raw:
@@ -493,7 +494,7 @@ def test_v15_to_v16_keeps_every_task_and_adds_the_idempotency_keys(tmp_path: Pat
     before = read_rows(path)
     assert "idempotency_keys" not in before
 
-    assert db.init_db(path) == 16 == SCHEMA_VERSION
+    assert db.init_db(path) == SCHEMA_VERSION
     db.assert_ready(path)
     after = read_rows(path)
     assert_rows_kept({t: r for t, r in before.items() if t != "schema_meta"}, after)
@@ -510,6 +511,36 @@ def test_v15_to_v16_keeps_every_task_and_adds_the_idempotency_keys(tmp_path: Pat
         ]
         assert [(kept.task_id, kept.created) for kept in made] == [("t-1", True), ("t-1", False)]
         assert db.get_task(conn, "t-2") is None
+
+
+def test_v16_to_v17_keeps_every_row_and_adds_the_oauth_states(tmp_path: Path) -> None:
+    """A v16 ledger's people stay as they were; the new table starts empty, and a state
+    saved after the upgrade is spent once."""
+    path = tmp_path / "ledger-v16.db"
+    stamp = "2026-12-01T09:00:00.000000Z"
+    with raw_connect(path) as raw:
+        assert schema.migrate(raw, target=16) == 16
+        raw.execute(
+            "INSERT INTO people (name, role, github_login, created_at, updated_at) "
+            "VALUES ('ada', 'owner', 'ada-l', ?, ?)",
+            (stamp, stamp),
+        )
+    before = read_rows(path)
+    assert "oauth_states" not in before
+
+    assert db.init_db(path) == SCHEMA_VERSION == 17
+    db.assert_ready(path)
+    after = read_rows(path)
+    assert_rows_kept({t: r for t, r in before.items() if t != "schema_meta"}, after)
+    assert after["oauth_states"] == []
+    indexes = {name for _type, name, _table, _sql in read_indexes(path)}
+    assert "idx_oauth_states_expires" in indexes
+
+    now = datetime(2026, 12, 1, 10, tzinfo=UTC)
+    with closing(db.open_ledger(path)) as conn:
+        db.save_oauth_state(conn, "a" * 64, next_path="/inbox", now=now)
+        spent = [db.spend_oauth_state(conn, "a" * 64, now=now).outcome for _ in range(2)]
+        assert spent == ["ok", "used"]
 
 
 # --- a failure in the middle of the v5 rebuild -------------------------------------------
@@ -760,6 +791,9 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
             task_id="t-3",
             kind="code",
             title="Keyed",
+        )
+        db.save_oauth_state(  # and in the v17 one
+            conn, "e" * 64, next_path="/", now=datetime(2024, 8, 1, tzinfo=UTC)
         )
         counts = db.table_counts(conn)
     rows, dump, content = read_rows(path), dump_of(path), path.read_bytes()

@@ -443,3 +443,88 @@ def test_pg_notify_is_on_by_default_and_reads_on_off(
 def test_a_bad_pg_notify_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_TEAM_PG_NOTIFY", "sometimes")
     assert "AGENT_TEAM_PG_NOTIFY" in config_error()
+
+
+# --- Sign in with GitHub ------------------------------------------------------------------------
+
+
+def test_github_sign_in_is_on_with_both_halves_of_the_oauth_app(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert not load_settings().github_sign_in
+    monkeypatch.setenv("AGENT_TEAM_GITHUB_OAUTH_CLIENT_ID", "Iv1.abc")
+    monkeypatch.setenv("AGENT_TEAM_GITHUB_OAUTH_CLIENT_SECRET", SECRET)
+    monkeypatch.setenv("AGENT_TEAM_GITHUB_OAUTH_URL", "https://ghe.example/")
+
+    settings = load_settings()
+
+    assert settings.github_sign_in
+    assert settings.github_oauth_url == "https://ghe.example"
+    assert settings.github_signin_default_role is None
+    assert SECRET not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"),
+    [
+        ("AGENT_TEAM_GITHUB_OAUTH_CLIENT_ID", "AGENT_TEAM_GITHUB_OAUTH_CLIENT_SECRET"),
+        ("AGENT_TEAM_GITHUB_OAUTH_CLIENT_SECRET", "AGENT_TEAM_GITHUB_OAUTH_CLIENT_ID"),
+    ],
+)
+def test_half_an_oauth_app_names_the_missing_variable(
+    monkeypatch: pytest.MonkeyPatch, given: str, missing: str
+) -> None:
+    monkeypatch.setenv(given, SECRET)
+
+    message = config_error()
+
+    assert f"{missing} is not set" in message
+    assert SECRET not in message
+
+
+def test_the_client_secret_is_refused_in_a_config_file(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "agent-team.toml",
+        f'github_oauth_client_id = "Iv1.abc"\ngithub_oauth_client_secret = "{SECRET}"\n',
+    )
+
+    message = config_error(config)
+
+    assert "github_oauth_client_secret" in message
+    assert "AGENT_TEAM_GITHUB_OAUTH_CLIENT_SECRET" in message and "environment" in message
+    assert SECRET not in message
+
+
+def test_the_client_id_may_be_in_a_config_file_and_the_secret_in_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write(tmp_path / "agent-team.toml", 'github_oauth_client_id = "Iv1.abc"\n')
+    monkeypatch.setenv("AGENT_TEAM_GITHUB_OAUTH_CLIENT_SECRET", SECRET)
+
+    assert load_settings(config).github_sign_in
+
+
+@pytest.mark.parametrize(
+    ("role", "problem"),
+    [("owner", "must not be owner"), ("admin", "must be viewer, contributor or maintainer")],
+)
+def test_the_default_role_is_a_role_below_owner(
+    monkeypatch: pytest.MonkeyPatch, role: str, problem: str
+) -> None:
+    monkeypatch.setenv("AGENT_TEAM_GITHUB_OAUTH_CLIENT_ID", "Iv1.abc")
+    monkeypatch.setenv("AGENT_TEAM_GITHUB_OAUTH_CLIENT_SECRET", SECRET)
+    monkeypatch.setenv("AGENT_TEAM_GITHUB_SIGNIN_DEFAULT_ROLE", role)
+
+    message = config_error()
+
+    assert "AGENT_TEAM_GITHUB_SIGNIN_DEFAULT_ROLE" in message and problem in message
+    monkeypatch.setenv("AGENT_TEAM_GITHUB_SIGNIN_DEFAULT_ROLE", "Contributor")
+    assert load_settings().github_signin_default_role == "contributor"
+
+
+def test_a_default_role_without_github_sign_in_is_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENT_TEAM_GITHUB_SIGNIN_DEFAULT_ROLE", "viewer")
+
+    assert "needs Sign in with GitHub" in config_error()

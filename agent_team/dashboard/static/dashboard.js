@@ -200,7 +200,7 @@
 
   function bindAll(root) {
     applySizes(root);
-    var forms = root.querySelectorAll("form[data-answer-form]");
+    var forms = root.querySelectorAll("form[data-answer-form], form[data-note-form]");
     for (var i = 0; i < forms.length; i++) bindForm(forms[i]);
   }
 

@@ -115,3 +115,19 @@ def test_idempotency_keys_are_forgotten_by_a_tick_after_a_day(
     assert db.table_counts(coordinator.ledger)["idempotency_keys"] == 0
     again = coordinator.requests.submit_once("k-1", title="Keyed", actor=ada)
     assert again.created and again.task_id != first.task_id
+
+
+def test_github_sign_in_states_are_forgotten_by_a_tick_a_day_after_they_expired(
+    make_coordinator: MakeCoordinator,
+) -> None:
+    clock = Clock()
+    coordinator = make_coordinator(clock=clock)
+    db.save_oauth_state(coordinator.ledger, "a" * 64, next_path="/", now=clock.now)
+    clock.advance(minutes=11)  # expired, but kept: a late callback is still told why
+    coordinator.tick()
+    assert db.spend_oauth_state(coordinator.ledger, "a" * 64, now=clock.now).outcome == "expired"
+
+    clock.advance(days=1)
+    coordinator.tick()
+
+    assert db.table_counts(coordinator.ledger)["oauth_states"] == 0

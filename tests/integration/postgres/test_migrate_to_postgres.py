@@ -193,6 +193,8 @@ def _build_source(root: Path) -> Source:
         )
         assert kept.created
         assert db.set_task_status(ledger, "t-keyed", "cancelled")
+        # A GitHub sign-in begun (its state's hash only).
+        db.save_oauth_state(ledger, "e" * 64, next_path="/task/ö", now=clock.now)
 
         coordinator.answer(to_plan("running"), "approve", via="cli:tester")
         runner = threading.Thread(
