@@ -9,8 +9,13 @@ be a secret).
 
 from __future__ import annotations
 
+import difflib
+import logging
+import os
 import re
+import threading
 import tomllib
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -975,6 +980,66 @@ def _describe(error: dict[str, Any], config_file: Path | None) -> str:
     return f"{where}: {message}"
 
 
+# AGENT_TEAM_ names that are not settings: what a build's command is given (builders/command.py),
+# the test hooks, and where the browser tests copy their screenshots.
+OTHER_NAMES = frozenset(
+    {
+        "AGENT_TEAM_PLAN_FILE",
+        "AGENT_TEAM_TASK_ID",
+        "AGENT_TEAM_TASK_TITLE",
+        "AGENT_TEAM_CRASH_AT",
+        "AGENT_TEAM_CLOCK_OFFSET_S",
+        "AGENT_TEAM_SCREENSHOT_DIR",
+    }
+)
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _known_names() -> set[str]:
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields} | set(OTHER_NAMES)
+    for info in Settings.model_fields.values():
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices):
+            known |= {c.upper() for c in alias.choices if isinstance(c, str)}
+    return known
+
+
+def unknown_env_names(environ: Mapping[str, str]) -> list[str]:
+    """One line for each `AGENT_TEAM_*` variable no setting reads, naming the closest known one.
+
+    A misspelt line in `.env` or the TOML file is refused; the environment is shared with
+    other tools and so only warned about, but never in silence.
+    """
+    known = _known_names()
+    lines = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known:
+            continue
+        if upper.endswith("_API_KEY"):  # model keys are the providers' own variables
+            lines.append(
+                f"{name[:80]} is set but agent-team reads model keys from the provider's own "
+                f"variable: {upper[len(ENV_PREFIX) :][:60]}"
+            )
+            continue
+        close = difflib.get_close_matches(upper, known, n=1, cutoff=0.75)
+        hint = (
+            f"; did you mean {close[0]}?" if close else " (the README's Configuration lists them)"
+        )
+        lines.append(f"{name[:80]} is set but is not a setting agent-team knows{hint}")
+    return lines
+
+
+def _warn_unknown_env() -> None:
+    for line in unknown_env_names(os.environ):
+        with _warned_lock:
+            if line in _warned:
+                continue
+            _warned.add(line)
+        logging.getLogger(__name__).warning("%s", line)
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Build the settings from every source.
 
@@ -1012,6 +1077,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
             _describe(dict(error), config_file) for error in exc.errors(include_input=False)
         )
         raise ConfigError(f"invalid configuration: {problems}") from None
+    _warn_unknown_env()
     state = load_systemd_env().state_dir()
     if state is not None and "db_path" not in settings.model_fields_set:
         # Under systemd's StateDirectory= the ledger lives there unless set explicitly.

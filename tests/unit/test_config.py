@@ -528,3 +528,33 @@ def test_a_default_role_without_github_sign_in_is_an_error(
     monkeypatch.setenv("AGENT_TEAM_GITHUB_SIGNIN_DEFAULT_ROLE", "viewer")
 
     assert "needs Sign in with GitHub" in config_error()
+
+
+def test_a_misspelt_environment_variable_is_warned_about_with_the_closest_name(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("AGENT_TEAM_DASHBORD_PORT", "9000")
+    monkeypatch.setenv("AGENT_TEAM_QQQQQ", "1")
+    monkeypatch.setenv("AGENT_TEAM_TASK_ID", "t1")  # what a build's command is given
+    with caplog.at_level("WARNING", logger="agent_team.config"):
+        settings = load_settings()
+        load_settings()  # once per process, not at every load
+    assert settings.dashboard_port == 8765  # still ignored: the environment is shared
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "AGENT_TEAM_DASHBORD_PORT is set but is not a setting agent-team knows; "
+        "did you mean AGENT_TEAM_DASHBOARD_PORT?",
+        "AGENT_TEAM_QQQQQ is set but is not a setting agent-team knows "
+        "(the README's Configuration lists them)",
+    ]
+
+
+def test_every_setting_and_its_provider_variable_is_known() -> None:
+    from agent_team.config import unknown_env_names
+
+    names = {ENV_PREFIX + name.upper(): "x" for name in Settings.model_fields}
+    names |= {"AGENT_TEAM_CRASH_AT": "x", "OTHER_TOOL_SETTING": "x"}
+    assert unknown_env_names(names) == []
+    # Provider keys are the providers' own variables; ours with the prefix is a mistake.
+    (line,) = unknown_env_names({"AGENT_TEAM_ANTHROPIC_API_KEY": "x"})
+    assert line.endswith("from the provider's own variable: ANTHROPIC_API_KEY")
