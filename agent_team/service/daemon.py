@@ -335,9 +335,23 @@ class Daemon:
             self._threads.append(thread)
         self.notifier.ready(self._status_line())
         log.info("builds run in: %s", self.coordinator.deps.sandbox.describe())
+        self._warn_about_the_builder()
         self.announce(f"agent-team is running: {self.url}")
         self._main_loop()
         return self._shutdown()
+
+    def _warn_about_the_builder(self) -> None:
+        """Say at start what `doctor` knows: tasks would otherwise park only at their build,
+        after a person approved their plan."""
+        from agent_team.service.doctor import check_builder
+
+        found = check_builder(self.settings)
+        if not found.ok:
+            log.warning(
+                "the builder cannot run: %s; every task will park when its build starts (%s)",
+                found.detail,
+                found.fix,
+            )
 
     def _main_loop(self) -> None:
         interval = 5.0

@@ -88,3 +88,23 @@ def test_a_daemon_on_a_busy_port_exits_before_touching_the_ledger(tmp_path: Path
     with db.open_ledger(cli.db_path) as conn:
         still = db.get_question(conn, question["question_id"])
     assert still is not None and still.status == "open"
+
+
+@pytest.mark.slow
+def test_a_daemon_whose_builder_cannot_run_says_so_at_start(tmp_path: Path) -> None:
+    port = free_port()
+    env = daemon_env(tmp_path, port)
+    env.update(
+        AGENT_TEAM_BUILDER="claude-code",
+        AGENT_TEAM_CLAUDE_BIN=str(tmp_path / "no-claude-here"),
+        AGENT_TEAM_SANDBOX="none",
+    )
+    daemon = start_daemon(env=env, cwd=tmp_path, output="pipes")
+    try:
+        wait_healthy(port, daemon, timeout_s=30)
+        daemon.send_signal(signal.SIGTERM)
+        _out, err = daemon.communicate(timeout=60)
+    finally:
+        reap(daemon)
+    assert "the builder cannot run: claude-code:" in err, err
+    assert "no-claude-here" in err and "every task will park when its build starts" in err
