@@ -11,6 +11,7 @@ import importlib.util
 import shutil
 import socket
 from collections import Counter
+from urllib.parse import urlsplit
 
 from agent_team import db
 from agent_team.common.hostnames import host_allowed
@@ -176,6 +177,9 @@ def check_dashboard_port(settings: Settings) -> CheckResult:
                 f"{host}:{port} is not free ({exc.strerror})",
                 "stop what uses it (a running daemon?) or set AGENT_TEAM_DASHBOARD_PORT",
             )
+    elsewhere = _daemon_elsewhere(settings, port)
+    if elsewhere is not None:
+        return elsewhere
     try:
         writes = DashboardTokens(settings).describe()
     except ConfigError as exc:
@@ -214,6 +218,34 @@ def check_people(settings: Settings) -> CheckResult:
         )
     fix = "agent-team people add NAME --role owner" if people == [] else ""
     return CheckResult("people", True, summary, fix)
+
+
+def _daemon_elsewhere(settings: Settings, port: int) -> CheckResult | None:
+    """The daemon on this ledger serving on another port than this shell's settings say
+    (its lock file names its address): "the port is free" would mislead."""
+    if isinstance(settings.ledger_target, str):
+        return None  # PostgreSQL: several daemons share a ledger by design
+    holder = db.daemon_holder(settings.db_path)
+    if holder is None or holder.url is None:
+        return None
+    try:
+        where = urlsplit(holder.url)
+        other_host, other_port = where.hostname or "127.0.0.1", where.port
+    except ValueError:
+        return None
+    if other_port is None or other_port == port:
+        return None
+    running = probe_daemon(other_host, other_port, settings.db_path)
+    if running is None:
+        return CheckResult(
+            "dashboard port",
+            False,
+            f"a daemon runs on this ledger ({holder.describe()}) but does not answer there",
+            "see the daemon's log; a second daemon on this ledger would be refused",
+        )
+    found = _running_daemon(running, other_host, other_port)
+    note = f"; this shell's port {port} is free, but a second daemon on this ledger is refused"
+    return CheckResult(found.name, found.ok, found.detail + note, found.fix)
 
 
 def _running_daemon(running: RunningDaemon, host: str, port: int) -> CheckResult:

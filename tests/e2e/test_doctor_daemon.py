@@ -76,3 +76,20 @@ def test_doctor_fails_the_port_when_a_daemon_of_another_ledger_holds_it(
     assert result.returncode == 1, text
     assert "✗ dashboard port" in text and "another agent-team daemon" in text, text
     assert "AGENT_TEAM_DASHBOARD_PORT" in text, text
+
+
+@pytest.mark.slow
+def test_doctor_in_another_shell_finds_the_daemon_of_this_ledger_on_its_own_port(
+    tmp_path: Path, demo_daemon: tuple[subprocess.Popen[str], dict[str, str]]
+) -> None:
+    proc, env = demo_daemon
+    port = env["AGENT_TEAM_DASHBOARD_PORT"]
+    elsewhere = {**env, "AGENT_TEAM_DASHBOARD_PORT": str(free_port())}  # no port set here
+
+    result = doctor(tmp_path, elsewhere)
+
+    text = flat(result.stdout)
+    assert result.returncode == 0, text
+    assert f"127.0.0.1:{port} is in use by the agent-team daemon running on this ledger" in text
+    assert f"pid {proc.pid}" in text, text
+    assert "a second daemon on this ledger is refused" in text, text
