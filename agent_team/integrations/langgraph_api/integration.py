@@ -67,7 +67,9 @@ class LangGraphApiIntegration:
     @classmethod
     def create(cls, settings: Settings, coordinator: Coordinator) -> LangGraphApiIntegration:
         changes = TaskChanges()
-        api = LangGraphApi(coordinator, DashboardTokens(settings), changes)
+        # People's keys from the ledger count as x-api-key, as they do on the dashboard.
+        tokens = DashboardTokens(settings, keys=coordinator.ledger.snapshot)
+        api = LangGraphApi(coordinator, tokens, changes)
         return cls(LangGraphApiSettings.from_settings(settings), api, changes)
 
     def app(self) -> Starlette:

@@ -8,8 +8,9 @@ wakes at once). What they say back goes to `FollowUps`, after the ack.
 Deliveries are de-duplicated by `event_id` in the ledger (`seen_events`):
 Slack retries a slow delivery with `X-Slack-Retry-Num`, and a retry after a
 restart is still recognised. The id is written when the event changed
-something or earned a public reply (the winning answer, in the same lock as
-its compare-and-set; a refused answer's help text); a retry of the winner
+something or earned a reply (the winning answer, in the same lock as its
+compare-and-set; a refused answer's help text, or the refusal of a role or
+of someone who is not allowed, each audited once people exist); a retry of the winner
 then finds its question answered and its id claimed. Events we ignore (chatter,
 bots, edits) and late answers, which only earn a private note, cost no write:
 their de-dup is a read plus an in-memory set.
@@ -42,7 +43,9 @@ from agent_team.integrations.slack.blocks import (
 from agent_team.integrations.slack.followups import FollowUps
 from agent_team.integrations.slack.settings import SlackSettings
 from agent_team.integrations.slack.transport import SlackTransport, split_ref
+from agent_team.requests.actors import Actor
 from agent_team.requests.answers import closed_message, parse_answer
+from agent_team.requests.roles import authorize
 from agent_team.requests.task_requests import TaskRequests
 from agent_team.task_model import QuestionStatus
 
@@ -116,10 +119,11 @@ class AnswerHandler:
         if found is None:
             self._reply_to_closed(ref, user, text, channel, thread_ts, _event_id(body))
             return
-        question_id, _kind = found
+        question_id, kind = found
         event_id = _event_id(body)
         if not self.transport.answerers().may_answer(user):
             if self._claim(event_id):
+                self._audit_stranger(user, question_id, kind)
                 self.followups.later(self.followups.not_allowed, channel, user, thread_ts)
             return
         # A retry of a delivery we acted on finds its question answered (closed path
@@ -162,10 +166,12 @@ class AnswerHandler:
         if not user or not channel or not message_ts or not question_id:
             log.warning("slack button ignored: incomplete payload")
             return
+        question = db.get_question(self.transport.ledger, question_id)
         if not self.transport.answerers().may_answer(user):
+            if question is not None:
+                self._audit_stranger(user, question_id, question.kind)
             self.followups.later(self.followups.not_allowed, channel, user, message_ts)
             return
-        question = db.get_question(self.transport.ledger, question_id)
         ref = f"{channel}:{message_ts}"
         if question is None:
             self.followups.later(
@@ -240,6 +246,18 @@ class AnswerHandler:
         else:
             ack()
 
+    def _audit_stranger(self, user: str, question_id: str, kind: str) -> None:
+        """Record who tried, as the request path records a refusal (`roles.authorize`).
+
+        Someone Slack's allow-list refuses never reaches `TaskRequests`, so once people
+        decide who answers, a Slack id nobody holds would be refused unrecorded. Before
+        anyone is set up roles do not apply and nothing is written, as before.
+        """
+        try:
+            authorize(self.transport.ledger, Actor(user, "slack"), f"answer:{kind}", question_id)
+        except AccessDeniedError:
+            pass  # audited; `not_allowed` tells them how to be added
+
     def _answer_in_ledger(self, question_id: str, text: str, *, via: str) -> db.Question:
         return TaskRequests(self.transport.ledger, clock=self.clock).answer(
             question_id, text, via=via
@@ -266,7 +284,12 @@ class AnswerHandler:
             question = self._answer_fn(question_id, text, via=f"slack:{user}")
             if event_id:
                 self._claim_won(event_id, question_id)
-        except (InvalidAnswerError, AccessDeniedError) as exc:
+        except AccessDeniedError as exc:  # their role may not (audited on the request path)
+            log.info("slack answer to %s by %s refused: %s", question_id, user, exc)
+            if not quiet and self._claim(event_id):
+                self.followups.later(self.followups.refused, channel, user, thread_ts, str(exc))
+            return str(exc)
+        except InvalidAnswerError as exc:
             log.info("slack answer to %s by %s refused: %s", question_id, user, exc)
             if not quiet and self._claim(event_id):
                 self.followups.later(

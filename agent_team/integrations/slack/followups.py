@@ -235,6 +235,15 @@ class FollowUps:
             f"To answer, {self.transport.answerers().hint(user)}.",
         )
 
+    def refused(self, channel: str, user: str, thread_ts: str, problem: str) -> None:
+        """A role below what the answer needs: said to that person alone, as `not_allowed`."""
+        self.ephemeral(
+            channel,
+            user,
+            thread_ts,
+            f"{escape(problem)}. Nothing was stored; the question stays open.",
+        )
+
     def bad_answer(
         self, question_id: str, user: str, channel: str, thread_ts: str, problem: str
     ) -> None:
