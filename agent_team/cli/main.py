@@ -774,9 +774,11 @@ def answer(
     """Answer a gate question. The first answer wins; the task resumes on the next pass."""
     text = " ".join(words)
     with open_ready(ctx) as ledger:
-        responder = acting_actor(ledger, acting_as).name
+        responder = acting_actor(ledger, acting_as)
         try:
-            answered = _requests(ctx, ledger).answer(question_id, text, via=f"cli:{responder}")
+            answered = _requests(ctx, ledger).answer(
+                question_id, text, via=f"cli:{responder.name}", actor=responder
+            )
         except InvalidAnswerError:
             asked = db.get_question(ledger, question_id)
             if asked is None or asked.kind != QuestionKind.PULL_REQUEST:

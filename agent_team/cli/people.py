@@ -107,8 +107,16 @@ def people_list(ctx: typer.Context, as_json: JsonOpt = False, acting_as: AsOptio
     live = {
         p.name: sum(1 for k in keys if k.name == p.name and k.revoked_at is None) for p in people
     }
+    used = {
+        p.name: max(
+            (k.last_used_at for k in keys if k.name == p.name and k.last_used_at), default=None
+        )
+        for p in people
+    }
     if as_json:
-        print_json([asdict(p) | {"keys": live[p.name]} for p in people])
+        print_json(
+            [asdict(p) | {"keys": live[p.name], "key_last_used_at": used[p.name]} for p in people]
+        )
         return
     if not people:
         out.print("nobody yet: agent-team people add NAME --role owner")
@@ -116,7 +124,7 @@ def people_list(ctx: typer.Context, as_json: JsonOpt = False, acting_as: AsOptio
     for p in people:
         out.print(
             f"{p.name}  {p.role}  slack={p.slack_id or '-'}  github={p.github_login or '-'}  "
-            f"keys={live[p.name]}"
+            f"keys={live[p.name]}  last used={(used[p.name] or '-')[:19].replace('T', ' ')}"
         )
 
 

@@ -84,7 +84,7 @@ def acting_actor(reader: db.Reader, acting_as: str | None) -> Actor:
             soft_wrap=True,
         )
         raise typer.Exit(2)
-    return Actor(name, "cli")
+    return Actor(name, "cli", as_person=True)
 
 
 @dataclass

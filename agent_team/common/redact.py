@@ -20,6 +20,7 @@ _PATTERNS = (
     re.compile(r"github_pat_[A-Za-z0-9_]{20,}"),
     re.compile(r"sk-(?:ant-)?[A-Za-z0-9_-]{16,}"),  # Anthropic / OpenAI keys
     re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key ids
+    re.compile(r"atk_[a-z0-9]{12}_[A-Za-z0-9_-]{20,}"),  # our own keys (agent-team key add)
     re.compile(r"(?i)(authorization:\s*(?:bearer|basic|token)\s+)\S+"),
     re.compile(r"(?i)(https?://)[^/\s:@]+:[^/\s@]+(?=@)"),  # credentials in URLs
 )

@@ -41,6 +41,7 @@ from agent_team.dashboard.api_common import (
     no_other_fields,
     repo_field,
     text_field,
+    writer,
 )
 from agent_team.dashboard.auth import AuthRefused, Caller
 from agent_team.dashboard.context import DashboardContext
@@ -348,10 +349,7 @@ class _Api:
 
     def _authorize(self, request: Request) -> Caller:
         """A bearer token, or a signed-in session with its CSRF token (see `auth`)."""
-        try:
-            return self.ctx.auth.authorize_write(request)
-        except AuthRefused as exc:
-            raise ApiError(exc.status, exc.message, headers=exc.headers) from None
+        return writer(self.ctx, request)
 
     async def submit_task(self, request: Request) -> Response:
         caller = self._authorize(request)

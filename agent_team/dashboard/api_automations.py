@@ -32,8 +32,8 @@ from agent_team.dashboard.api_common import (
     json_out,
     no_other_fields,
     repo_field,
+    writer,
 )
-from agent_team.dashboard.auth import AuthRefused
 from agent_team.dashboard.context import DashboardContext
 from agent_team.dashboard.task_filters import integer
 from agent_team.reports import triage
@@ -88,10 +88,7 @@ class _AutomationsApi:
         self.json = json_out(ctx)
 
     def _actor(self, request: Request) -> Actor:
-        try:
-            return self.ctx.auth.authorize_write(request).actor()
-        except AuthRefused as exc:
-            raise ApiError(exc.status, exc.message, headers=exc.headers) from None
+        return writer(self.ctx, request).actor()
 
     def _now(self) -> datetime:
         return self.ctx.clock()

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from agent_team import db
 from agent_team.common.bounded_json import BadJson, loads_bounded
 from agent_team.common.redact import redact_deep
 from agent_team.common.repo_spec import checked_repo
+from agent_team.dashboard.auth import AuthRefused
 from agent_team.dashboard.task_filters import BadParameter
 from agent_team.exceptions import (
     AccessDeniedError,
@@ -38,6 +40,7 @@ from agent_team.exceptions import (
 )
 
 if TYPE_CHECKING:
+    from agent_team.dashboard.auth import Caller
     from agent_team.dashboard.context import DashboardContext
 
 __all__ = [
@@ -54,6 +57,7 @@ __all__ = [
     "repo_field",
     "text_field",
     "translate",
+    "writer",
 ]
 
 log = logging.getLogger("agent_team.dashboard.api")
@@ -82,6 +86,33 @@ class ApiError(Exception):
         return JSONResponse(
             {"error": self.message, **self.extra}, status_code=self.status, headers=self.headers
         )
+
+
+SHARED_TOKEN_REFUSED = (
+    "the shared (unnamed) dashboard token may not change anything once people are set up, "
+    "nor say who is acting: use your own key (agent-team key add NAME) or sign in with it"
+)
+
+
+def writer(ctx: DashboardContext, request: Request) -> Caller:
+    """Who writes: a bearer key or a session with its CSRF token (`auth.authorize_write`).
+
+    Once people decide, the unnamed token, which names nobody and lets its holder type a
+    name, is refused here for every write; before, it works as it always did.
+
+    Raises:
+        ApiError: 401/403 from the auth check, or 403 for the shared token.
+    """
+    try:
+        caller = ctx.auth.authorize_write(request)
+    except AuthRefused as exc:
+        raise ApiError(exc.status, exc.message, headers=exc.headers) from None
+    if caller.name is None:
+        with ctx.read() as view:
+            people = db.list_people_exist(view)
+        if people:
+            raise ApiError(403, SHARED_TOKEN_REFUSED, extra={"needed_role": "a person's key"})
+    return caller
 
 
 class RedactedJSON(JSONResponse):

@@ -65,6 +65,7 @@ def create_app(ctx: DashboardContext, extra_routes: Sequence[BaseRoute] = ()) ->
                 writes=SlidingWindow(settings.limit_writes_per_min, clock=ctx.ticks),
                 sign_ins=SlidingWindow(settings.limit_logins_per_min, clock=ctx.ticks),
                 api_origins=settings.langgraph_api_origins if settings.langgraph_api else (),
+                session_subject=ctx.auth.session_subject,
             )
         )
     if settings.reads_need_token:

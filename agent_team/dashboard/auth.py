@@ -28,7 +28,7 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, quote, urlsplit
@@ -162,15 +162,21 @@ def safe_next(raw: str | None) -> str:
 class Auth:
     """Tokens, the session key and the checks, for one dashboard."""
 
-    def __init__(self, settings: Settings, keys: KeyReader | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        keys: KeyReader | None = None,
+        touch: Callable[[str], None] | None = None,
+    ) -> None:
         """Raises ConfigError: a bad tokens file (see `DashboardTokens`).
 
         Args:
             keys: how to read people's keys and the people themselves from the ledger
                 (None: configured tokens only, and no GitHub sign-in).
+            touch: notes a key's last use (see `DashboardTokens`).
         """
         self.settings = settings
-        self.tokens = DashboardTokens(settings, keys)
+        self.tokens = DashboardTokens(settings, keys, touch)
         self._read = keys
         self._key: bytes | None = None
 
@@ -235,17 +241,33 @@ class Auth:
         payload = {"n": token.name, "t": token.tag(key), "s": secrets.token_urlsafe(16)}
         return str(self._serializer(key).dumps(payload))
 
-    def person_session_cookie(self, name: str, github_login: str) -> str:
-        """A session for the person `name`, signed in with GitHub as `github_login`."""
+    def person_session_cookie(self, person: db.Person, github_login: str) -> str:
+        """A session for `person`, signed in with GitHub as `github_login`; bound to this
+        very row (its `created_at`), so removing and adding them again ends it too."""
         key = self._session_key(create=True)
         assert key is not None
         payload = {
             "k": _GITHUB_KIND,
-            "n": name,
+            "n": person.name,
             "g": github_login.lower(),
+            "c": person.created_at,
             "s": secrets.token_urlsafe(16),
         }
         return str(self._serializer(key).dumps(payload))
+
+    def session_subject(self, cookie: str) -> str | None:
+        """Whose a session cookie is, by its signature only (the rate limits' key: cheap, no
+        ledger read); None for a cookie this dashboard did not sign or that expired."""
+        key = self._session_key(create=False)
+        if key is None or len(cookie) > 4096:
+            return None
+        try:
+            data = self._serializer(key).loads(cookie, max_age=self.max_age_s)
+        except BadSignature:
+            return None
+        if not isinstance(data, dict):
+            return None
+        return f"{data.get('k', 'token')}:{data.get('n')}:{data.get('t') or data.get('g')}"
 
     def viewer(self, request: Request) -> Viewer | None:
         """The person signed in on this request, or None; checked once per request."""
@@ -273,10 +295,10 @@ class Auth:
         if not isinstance(session_id, str) or not session_id.isascii():
             return None
         if data.get("k") == _GITHUB_KIND:
-            login = data.get("g")
+            login, since = data.get("g"), data.get("c")
             if not isinstance(name, str) or not isinstance(login, str):
                 return None
-            if not self._person_holds(name, login):
+            if not isinstance(since, str) or not self._person_holds(name, login, since):
                 return None  # signed in with GitHub, but removed or given another login since
             return Viewer(name=name, csrf=self._csrf_for(key, session_id))
         tag = data.get("t")
@@ -286,8 +308,9 @@ class Auth:
             return None  # the token was removed or changed since
         return Viewer(name=name, csrf=self._csrf_for(key, session_id))
 
-    def _person_holds(self, name: str, login: str) -> bool:
-        """Whether GitHub sign-in is on and `name` is still a person with that login."""
+    def _person_holds(self, name: str, login: str, since: str) -> bool:
+        """Whether GitHub sign-in is on and `name` is still the same person (the row made at
+        `since`) with that login."""
         if not self.github_on or self._read is None:
             return False
         try:
@@ -296,7 +319,7 @@ class Auth:
         except Exception as exc:  # the ledger cannot be read: nobody is signed in (fail closed)
             log.debug("dashboard sessions: the ledger could not be read: %s", exc)
             return False
-        return person is not None and person.github_login == login
+        return person is not None and person.github_login == login and person.created_at == since
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -43,7 +43,11 @@ class DashboardContext:
 
     def __post_init__(self) -> None:
         """The tokens are resolved here, so a bad tokens file stops the start (ConfigError)."""
-        self.auth = Auth(self.settings, keys=self.read)
+        self.auth = Auth(self.settings, keys=self.read, touch=self._touch_key)
+
+    def _touch_key(self, key_id: str) -> None:
+        with self.write() as ledger:
+            db.touch_key(ledger, key_id, self.clock())
 
     @contextmanager
     def read(self) -> Iterator[db.Reader]:

@@ -124,7 +124,8 @@ class _GitHubLogin:
             return response
         except LedgerError as exc:
             return failure_page(request, exc)
-        name, login = person
+        found, login = person
+        name = found.name
         log.info("dashboard: %s signed in with GitHub (%s)", name, login)
         note_who(request.scope, name)
         target = self._base(request) + next_path
@@ -135,7 +136,7 @@ class _GitHubLogin:
         secure = auth.secure_cookies(request)
         response.set_cookie(
             SESSION_COOKIE,
-            auth.person_session_cookie(name, login),
+            auth.person_session_cookie(found, login),
             max_age=auth.max_age_s,
             path="/",
             secure=secure,
@@ -148,8 +149,8 @@ class _GitHubLogin:
         self._forget_state(request, response)
         return response
 
-    async def _sign_in(self, request: Request) -> tuple[str, tuple[str, str]]:
-        """(where to go, (the person's name, their login)); else SignInRefusedError."""
+    async def _sign_in(self, request: Request) -> tuple[str, tuple[db.Person, str]]:
+        """(where to go, (the person, their login)); else SignInRefusedError."""
         query = request.query_params
         state = query.get("state", "")[:_MAX_PARAM_CHARS]
         cookie = request.cookies.get(STATE_COOKIE, "")
@@ -177,10 +178,10 @@ class _GitHubLogin:
             raise SignInRefusedError("GitHub's answer carries no sign-in code; start again")
         login = await self.oauth.login_of(code, redirect_uri=self._callback_url(request))
 
-        def person() -> tuple[str, str]:
+        def person() -> tuple[db.Person, str]:
             with self.ctx.write() as ledger:
                 found = self._sign_ins(ledger).person_for(login)
-            return found.name, login
+            return found, login
 
         return next_path, await run_in_threadpool(person)
 

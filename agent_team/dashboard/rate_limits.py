@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -79,6 +79,8 @@ def _digest(secret: str) -> str:
 
 def _presented_key(path: str, headers: Headers) -> str | None:
     """The key a request carries, unchecked: a bearer token, or the LangGraph API's key."""
+    if path.startswith("/langgraph/") and headers.get("x-api-key"):
+        return headers.get("x-api-key")  # the key it checks, whatever else comes along
     header = headers.get("authorization")
     if header is not None:
         scheme, _, given = header.partition(" ")
@@ -106,9 +108,17 @@ class RateLimits:
         writes: SlidingWindow,
         sign_ins: SlidingWindow,
         api_origins: Collection[str] = (),
+        session_subject: Callable[[str], str | None] = lambda _cookie: None,
     ) -> None:
-        """`api_origins`: the browser origins the LangGraph API answers (its CORS), so an
-        app on one of them can read a 429 and its `Retry-After` too."""
+        """
+        Args:
+            api_origins: the browser origins the LangGraph API answers (its CORS), so an
+                app on one of them can read a 429 and its `Retry-After` too.
+            session_subject: whose a session cookie is, from its signature alone (no
+                ledger read): every sign-in of one key shares its budget, and a cookie
+                that is not ours counts as its address.
+        """
+        self.session_subject = session_subject
         self.app = app
         self.writes = writes
         self.sign_ins = sign_ins
@@ -138,7 +148,9 @@ class RateLimits:
             await self._refused(scope, "sign-in", wait, self.sign_ins.limit)(scope, receive, send)
             return
         if self.writes.enabled and (_is_write(method, path) or path == GITHUB_START_PATH):
-            wait = self.writes.acquire(self._writer(key, headers, address))
+            anonymous = path == GITHUB_START_PATH  # a sign-in begins signed out
+            writer = "address:" + address if anonymous else self._writer(key, headers, address)
+            wait = self.writes.acquire(writer)
             if wait:
                 await self._refused(scope, "write", wait, self.writes.limit)(scope, receive, send)
                 return
@@ -170,13 +182,13 @@ class RateLimits:
             response.headers.update(answer_headers(origin))
         return response
 
-    @staticmethod
-    def _writer(key: str | None, headers: Headers, address: str) -> str:
+    def _writer(self, key: str | None, headers: Headers, address: str) -> str:
         if key is not None:
             return "key:" + _digest(key)
         session = cookie_parser(headers.get("cookie", "")).get(SESSION_COOKIE)
-        if session:
-            return "session:" + _digest(session)
+        subject = self.session_subject(session) if session else None
+        if subject is not None:
+            return "session:" + _digest(subject)
         return "address:" + address
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "check_person_name",
     "check_role_name",
     "find_key",
+    "get_key",
     "get_person",
     "list_keys",
     "list_people",
@@ -73,12 +74,19 @@ class ApiKey:
     revoked_at: str | None
 
 
+# Names the audit log already gives to what is not a person (the shared dashboard token,
+# the daemon itself, the CLI without a user): a person so named would inherit their rows.
+RESERVED_NAMES = frozenset({"token", "agent-team", "unknown", "nobody", "ci"})
+
+
 def check_person_name(name: str) -> str:
     if not _NAME.match(name or ""):
         raise LedgerInputError(
             f"name: {name[:40]!r} is not a person's name (letters, digits, '.', '_', '-'; "
             "up to 64, starting with a letter or a digit)"
         )
+    if name.lower() in RESERVED_NAMES:
+        raise LedgerInputError(f"name: {name!r} is reserved (the audit log uses it); pick another")
     return name
 
 
@@ -284,6 +292,11 @@ def revoke_keys(ledger: Ledger, name: str, *, audit: AuditEntry | None = None) -
         return int(count)
 
     return ledger.write(work)
+
+
+def get_key(reader: Reader, key_id: str) -> ApiKey | None:
+    """A key's row by its id, live or revoked."""
+    return fetch_record(reader, ApiKey, "SELECT * FROM api_keys WHERE key_id = ?", (key_id,))
 
 
 def find_key(reader: Reader, key_id: str) -> tuple[ApiKey, Person] | None:

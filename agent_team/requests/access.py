@@ -25,6 +25,8 @@ import hmac
 import logging
 import os
 import secrets
+import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 from agent_team import db
 from agent_team.config import parse_named_tokens
 from agent_team.exceptions import ConfigError
-from agent_team.requests.people import verify_key
+from agent_team.requests.people import imported_key_id, verify_key
 
 if TYPE_CHECKING:
     from agent_team.config import Settings
@@ -55,6 +57,7 @@ _T = TypeVar("_T")
 KeyReader = Callable[[], AbstractContextManager[db.Reader]]
 
 DEMO_TOKEN_FILE = "dashboard-token"
+TOUCH_EVERY_S = 600.0  # how often a key's last use is written down
 _TOKENS_SETTING = "AGENT_TEAM_DASHBOARD_TOKENS"
 _TOKENS_FILE_SETTING = "AGENT_TEAM_DASHBOARD_TOKENS_FILE"
 _TOKEN_SETTING = "AGENT_TEAM_DASHBOARD_TOKEN"
@@ -175,12 +178,19 @@ class DashboardTokens:
     Such a token's `secret` is the key's hash (the key itself is never kept).
     """
 
-    def __init__(self, settings: Settings, keys: KeyReader | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        keys: KeyReader | None = None,
+        touch: Callable[[str], None] | None = None,
+    ) -> None:
         """Apply the rule once; a bad setting or token file stops the start here.
 
         Args:
             keys: how to read the ledger for people's keys (one short read per check);
                 None: configured tokens only.
+            touch: notes a key's use (`db.touch_key`); called at most every
+                `TOUCH_EVERY_S` per key, so a busy script costs no write per request.
 
         Raises:
             ConfigError: a tokens file that is missing, unreadable or malformed, or the
@@ -209,6 +219,9 @@ class DashboardTokens:
         self._check_unique(self.current())
         self._describe_sources = self._sources(settings)
         self._keys = keys
+        self._touch = touch
+        self._touched: dict[str, float] = {}
+        self._touched_lock = threading.Lock()
 
     @staticmethod
     def _check_unique(tokens: Sequence[DashboardToken]) -> None:
@@ -255,13 +268,20 @@ class DashboardTokens:
         for token in self.current():
             if hmac.compare_digest(given_bytes, token.secret.encode("utf-8")):
                 found = token
+        if found is not None and self._revoked_in_ledger(found):
+            return None
         if found is None and given.strip():  # a minted key, or a token imported into the ledger
 
-            def person_of(reader: db.Reader) -> DashboardToken | None:
+            def person_of(reader: db.Reader) -> tuple[DashboardToken, str] | None:
                 hit = verify_key(reader, given)
-                return None if hit is None else DashboardToken(hit[1].name, hit[0].key_hash)
+                if hit is None:
+                    return None
+                return DashboardToken(hit[1].name, hit[0].key_hash), hit[0].key_id
 
-            found = self._read_keys(person_of, None)
+            from_ledger = self._read_keys(person_of, None)
+            if from_ledger is not None:
+                found, key_id = from_ledger
+                self._used(key_id)
         return found
 
     def by_tag(self, name: str | None, tag: str, key: bytes) -> DashboardToken | None:
@@ -270,20 +290,48 @@ class DashboardTokens:
         for token in self.current():
             if token.name == name and hmac.compare_digest(token.tag(key), tag):
                 found = token
+        if found is not None and self._revoked_in_ledger(found):
+            return None
         if found is None and name is not None:
 
-            def live(reader: db.Reader) -> list[DashboardToken]:
+            def live(reader: db.Reader) -> list[tuple[DashboardToken, str]]:
                 return [
-                    DashboardToken(name, k.key_hash)
+                    (DashboardToken(name, k.key_hash), k.key_id)
                     for k in db.list_keys(reader, name)
                     if k.revoked_at is None
                 ]
 
-            nothing: list[DashboardToken] = []
-            for token in self._read_keys(live, nothing):
+            nothing: list[tuple[DashboardToken, str]] = []
+            for token, key_id in self._read_keys(live, nothing):
                 if hmac.compare_digest(token.tag(key), tag):
                     found = token
+                    self._used(key_id)
         return found
+
+    def _used(self, key_id: str) -> None:
+        """Keep the key's `last_used_at` (at most every `TOUCH_EVERY_S`; never fails a check)."""
+        if self._touch is None:
+            return
+        now = time.monotonic()
+        with self._touched_lock:
+            last = self._touched.get(key_id)
+            if last is not None and now - last < TOUCH_EVERY_S:
+                return
+            self._touched[key_id] = now
+        try:
+            self._touch(key_id)
+        except Exception as exc:  # a busy or read-only ledger: the use is simply not noted
+            log.debug("dashboard keys: last use of %s not noted: %s", key_id, exc)
+
+    def _revoked_in_ledger(self, token: DashboardToken) -> bool:
+        """A configured token imported into the ledger and revoked (or rotated away) there:
+        the copy still in the environment or the file must not bring it back."""
+
+        def revoked(reader: db.Reader) -> bool:
+            row = db.get_key(reader, imported_key_id(token.secret))
+            return row is not None and row.revoked_at is not None
+
+        return self._read_keys(revoked, False)
 
     def outside_ledger(self) -> tuple[DashboardToken, ...]:
         """The named tokens an operator configured (the setting and the file), which

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_team import db
@@ -21,8 +21,12 @@ __all__ = ["INTERNAL", "Actor", "cli_actor"]
 
 @dataclass(frozen=True)
 class Actor:
+    """`as_person`: the CLI's `--as NAME` (checked with that person's role); the CLI's own
+    operating-system user is the local operator, an owner, even if a person shares the name."""
+
     name: str
     via: str
+    as_person: bool = field(default=False, compare=False)
 
     @classmethod
     def from_via(cls, via: str) -> Actor:

@@ -12,7 +12,8 @@ ledger learns from a sign-in is decided here:
   `AGENT_TEAM_GITHUB_SIGNIN_DEFAULT_ROLE` names a role: then a person named
   after the login is added with it, audited as done by that GitHub account.
   The setting cannot be `owner` (`config.py`): an account nobody added never
-  becomes an owner by signing in.
+  becomes an owner by signing in; and nobody is added before the team has an
+  owner, since the first person switches roles on for every surface.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from datetime import datetime
 from agent_team import db
 from agent_team.exceptions import LedgerInputError, SignInRefusedError
 from agent_team.requests.actors import Actor
+from agent_team.task_model import Role
 
 __all__ = ["GitHubSignIns", "state_hash"]
 
@@ -95,6 +97,15 @@ class GitHubSignIns:
         if self.default_role is None:
             raise SignInRefusedError(
                 f"the GitHub account {login} is not one of this team's people; ask an owner "
+                f"to add you: {_hint(login)}",
+                status=403,
+            )
+        if not any(p.role == Role.OWNER.value for p in db.list_people(self.ledger)):
+            # The first person would switch roles on for every surface; an owner decides that.
+            raise SignInRefusedError(
+                f"the GitHub account {login} is not one of this team's people, and people are "
+                "added on their first sign-in only once the team has an owner; ask the "
+                f"operator to set one up first (agent-team people add NAME --role owner), or "
                 f"to add you: {_hint(login)}",
                 status=403,
             )

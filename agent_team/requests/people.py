@@ -56,7 +56,7 @@ class Imported:
 
     name: str
     added_as: str | None  # the role a new person was given; None: they existed
-    key_id: str | None  # None: this token was imported before
+    key_id: str | None  # None: this token was imported before (and maybe revoked since)
 
 
 def hash_key(key: str) -> str:
@@ -152,6 +152,9 @@ class PeopleRequests:
         done: list[Imported] = []
         for name, token in tokens:
             key_id = imported_key_id(token)
+            if db.get_key(self.ledger, key_id) is not None:  # imported before (maybe revoked)
+                done.append(Imported(name, None, None))
+                continue
             added = None
             if db.get_person(self.ledger, name) is None:
                 db.add_person(
@@ -161,9 +164,6 @@ class PeopleRequests:
                     audit=actor.entry("person_add", name, {"role": role, "from": "token"}),
                 )
                 added = role
-            if db.find_key(self.ledger, key_id) is not None:
-                done.append(Imported(name, added, None))
-                continue
             db.add_key(
                 self.ledger,
                 name=name,

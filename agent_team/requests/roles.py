@@ -15,11 +15,12 @@ from agent_team.exceptions import AccessDeniedError
 from agent_team.requests.actors import Actor
 from agent_team.task_model import QuestionKind, Role
 
-__all__ = ["ACTIONS", "authorize", "check_role", "needed_role", "role_of"]
+__all__ = ["ACTIONS", "allowed", "authorize", "check_role", "needed_role", "role_of"]
 
 # Who acts for the daemon itself: code, automations, GitHub's watcher telling of a merge.
 _UNGOVERNED_VIAS = frozenset({"internal", "automation"})
 NOT_A_PERSON = "nobody"  # the role of an identity no person holds: refused everything
+_TARGET_CHARS = 200  # an audit row's target (a long id from a URL is cut, never refused)
 
 ACTIONS: dict[str, Role] = {
     "read": Role.VIEWER,
@@ -66,9 +67,11 @@ def role_of(ledger: db.Reader, actor: Actor) -> str | None:
     None: no person is set up yet (every surface works as before, its own
     allow-list deciding); code acting for itself (`internal`, automations,
     GitHub's watcher telling of a merge or of CI); the local operator on the CLI
-    (an owner) unless `--as` names a person; a dashboard token no person holds
-    (the configured tokens keep working for a release). A Slack user id or a
-    GitHub login no person holds fails closed (`NOT_A_PERSON`).
+    (an owner) unless `--as` names a person. Anything else names a person or
+    fails closed (`NOT_A_PERSON`): a Slack user id or GitHub login no person
+    holds, and a dashboard or LangGraph API token whose name is nobody's (a
+    removed person's token, the shared unnamed one): once people decide, a
+    credential acts only as one of them.
     """
     if actor.via in _UNGOVERNED_VIAS or not db.list_people_exist(ledger):
         return None
@@ -79,11 +82,17 @@ def role_of(ledger: db.Reader, actor: Actor) -> str | None:
         if actor.name == "ci" or "/" in actor.name:  # the watcher: CI, a merge or a close
             return None
         person = db.person_by_github(ledger, actor.name)
-    else:  # cli, dashboard, langgraph-api: a person's name
+    elif actor.via == "cli" and not actor.as_person:
+        return None  # the local operator, who can read the ledger's file
+    else:  # cli --as, dashboard, langgraph-api: a person's name
         person = db.get_person(ledger, actor.name)
-        if person is None:
-            return None
     return person.role if person is not None else NOT_A_PERSON
+
+
+def allowed(ledger: db.Reader, actor: Actor, action: str) -> bool:
+    """Whether `actor` may do `action`, without auditing (a watcher's repeated look)."""
+    role = role_of(ledger, actor)
+    return role is None or (role != NOT_A_PERSON and Role(role).rank >= needed_role(action).rank)
 
 
 def authorize(ledger: db.Ledger, actor: Actor, action: str, target: str) -> None:
@@ -106,6 +115,9 @@ def authorize(ledger: db.Ledger, actor: Actor, action: str, target: str) -> None
         check_role(role, action, who=actor.name)
     except AccessDeniedError as exc:
         db.record_audit(
-            ledger, actor.entry("refused", target, {"action": action, "needed": exc.needed})
+            ledger,
+            actor.entry(
+                "refused", target[:_TARGET_CHARS], {"action": action, "needed": exc.needed}
+            ),
         )
         raise

@@ -188,15 +188,21 @@ class TaskRequests:
         *,
         via: str,
         events: Sequence[db.NewPrEvent] = (),
+        actor: Actor | None = None,
     ) -> db.Question:
         """Record the first valid answer and its `resume` command (see `inbox.submit_answer`).
+
+        Args:
+            actor: who answers, when `via` cannot say it all (the CLI's `--as`); by
+                default read from `via`.
 
         Raises:
             AccessDeniedError: the person's role may not answer this kind (audited).
         """
         question = db.get_question(self.ledger, question_id)
         if question is not None:
-            authorize(self.ledger, Actor.from_via(via), f"answer:{question.kind}", question_id)
+            who = actor or Actor.from_via(via)
+            authorize(self.ledger, who, f"answer:{question.kind}", question_id)
         answered = inbox.submit_answer(
             self.ledger, question_id, text, via=via, now=self.clock(), events=events
         )

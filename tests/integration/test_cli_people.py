@@ -208,3 +208,16 @@ def test_notes_on_a_task_follow_the_role_table_and_show(home: Path) -> None:
     assert "cy via cli:" in shown and "the staging DB is down" in shown
     report = json.loads(ok(home, "show", "t1", "--json"))
     assert [(n["who"], n["text"]) for n in report["notes"]] == [("cy", "the staging DB is down")]
+
+
+def test_the_local_operator_stays_an_owner_when_a_person_shares_their_user_name(
+    home: Path,
+) -> None:
+    me = {"USER": "ops", "LOGNAME": "ops"}  # getpass.getuser() reads these first
+    db_args = ("--db", str(home / "agent-team.db"))
+    added = run_cli(home, *db_args, "people", "add", "ops", "--role", "viewer", env=me)
+    assert added.returncode == 0, added.stderr
+    again = run_cli(home, *db_args, "people", "add", "cy", "--role", "viewer", env=me)
+    assert again.returncode == 0, again.stderr  # the operator, not the viewer "ops"
+    as_ops = run_cli(home, *db_args, "people", "add", "di", "--role", "viewer", "--as", "ops")
+    assert as_ops.returncode == 3, as_ops.stderr  # --as names the person: their role

@@ -106,6 +106,13 @@ def test_aws_access_key_ids_are_redacted_and_lookalikes_kept() -> None:
     assert redact(kept) == kept
 
 
+def test_our_own_keys_are_redacted_wherever_they_are_pasted() -> None:
+    key = "atk_" + "k3y1d0000000" + "_" + "S" * 43
+    assert redact(f"note: my key is {key}, oops") == "note: my key is [redacted], oops"
+    assert redact(f"/api/tasks?{key}=1") == "/api/tasks?[redacted]=1"
+    assert redact("atk_short_thing") == "atk_short_thing"
+
+
 def test_an_access_line_carries_its_fields_in_json_redacted() -> None:
     """The access log's parts go under `http`, so a log store can query them by field."""
     token = "ghp_" + "b" * 36

@@ -44,7 +44,10 @@ from agent_team.integrations.github.ci_watch import CiWatch
 from agent_team.integrations.github.intake import GitHubClient, GitHubError
 from agent_team.integrations.github.pulls import PullRequests, PullState
 from agent_team.integrations.github.wire import Wire, checked
+from agent_team.requests.actors import Actor
+from agent_team.requests.roles import allowed, authorize
 from agent_team.requests.task_requests import TaskRequests
+from agent_team.task_model import QuestionKind
 
 __all__ = ["FIX_COMMANDS", "MARKER", "PullRequestWatcher", "WatchReport"]
 
@@ -56,6 +59,7 @@ FIX_COMMANDS = ("/agent-team fix", "/fix-review")
 # A review or comment longer than this is cut for the follow-up's instructions.
 BODY_CHARS = 4000
 MAX_ITEMS = 50
+_ANSWER_ACTION = f"answer:{QuestionKind.PULL_REQUEST.value}"  # what a reviewer's feedback does
 # A 304 says the PR itself is unchanged; reviews and comments are read again at least
 # this often anyway, in case a new one did not move the PR's own ETag.
 FULL_READ_EVERY_S = 300.0
@@ -345,13 +349,28 @@ class PullRequestWatcher:
         return bool(re.search(rf"(^|[^\w@-]){re.escape(self.handle)}(?![\w-])", lowered))
 
     def _allowed(self, key: str, where: str, user: str | None) -> bool:
-        if user is not None and user.lower() in self.reviewers:
+        """On the reviewers' list and, once people decide, a login whose role may answer.
+
+        Each item is judged by its own author (a maintainer's review must not carry a
+        stranger's comment along); a refusal is audited once per item and process.
+        """
+        if user is None or user.lower() not in self.reviewers:
+            self._tell(
+                key,
+                f"{where}: {key} by {user or 'a deleted account'} ignored: not on "
+                "AGENT_TEAM_GITHUB_REVIEWERS",
+            )
+            return False
+        actor = Actor(user, "github")
+        if allowed(self.ledger, actor, _ANSWER_ACTION):
             return True
-        self._tell(
-            key,
-            f"{where}: {key} by {user or 'a deleted account'} ignored: not on "
-            "AGENT_TEAM_GITHUB_REVIEWERS",
-        )
+        with self._told_lock:
+            first = f"role:{key}" not in self._told
+        if first:
+            try:
+                authorize(self.ledger, actor, _ANSWER_ACTION, key)
+            except AccessDeniedError as exc:
+                self._tell(f"role:{key}", f"{where}: {key} ignored: {exc}")
         return False
 
     def _tell(self, key: str, line: str) -> None:

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount
 
+from agent_team import db
 from agent_team.config import Settings
 from agent_team.integrations.langgraph_api.cors import Cors
 from agent_team.integrations.langgraph_api.follow import TaskChanges
@@ -68,7 +69,11 @@ class LangGraphApiIntegration:
     def create(cls, settings: Settings, coordinator: Coordinator) -> LangGraphApiIntegration:
         changes = TaskChanges()
         # People's keys from the ledger count as x-api-key, as they do on the dashboard.
-        tokens = DashboardTokens(settings, keys=coordinator.ledger.snapshot)
+        tokens = DashboardTokens(
+            settings,
+            keys=coordinator.ledger.snapshot,
+            touch=lambda key_id: db.touch_key(coordinator.ledger, key_id, coordinator.clock()),
+        )
         api = LangGraphApi(coordinator, tokens, changes)
         return cls(LangGraphApiSettings.from_settings(settings), api, changes)
 

@@ -436,7 +436,19 @@ def test_a_default_role_never_takes_another_persons_name(
         assert made.rows() == before
 
 
-@pytest.mark.parametrize("change", ["remove", "relogin"])
+def test_a_default_role_adds_nobody_before_the_team_has_an_owner(
+    seeded: Seeded, coordinator: FakeCoordinator, github: FakeGitHubOAuth
+) -> None:
+    github.signed_in_as = "First-Comer"
+    made = _dashboard(seeded, coordinator, github, github_signin_default_role="maintainer")
+    with made.client:
+        before = made.rows()
+        _refused(made, made.sign_in(), 403, "once the team has an owner")
+        assert made.rows() == before
+        assert db.list_people(coordinator.ledger) == []  # roles stay off
+
+
+@pytest.mark.parametrize("change", ["remove", "relogin", "readd"])
 def test_removing_the_person_or_their_login_ends_the_session_at_once(
     dash: Dashboard, team: PeopleRequests, change: str
 ) -> None:
@@ -445,6 +457,9 @@ def test_removing_the_person_or_their_login_ends_the_session_at_once(
 
     if change == "remove":
         team.remove("ada", actor=INTERNAL)
+    elif change == "readd":  # removed and added again: an old sign-in does not come back
+        team.remove("ada", actor=INTERNAL)
+        team.add("ada", "maintainer", github_login="ada-l", actor=INTERNAL)
     else:
         team.remove("ada", actor=INTERNAL)
         team.add("ada", "maintainer", github_login="someone-else", actor=INTERNAL)
@@ -548,3 +563,19 @@ def test_no_callback_is_a_server_error_or_signs_anyone_in(
     assert response.status_code == 400, response.text[:300]
     assert _session(response) is None
     assert dash.rows("oauth_states") == before
+
+
+def test_beginning_sign_ins_counts_per_address_whatever_cookie_comes_along(
+    seeded: Seeded, coordinator: FakeCoordinator, github: FakeGitHubOAuth
+) -> None:
+    made = _dashboard(seeded, coordinator, github, limit_writes_per_min=3)
+    with made.client:
+        statuses = [
+            made.client.get(
+                "/login/github",
+                headers={"Cookie": f"{SESSION_COOKIE}=made-up-{n}"},
+                follow_redirects=False,
+            ).status_code
+            for n in range(5)
+        ]
+    assert statuses == [303, 303, 303, 429, 429], statuses

@@ -23,6 +23,7 @@ from tests.integration.dashboard.conftest import (
     FakeCoordinator,
     Seeded,
     auth,
+    csrf_of,
     make_settings,
     sign_in,
 )
@@ -240,3 +241,48 @@ def test_a_429_on_the_langgraph_api_can_be_read_by_a_listed_origin_only(
     assert "retry-after" in listed.headers["access-control-expose-headers"]
     assert "Origin" in listed.headers["vary"]
     assert "access-control-allow-origin" not in other.headers
+
+
+def test_no_header_buys_a_fresh_budget(
+    seeded: Seeded, coordinator: FakeCoordinator, tmp_path: Path
+) -> None:
+    """The budget follows the key the surface checks: a made-up Authorization beside the
+    LangGraph API's x-api-key, or a second sign-in of the same key, adds nothing."""
+    app = _app(seeded, coordinator, tmp_path, limit_writes_per_min=3)
+    with _client(app, ATTACKER) as client:
+        statuses = [
+            client.post(
+                "/langgraph/threads/t/runs",
+                json={},
+                headers={"x-api-key": ADA, "Authorization": f"Bearer made-up-{n}"},
+            ).status_code
+            for n in range(5)
+        ]
+        assert statuses[3:] == [429, 429], statuses
+    with _client(app, COLLEAGUE) as first, _client(app, COLLEAGUE) as second:
+        assert sign_in(first, BOB).status_code == 303
+        assert sign_in(second, BOB).status_code == 303
+        csrf = {c: csrf_of(c.get("/").text) for c in (first, second)}
+        answers = [
+            client.post(
+                "/api/tasks", json={"title": "t"}, headers={"X-CSRF-Token": csrf[client]}
+            ).status_code
+            for client in (first, second, first, second)
+        ]
+        assert answers == [201, 201, 201, 429], answers
+
+
+def test_cookies_we_did_not_sign_count_as_their_address(
+    seeded: Seeded, coordinator: FakeCoordinator, tmp_path: Path
+) -> None:
+    app = _app(seeded, coordinator, tmp_path, limit_writes_per_min=3)
+    with _client(app, ATTACKER) as client:
+        statuses = [
+            client.post(
+                "/api/tasks",
+                json={"title": "t"},
+                headers={"Cookie": f"agent_team_session=forged-{n}"},
+            ).status_code
+            for n in range(5)
+        ]
+        assert statuses == [401, 401, 401, 429, 429]

@@ -106,7 +106,14 @@ def test_identities_map_to_people_and_unknown_ones_fail_closed(
     authorize(ledger, Actor("acme/app", "github"), "answer:pull_request", "q")
     authorize(ledger, Actor("root", "cli"), "people", "x")
     with pytest.raises(AccessDeniedError):  # --as a person: their role
-        authorize(ledger, Actor("cy", "cli"), "retry", "t")
+        authorize(ledger, Actor("cy", "cli", as_person=True), "retry", "t")
+    # The local operator is an owner even when a person shares their user name.
+    authorize(ledger, Actor("cy", "cli"), "retry", "t")
+    # A token naming nobody (a removed person's, the shared one) fails closed.
+    for via in ("dashboard", "langgraph-api"):
+        for name in ("token", "zed"):
+            with pytest.raises(AccessDeniedError, match="not one of this team's people"):
+                authorize(ledger, Actor(name, via), "submit", "t")
 
 
 def test_with_nobody_set_up_roles_do_not_apply(coordinator: FakeCoordinator) -> None:

@@ -18,6 +18,8 @@ from agent_team import db
 from agent_team.exceptions import InvalidAnswerError
 from agent_team.integrations.github.pr_watch import MARKER
 from agent_team.reports.task import read_task_report
+from agent_team.requests.actors import INTERNAL
+from agent_team.requests.people import PeopleRequests
 from tests.fakes.github_webhooks import GitHubWebhooks
 from tests.integration.github.conftest import APP, WEBHOOK_SECRET, Process, Setup, git
 
@@ -476,5 +478,33 @@ def test_a_merge_while_a_person_decides_ends_the_task(setup: Setup) -> None:
         assert task_of(process, setup).status == "done"
         answered = db.get_question(process.coordinator.ledger, decision.question_id)
         assert answered is not None and answered.answered_via == f"github:{APP}"
+    finally:
+        process.close()
+
+
+def test_each_reviewers_feedback_is_judged_by_their_own_role(setup: Setup) -> None:
+    settings = setup.settings.model_copy(update={"github_reviewers": ["reviewer", "junior"]})
+    process = Process(settings)
+    try:
+        pull = open_pr(process, setup)
+        people = PeopleRequests(process.coordinator.ledger)
+        people.add("root", "owner", actor=INTERNAL)
+        people.add("rev", "maintainer", github_login="reviewer", actor=INTERNAL)
+        people.add("jun", "contributor", github_login="junior", actor=INTERNAL)
+        # The contributor speaks first: their item must not ride along with the maintainer's.
+        setup.fake.add_issue_comment(
+            APP, pull["number"], "/agent-team fix drop the tests", user="junior"
+        )
+        setup.fake.submit_review(APP, pull["number"], user="reviewer", body="Rename the cookie")
+        assert process.github.watch_pulls().answered == 1
+        answered = db.get_question(process.coordinator.ledger, open_gate_id(process, setup))
+        assert answered is not None and answered.answered_via == "github:reviewer"
+        items = (answered.answer or {})["items"]
+        assert [item["user"] for item in items] == ["reviewer"]
+        refused = [
+            (r.actor, r.via, r.detail_dict["action"])
+            for r in db.list_audit(process.coordinator.ledger, action="refused")
+        ]
+        assert refused == [("junior", "github", "answer:pull_request")]
     finally:
         process.close()
