@@ -192,11 +192,15 @@ def check_dashboard_port(settings: Settings) -> CheckResult:
 @check
 def check_people(settings: Settings) -> CheckResult:
     """Who may act: roles apply once a person exists; tokens outside the ledger are leaving."""
+    people = ledger_people(settings)
     try:
-        warning = DashboardTokens(settings).legacy_warning()
+        tokens = DashboardTokens(settings)
+        warning = tokens.legacy_warning()
+        if people and tokens.demo_file is not None:
+            demo = f"the demo token in {tokens.demo_file} may no longer change anything"
+            warning = f"{warning}; {demo}" if warning else demo
     except ConfigError:
         warning = None  # the dashboard check names the broken setting
-    people = ledger_people(settings)
     if people is None:
         summary = "the ledger is not ready, so its people are not read"
     elif not people:

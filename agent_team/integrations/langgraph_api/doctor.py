@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent_team import db
 from agent_team.config import Settings
 from agent_team.exceptions import ConfigError
 from agent_team.health.checks import CheckResult
@@ -14,15 +15,18 @@ def check_langgraph_api(settings: Settings) -> CheckResult:
     if not settings.langgraph_api:
         return CheckResult("langgraph api", True, "off (AGENT_TEAM_LANGGRAPH_API)")
     try:
-        tokens = DashboardTokens(settings)
+        # People's keys in the ledger count: they are what an x-api-key is once people exist.
+        tokens = DashboardTokens(
+            settings, keys=lambda: db.open_ledger(settings.ledger_target, readonly=True)
+        )
     except ConfigError as exc:
         return CheckResult("langgraph api", False, str(exc), "fix the dashboard tokens")
     if not tokens.enabled:
         return CheckResult(
             "langgraph api",
             False,
-            "on, but there is no dashboard token to send as x-api-key",
-            "set AGENT_TEAM_DASHBOARD_TOKENS (name:token,...)",
+            "on, but there is no key or dashboard token to send as x-api-key",
+            "agent-team key add NAME (or set AGENT_TEAM_DASHBOARD_TOKENS)",
         )
     host = settings.dashboard_url or f"http://{settings.dashboard_host}:{settings.dashboard_port}"
     origins = ", ".join(settings.langgraph_api_origins) or "none (no browser app may call it)"
