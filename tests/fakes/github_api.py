@@ -59,13 +59,14 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from tests.fakes import github_graphql
 from tests.fakes.http_body import read_body
+from tests.fakes.loopback import LoopbackServer
 from tests.git_server import http_backend, push_commit
 
 __all__ = ["ACTIONS_APP", "FakeGitHub", "FakeRepo", "Recorded", "Rerun"]
@@ -198,25 +199,20 @@ class FakeGitHub:
         self._log_keys: dict[int, str] = {}  # job id -> the signature its log URL carries
         self._scripted: dict[tuple[str, int], dict[str, Any]] = {}  # the next rerun's outcome
         self._pushes = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._loopback = LoopbackServer(self._handler())
 
     # -- life cycle ---------------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://127.0.0.1:{self._loopback.port}"
 
     def __enter__(self) -> FakeGitHub:
-        self._thread.start()
+        self._loopback.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._loopback.stop()
 
     # -- building the world ---------------------------------------------------------------
 

@@ -38,11 +38,12 @@ import string
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from tests.fakes.http_body import read_body
+from tests.fakes.loopback import LoopbackServer
 
 __all__ = ["CODE_LIFETIME_S", "FakeGitHubOAuth", "Recorded"]
 
@@ -100,26 +101,22 @@ class FakeGitHubOAuth:
         self.failures: dict[str, tuple[int, bytes, str]] = {}
         self.lock = threading.Lock()
         self.clock = time.monotonic
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._loopback = LoopbackServer(self._handler())
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self._server.server_address[1]}"
+        return f"http://{self.host}:{self._loopback.port}"
 
     @property
     def api_url(self) -> str:
         return f"{self.url}/api/v3"
 
     def __enter__(self) -> FakeGitHubOAuth:
-        self._thread.start()
+        self._loopback.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._loopback.stop()
 
     # -- the test's side ---------------------------------------------------------------------
 

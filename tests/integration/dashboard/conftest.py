@@ -26,6 +26,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -393,3 +394,28 @@ def csrf_of(html: str) -> str:
     match = re.search(r'<meta name="csrf-token" content="([^"]+)">', html)
     assert match, "the page carries no CSRF token (not signed in?)"
     return match.group(1)
+
+
+@contextmanager
+def team_client(
+    seeded: Seeded,
+    coordinator: FakeCoordinator,
+    roster: tuple[tuple[str, str, str | None, str | None], ...],
+) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    """A dashboard with no token configured and these people (name, role, Slack id, GitHub
+    login), each with a key: the client and every person's key by name."""
+    from agent_team.requests.actors import INTERNAL
+    from agent_team.requests.people import PeopleRequests
+
+    people = PeopleRequests(coordinator.ledger)
+    keys = {}
+    for name, role, slack, github in roster:
+        people.add(name, role, slack_id=slack, github_login=github, actor=INTERNAL)
+        keys[name] = people.add_key(name, actor=INTERNAL).key
+    ctx = DashboardContext(
+        make_settings(seeded.path, token=None),
+        coordinator=coordinator,  # type: ignore[arg-type]
+        clock=lambda: NOW,
+    )
+    with TestClient(create_app(ctx)) as client:
+        yield client, keys

@@ -11,17 +11,13 @@ import pytest
 from starlette.testclient import TestClient
 
 from agent_team import db
-from agent_team.dashboard import DashboardContext, create_app
-from agent_team.requests.actors import INTERNAL
-from agent_team.requests.people import PeopleRequests
 from tests.integration.dashboard.conftest import (
-    NOW,
     FakeCoordinator,
     Seeded,
     auth,
     csrf_of,
-    make_settings,
     sign_in,
+    team_client,
 )
 
 TASK = "tA"  # the seeded, finished task
@@ -31,18 +27,9 @@ TASK = "tA"  # the seeded, finished task
 def keys(
     seeded: Seeded, coordinator: FakeCoordinator
 ) -> Iterator[tuple[TestClient, dict[str, str]]]:
-    people = PeopleRequests(coordinator.ledger)
-    minted = {}
-    for name, role in (("ada", "owner"), ("cy", "contributor"), ("vi", "viewer")):
-        people.add(name, role, actor=INTERNAL)
-        minted[name] = people.add_key(name, actor=INTERNAL).key
-    ctx = DashboardContext(
-        make_settings(seeded.path, token=None),
-        coordinator=coordinator,  # type: ignore[arg-type]
-        clock=lambda: NOW,
-    )
-    with TestClient(create_app(ctx)) as client:
-        yield client, minted
+    roster = (("ada", "owner", None, None), ("cy", "contributor", None, None))
+    with team_client(seeded, coordinator, (*roster, ("vi", "viewer", None, None))) as made:
+        yield made
 
 
 def _notes(ledger: db.Ledger) -> list[tuple[str, str, str]]:

@@ -13,35 +13,24 @@ import pytest
 from starlette.testclient import TestClient
 
 from agent_team import db
-from agent_team.dashboard import DashboardContext, create_app
 from agent_team.exceptions import AccessDeniedError
 from agent_team.requests.actors import INTERNAL, Actor
-from agent_team.requests.people import PeopleRequests
 from agent_team.requests.roles import authorize
-from tests.integration.dashboard.conftest import NOW, FakeCoordinator, Seeded, auth, make_settings
+from tests.integration.dashboard.conftest import FakeCoordinator, Seeded, auth, team_client
 
 
 @pytest.fixture
 def team(
     seeded: Seeded, coordinator: FakeCoordinator
 ) -> Iterator[tuple[TestClient, dict[str, str]]]:
-    people = PeopleRequests(coordinator.ledger)
-    keys = {}
-    for name, role, slack, github in (
+    roster = (
         ("ada", "owner", None, None),
         ("mo", "maintainer", "U0MO", "mo-gh"),
         ("cy", "contributor", "U0CY", "cy-gh"),
         ("vi", "viewer", None, None),
-    ):
-        people.add(name, role, slack_id=slack, github_login=github, actor=INTERNAL)
-        keys[name] = people.add_key(name, actor=INTERNAL).key
-    ctx = DashboardContext(
-        make_settings(seeded.path, token=None),
-        coordinator=coordinator,  # type: ignore[arg-type]
-        clock=lambda: NOW,
     )
-    with TestClient(create_app(ctx)) as client:
-        yield client, keys
+    with team_client(seeded, coordinator, roster) as made:
+        yield made
 
 
 def _open_plan_question(ledger: db.Ledger) -> db.Question:
