@@ -20,11 +20,15 @@ from starlette.staticfiles import StaticFiles
 from agent_team.common.rate_limit import SlidingWindow
 from agent_team.dashboard import (
     api,
+    api_actions,
     api_automations,
     github_login,
     login,
     pages,
+    pages_audit,
     pages_automations,
+    pages_inbox,
+    pages_new_task,
 )
 from agent_team.dashboard.access_log import AccessLog
 from agent_team.dashboard.context import STATIC_DIR, DashboardContext
@@ -40,9 +44,13 @@ def create_app(ctx: DashboardContext, extra_routes: Sequence[BaseRoute] = ()) ->
     """The daemon's HTTP app: API, pages, static files, and the integrations' routes."""
     routes: list[BaseRoute] = [
         *api.routes(ctx),
+        *api_actions.routes(ctx),
         *api_automations.routes(ctx),
         *pages.routes(ctx),
+        *pages_new_task.routes(ctx),
+        *pages_inbox.routes(ctx),
         *pages_automations.routes(ctx),
+        *pages_audit.routes(ctx),
         *login.routes(ctx.auth),
         *github_login.routes(ctx),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),

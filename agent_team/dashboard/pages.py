@@ -8,10 +8,12 @@ safe except the output of `safe_markdown`, which escapes every character it
 is given. Every shown text also goes through `redact`, and errors render a
 short page: the dashboard never shows a token, a secret or a traceback.
 
-Writing (answering a question) is not done here: the task page's form posts
-with `fetch` to the JSON API (`POST /api/questions/{id}/answer`, with the
-signed-in session and its CSRF token), which owns authorization and
-validation. Every page knows who is signed in (`viewer`, from `auth`).
+Writing is not done here: the task page's forms (an answer, the plan editor's
+`edit`, a note, cancel, retry, reopen) post with `fetch` to the JSON API (with
+the signed-in session and its CSRF token), which owns authorization and
+validation; which of them the page offers, and the links to the pushed work,
+come from `task_actions`. Every page knows who is signed in (`viewer`, from
+`auth`).
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ from agent_team.builders.live_log import read_build_log, state_dir_of
 from agent_team.common.redact import redact
 from agent_team.common.timefmt import relative, span
 from agent_team.common.web_url import web_url
+from agent_team.dashboard.auth import Viewer
 from agent_team.dashboard.context import DashboardContext
 from agent_team.dashboard.plan_view import PlanChoiceError, plan_context
 from agent_team.dashboard.pr_view import pull_request_context
 from agent_team.dashboard.rendering import error_page, render_page
 from agent_team.dashboard.safe_markdown import render_markdown
+from agent_team.dashboard.task_actions import plan_to_edit, reopen_path, task_actions
 from agent_team.dashboard.task_filters import (
     DEFAULT_LIMIT,
     BadParameter,
@@ -248,6 +252,8 @@ class QuestionCard:
     answerable: bool = True  # False: GitHub answers it (the PR gate); no form
     placeholder: str = "your answer"
     pull: PullRequestView | None = None
+    reopen: str | None = None  # where an expired question's Reopen form posts
+    plan_text: str | None = None  # an open plan question's plan: the plan editor's start
 
 
 # ---- the pages -----------------------------------------------------------------------------
@@ -380,10 +386,13 @@ class _Pages:
 
     # -- task ------------------------------------------------------------------------------
 
-    def _task_context(self, task_id: str, plan: str | None = None) -> dict[str, Any]:
+    def _task_context(
+        self, task_id: str, plan: str | None = None, viewer: Viewer | None = None
+    ) -> dict[str, Any]:
         now = self.ctx.clock()
         with self.ctx.read() as view:
             report = read_task_report(view, task_id, now)
+            actions = task_actions(view, report, viewer, self.ctx.settings, self._clean, now)
         task = report.task
         # One row per step, as `agent-team show` lists them (`journey.journey_steps`).
         journey = report.steps
@@ -424,7 +433,10 @@ class _Pages:
                     models=self._clean(", ".join(t.models)),
                 )
             )
-        questions = [self._question_card(q, now) for q in report.questions]
+        questions = [
+            self._question_card(q, now, plan_to_edit(report, q.question_id))
+            for q in report.questions
+        ]
         plans = plan_context(
             report.plans,
             plan,
@@ -440,6 +452,8 @@ class _Pages:
                 "title": self._clean(task.title),
                 "body": self._clean(task.body[:PAGE_BODY_CHARS]),
                 "body_left": max(0, len(task.body) - PAGE_BODY_CHARS),
+                # As the new-task form's preview showed it (`safe_markdown`).
+                "body_html": render_markdown(self._clean(task.body[:PAGE_BODY_CHARS])),
                 "kind": task.kind,
                 "source": task.source,
                 "source_ref": self._clean(task.source_ref) if task.source_ref else None,
@@ -493,6 +507,7 @@ class _Pages:
                 for n in report.notes
             ],
             "note_max": MAX_NOTE_CHARS,
+            "actions": actions,
             "failure_lines": [self._clean(stage.line()) for stage in report.failures_by_stage],
             "failures": [
                 FailureRow(
@@ -513,7 +528,9 @@ class _Pages:
         tail = read_build_log(state_dir_of(self.ctx.settings), task_id)
         return build_output(task_id, status, tail, now, secrets=self.ctx.auth.tokens.secrets())
 
-    def _question_card(self, q: QuestionView, now: datetime) -> QuestionCard:
+    def _question_card(
+        self, q: QuestionView, now: datetime, plan_text: str | None = None
+    ) -> QuestionCard:
         payload = q.payload if isinstance(q.payload, dict) else {}
         answer = q.answer if isinstance(q.answer, dict) else None
         is_open = q.status == QuestionStatus.OPEN
@@ -536,6 +553,8 @@ class _Pages:
             answerable=q.kind not in _NOT_ANSWERED_HERE,
             placeholder=_PLACEHOLDERS.get(q.kind, "your answer"),
             pull=self._pull_view(q.kind, payload),
+            reopen=reopen_path(q.question_id) if q.status == QuestionStatus.EXPIRED else None,
+            plan_text=self._clean(plan_text) if plan_text is not None else None,
         )
 
     def _pull_view(self, kind: str, payload: dict[str, Any]) -> PullRequestView | None:
@@ -572,7 +591,8 @@ class _Pages:
         task_id = str(request.path_params["task_id"])
         try:
             plan = request.query_params.get("plan")
-            context = await run_in_threadpool(self._task_context, task_id, plan)
+            viewer = self.ctx.auth.viewer(request)
+            context = await run_in_threadpool(self._task_context, task_id, plan, viewer)
             return render_page(request, "task.html", context)
         except PlanChoiceError as exc:
             return error_page(request, exc.status_code, "No such plan", exc.message)

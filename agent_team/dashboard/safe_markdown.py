@@ -5,7 +5,7 @@ open an issue controls, and full Markdown passes raw HTML and `javascript:`
 links through. Here every character of the input is escaped first and only
 fixed tags without attributes are added around it, so no input can create
 markup of its own. Supported: `#` headings, `-`/`*`/`+` and numbered lists,
-fenced code blocks, paragraphs, inline `code` and **bold**. Anything else
+fenced code blocks, paragraphs, inline `code`, **bold** and *italic*. Anything else
 shows as the text it is.
 """
 
@@ -24,15 +24,20 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 # Applied to already-escaped text: the patterns only ever wrap text in tags.
 _CODE = re.compile(r"`([^`\n]+)`")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+# One star each side, not touching a letter or another star (`2*3*4` stays as it is).
+_ITALIC = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
 
 
 def _inline(text: str) -> str:
-    """Escape a line, then mark up `code` spans and **bold** (not inside code)."""
+    """Escape a line, then mark up `code` spans, **bold** and *italic* (not inside code)."""
     parts = _CODE.split(str(escape(text)))
     out: list[str] = []
     for index, part in enumerate(parts):
         # split() puts the captured code spans at odd positions.
-        out.append(f"<code>{part}</code>" if index % 2 else _BOLD.sub(r"<strong>\1</strong>", part))
+        if index % 2:
+            out.append(f"<code>{part}</code>")
+        else:
+            out.append(_ITALIC.sub(r"<em>\1</em>", _BOLD.sub(r"<strong>\1</strong>", part)))
     return "".join(out)
 
 

@@ -172,3 +172,45 @@ def shot(page: Page, tmp_path: Path, name: str) -> None:
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, Path(keep) / path.name)
+
+
+@dataclass
+class Watched:
+    """A browser page with what went wrong in it: script errors and what the CSP blocked."""
+
+    page: Page
+    errors: list[str]
+    refused: list[str]
+
+    def clean(self) -> bool:
+        return not self.errors and not self.refused
+
+
+def watched_page(browser: Browser, viewport: dict[str, int], **options: Any) -> Watched:
+    """A page in a context of its own (its own cookies), watched for errors and CSP refusals."""
+    context = browser.new_context(viewport=viewport, **options)  # type: ignore[arg-type]
+    page = context.new_page()
+    seen = Watched(page, [], [])
+    page.on("pageerror", lambda exc: seen.errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda message: (
+            seen.refused.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
+    return seen
+
+
+def sign_in_at(page: Page, url: str, token: str, next_path: str) -> None:
+    """Sign in on the login page and come back to `next_path`."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{url}/login?next={next_path}")
+    page.get_by_label("Dashboard token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator(".topbar .session")).to_contain_text("signed in as")
+
+
+def phone_width_fits(page: Page) -> bool:
+    """At PHONE size nothing is wider than the 390 px viewport: no sideways scroll."""
+    return bool(page.evaluate("() => document.documentElement.scrollWidth <= 390"))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from agent_team.dashboard.safe_markdown import render_markdown
 
 # Exactly the tags the renderer may emit, never with attributes.
-_OWN_TAGS = re.compile(r"</?(?:h[1-6]|p|ul|ol|li|pre|code|strong|br)>")
+_OWN_TAGS = re.compile(r"</?(?:h[1-6]|p|ul|ol|li|pre|code|strong|em|br)>")
 
 
 def test_headings_lists_paragraphs_and_inline_marks() -> None:
@@ -44,6 +44,15 @@ def test_html_and_links_in_the_input_stay_text() -> None:
 
 def test_bold_markers_inside_code_stay_literal() -> None:
     assert render_markdown("`**a**`") == "<p><code>**a**</code></p>"
+
+
+def test_italic_needs_a_star_each_side_not_touching_a_word() -> None:
+    assert render_markdown("say *hello* now") == "<p>say <em>hello</em> now</p>"
+    assert render_markdown("**a *b* c**") == "<p><strong>a <em>b</em> c</strong></p>"
+    # Arithmetic, a lone star and a bullet's star are not emphasis.
+    assert render_markdown("2*3*4 and a * b * c") == "<p>2*3*4 and a * b * c</p>"
+    assert render_markdown("* one *two*") == "<ul>\n<li>one <em>two</em></li>\n</ul>"
+    assert render_markdown("`*x*`") == "<p><code>*x*</code></p>"
 
 
 @given(st.text(alphabet=st.sampled_from(list("<>&\"'`*#-+1. \n/=abcxyz")), max_size=200))
