@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.routing import BaseRoute, Mount
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agent_team.common.rate_limit import SlidingWindow
@@ -34,6 +37,7 @@ from agent_team.dashboard.access_log import AccessLog
 from agent_team.dashboard.context import STATIC_DIR, DashboardContext
 from agent_team.dashboard.rate_limits import RateLimits
 from agent_team.dashboard.read_gate import ReadGate
+from agent_team.dashboard.rendering import error_page
 from agent_team.dashboard.security_headers import SecurityHeaders
 from agent_team.dashboard.trusted_hosts import allowed_hosts
 
@@ -78,6 +82,29 @@ def create_app(ctx: DashboardContext, extra_routes: Sequence[BaseRoute] = ()) ->
         )
     if settings.reads_need_token:
         middleware.append(Middleware(ReadGate, auth=ctx.auth))
-    app = Starlette(routes=routes, middleware=middleware)
+    app = Starlette(
+        routes=[*routes, Route("/favicon.ico", _favicon, methods=["GET"])],
+        middleware=middleware,
+        exception_handlers={404: _not_here, 405: _not_here},
+    )
     app.state.ctx = ctx
     return app
+
+
+async def _favicon(_request: Request) -> Response:
+    """Browsers ask for /favicon.ico whatever the page links; one answer, not a 404 a page."""
+    return FileResponse(STATIC_DIR / "favicon.svg", media_type="image/svg+xml")
+
+
+async def _not_here(request: Request, exc: Exception) -> Response:
+    """A path or method nobody serves: JSON for the APIs, the dashboard's own page for people
+    (Starlette's default is a bare text line)."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 404
+    if request.url.path.startswith("/api/"):
+        what = "no such endpoint" if status == 404 else f"{request.method} is not allowed here"
+        return JSONResponse({"error": what}, status_code=status)
+    if status == 405:
+        return error_page(request, 405, "Not allowed", f"{request.method} is not allowed here.")
+    return error_page(
+        request, 404, "Not found", "There is no page here. The task list is on the first page."
+    )

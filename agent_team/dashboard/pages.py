@@ -89,6 +89,8 @@ _PLACEHOLDERS = {
 }
 # Kinds nobody answers here: the PR gate is answered by GitHub (reviews, a merge, a close).
 _NOT_ANSWERED_HERE = frozenset({QuestionKind.PULL_REQUEST.value})
+# Answers that said no, and the chip they get instead of "answered".
+_NO_DECISIONS = {"reject": "rejected", "closed": "closed"}
 # A PR decision's card lists at most this many failing checks and review items.
 _CARD_CHECKS, _CARD_ITEMS, _CARD_EXCERPT = 5, 10, 4000
 
@@ -254,6 +256,13 @@ class QuestionCard:
     pull: PullRequestView | None = None
     reopen: str | None = None  # where an expired question's Reopen form posts
     plan_text: str | None = None  # an open plan question's plan: the plan editor's start
+
+    @property
+    def chip(self) -> str:
+        """The status chip: an answer that said no is not shown as a green "answered"."""
+        if self.status == QuestionStatus.ANSWERED and self.decision in _NO_DECISIONS:
+            return _NO_DECISIONS[self.decision]
+        return self.status
 
 
 # ---- the pages -----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 
 from agent_team import db
 from agent_team.dashboard import DashboardContext, create_app
+from agent_team.requests.task_requests import TaskRequests
 from tests.integration.dashboard.conftest import (
     NOW,
     TA_JOURNEY,
@@ -440,3 +441,48 @@ def test_the_task_page_and_api_show_what_the_task_did_outside(
     assert 'href="https://github.com/acme/api/pull/7"' in page
     assert "recorded (dry run)" in page
     assert "javascript:" not in page
+
+
+def test_a_path_nobody_serves_is_a_page_for_people_and_json_for_the_api(
+    client: TestClient,
+) -> None:
+    page = client.get("/no/such/page")
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "Not found" in page.text and "<nav" in page.text  # the dashboard's own page
+    api = client.get("/api/no-such-endpoint")
+    assert api.status_code == 404 and api.json() == {"error": "no such endpoint"}
+    wrong = client.delete("/api/tasks")
+    assert wrong.status_code == 405 and "DELETE is not allowed" in wrong.json()["error"]
+
+
+def test_the_favicon_is_served_and_linked(client: TestClient) -> None:
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    assert "<svg" in icon.text
+    assert 'rel="icon"' in client.get("/").text
+
+
+def test_the_status_counts_link_to_the_tasks_of_that_status(client: TestClient) -> None:
+    page = client.get("/").text
+    assert re.search(r'<a class="chip chip-done" href="/\?status=done#h-tasks"', page), page
+
+
+def test_a_rejected_plan_does_not_wear_the_green_answered_chip(
+    seeded: Seeded, client: TestClient
+) -> None:
+    with db.open_ledger(seeded.path) as ledger:
+        assert db.create_task(ledger, task_id="tR", kind="code", title="Rejected")
+        db.ensure_question(
+            ledger,
+            question_id="tR:q1",
+            thread_id="tR",
+            turn=1,
+            kind="plan_decision",
+            transport="local",
+            deadline_at=None,
+            payload_json='{"text": "the plan"}',
+        )
+        TaskRequests(ledger).answer("tR:q1", "reject not now", via="cli:ada")
+    page = client.get("/task/tR").text
+    assert 'class="chip chip-rejected">rejected<' in page
+    assert 'class="chip chip-answered"' not in page
