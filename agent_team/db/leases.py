@@ -44,6 +44,21 @@ def task_lease_name(task_id: str) -> str:
     return f"task:{task_id}"
 
 
+# What the retention pass keeps of the task leases it deletes (`db.retention`): their
+# takeovers, and in `epoch` the highest epoch any of them reached. A task id is never empty
+# (`create_task`), so no task's lease is named this.
+TASK_LEASE_TALLY = task_lease_name("")
+
+
+def _epoch_floor(tx: Transaction, name: str) -> int:
+    """Where a new row's epochs start from: above every deleted task lease's, so an epoch
+    never goes back for a task whose lease row retention removed (seed 001)."""
+    if not name.startswith(TASK_LEASE_TALLY) or name == TASK_LEASE_TALLY:
+        return 0
+    row = tx.fetch_one("SELECT epoch FROM leases WHERE name = ?", (TASK_LEASE_TALLY,))
+    return int(row["epoch"]) if row is not None else 0
+
+
 def _window(lease_s: float, now: datetime | None) -> tuple[str, str]:
     if lease_s <= 0:
         raise LedgerInputError(f"a lease needs a positive duration, not {lease_s}")
@@ -57,12 +72,13 @@ def take_lease(
     """Inside a write transaction: take or renew `name` for `owner`; None if it is held."""
     row = tx.fetch_one("SELECT owner, epoch, lease_until FROM leases WHERE name = ?", (name,))
     if row is None:
+        first = _epoch_floor(tx, name) + 1
         cur = tx.execute(
             "INSERT INTO leases (name, owner, epoch, lease_until, acquired_at, renewed_at) "
-            "VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
-            (name, owner, until_iso, now_iso, now_iso),
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+            (name, owner, first, until_iso, now_iso, now_iso),
         )
-        return Fence(name, owner, 1) if cur.rowcount == 1 else None
+        return Fence(name, owner, first) if cur.rowcount == 1 else None
     holder, epoch, until = row["owner"], int(row["epoch"]), row["lease_until"]
     live = holder is not None and until is not None and until > now_iso
     if live and holder == owner:

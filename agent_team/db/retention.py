@@ -20,24 +20,25 @@ drops, in the same transaction as the mark:
   lapsed because its release failed goes too). A finished
   task never runs a graph again (retry takes parked tasks only, reopen and
   cancel refuse finished ones, and every command handler returns at once for
-  a finished task), so no fenced write of it is left to refuse; a late
-  command makes a new row whose epoch starts again at 1 and fences only that
-  command's no-op. Its takeovers are added to the `TAKEOVER_TALLY` row, so
-  the `/metrics` counter of task-lease takeovers never goes backwards.
+  a finished task), so no fenced write of it is left to refuse. Its takeovers
+  are added to the `TAKEOVER_TALLY` row, so the `/metrics` counter of
+  task-lease takeovers never goes backwards, and its epoch raises that row's
+  `epoch` to the highest any deleted task lease reached: a late command's new
+  row starts above it (`leases.take_lease`), so an epoch never goes back.
 """
 
 from __future__ import annotations
 
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.leases import task_lease_name
+from agent_team.db.leases import TASK_LEASE_TALLY, task_lease_name
 from agent_team.db.ledger import Transaction
 from agent_team.db.questions import resume_command_id
 
 __all__ = ["TAKEOVER_TALLY", "forget_finished"]
 
-# Takeovers of deleted task leases. A task id is never empty (`create_task`), so no task's
-# lease is named this; `lease_summary` counts it among the `task` leases.
-TAKEOVER_TALLY = task_lease_name("")
+# Takeovers (and the highest epoch) of deleted task leases; `lease_summary` counts it among
+# the `task` leases.
+TAKEOVER_TALLY = TASK_LEASE_TALLY
 
 
 def forget_finished(tx: Transaction, task_id: str) -> None:
@@ -54,17 +55,20 @@ def forget_finished(tx: Transaction, task_id: str) -> None:
     tx.execute("DELETE FROM commands WHERE task_id = ? AND state = 'done'", (task_id,))
     name = task_lease_name(task_id)
     now = to_iso(utc_now())  # lease times are the instances' own clocks (`db.leases`)
-    lease = tx.fetch_one("SELECT owner, lease_until, takeovers FROM leases WHERE name = ?", (name,))
+    lease = tx.fetch_one(
+        "SELECT owner, lease_until, takeovers, epoch FROM leases WHERE name = ?", (name,)
+    )
     if lease is None:
         return
     if lease["owner"] is not None and (lease["lease_until"] or "") > now:
         return  # held: a late command's run is handling it right now; leave it be
-    if int(lease["takeovers"]):
-        tx.execute(
-            "INSERT INTO leases (name, epoch, takeovers) VALUES (?, 0, ?) ON CONFLICT (name) "
-            "DO UPDATE SET takeovers = leases.takeovers + excluded.takeovers",
-            (TAKEOVER_TALLY, int(lease["takeovers"])),
-        )
+    tx.execute(
+        "INSERT INTO leases (name, epoch, takeovers) VALUES (?, ?, ?) ON CONFLICT (name) "
+        "DO UPDATE SET takeovers = leases.takeovers + excluded.takeovers, "
+        "epoch = CASE WHEN excluded.epoch > leases.epoch THEN excluded.epoch "
+        "ELSE leases.epoch END",
+        (TAKEOVER_TALLY, int(lease["epoch"]), int(lease["takeovers"])),
+    )
     # Released, or lapsed (a release that failed): a stalled holder's fence then finds
     # no row and its writes are refused, as after a takeover.
     tx.execute(

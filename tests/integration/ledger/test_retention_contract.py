@@ -187,3 +187,25 @@ def test_a_lapsed_lease_of_a_finished_task_goes_like_a_released_one(ledger: db.L
     assert db.get_lease(ledger, db.task_lease_name("t-old")) is None
     with pytest.raises(FencedError), db.fenced(stalled):  # its late writes find no lease
         db.set_task_status(ledger, "t-old", "done")
+
+
+def test_an_epoch_never_goes_back_after_its_lease_row_was_pruned(ledger: db.Ledger) -> None:
+    """Seed 001: a release keeps the epoch; so must retention deleting the row."""
+    _finished_task_with_history(ledger, "t-old", takeovers=3)
+    name = db.task_lease_name("t-old")
+    before = db.get_lease(ledger, name)
+    assert before is not None and before.epoch >= 4
+    assert db.mark_checkpoints_pruned(ledger, ["t-old"], at=db.utc_now()) == 1
+    assert db.get_lease(ledger, name) is None
+
+    late = db.acquire_lease(ledger, name=name, owner="late", lease_s=30)
+    assert late is not None and late.epoch > before.epoch
+    # Another task pruned with a lower epoch does not lower the floor.
+    _finished_task_with_history(ledger, "t-low")
+    assert db.mark_checkpoints_pruned(ledger, ["t-low"], at=db.utc_now()) == 1
+    again = db.acquire_lease(ledger, name=db.task_lease_name("t-low"), owner="late", lease_s=30)
+    assert again is not None and again.epoch > before.epoch
+    # Loops keep their own epochs from 1.
+    loop = db.acquire_lease(ledger, name="loop:sweeper", owner="x", lease_s=30)
+    assert loop is not None and loop.epoch == 1
+    assert db.lease_summary(ledger).takeovers_by_kind.get("task") == 3
