@@ -974,7 +974,8 @@ def _describe(error: dict[str, Any], config_file: Path | None) -> str:
         stage = field.removeprefix("model_")
         key = f"`{stage}` under [models]" if stage in MODEL_STAGES else f"`{field}`"
         where += f" (or {key} in {config_file})"
-    message = str(error.get("msg", "is invalid"))
+    # A validator's ValueError arrives as "Value error, <our message>": pydantic's word, not ours.
+    message = str(error.get("msg", "is invalid")).removeprefix("Value error, ")
     if error.get("type") == "extra_forbidden":
         message = "is not a setting agent-team knows; check the spelling"
     return f"{where}: {message}"

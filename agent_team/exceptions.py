@@ -61,7 +61,8 @@ operator as one line with no traceback.
     ├── BuildError                  the builder ran and failed
     └── TaskStoppedError            a cancel or a limit stopped the task's running work;
                                     `reason` says which (`cancelled`, `task_timeout`,
-                                    `budget`)
+                                    `budget`, or `shutdown`: the daemon stopped without
+                                    waiting, nothing is recorded)
 
 This module imports nothing of ours so that every layer, `db/` included, can
 raise these without creating an import cycle.
@@ -371,8 +372,9 @@ class TaskStoppedError(AgentTeamError):
     `reason` is `cancelled` (an operator's cancel; the task ends `cancelled`),
     `task_timeout` (`AGENT_TEAM_TASK_TIMEOUT`; it ends `failed`) or `budget`
     (a streamed cost passed what was left of today's cap; it parks
-    `budget_exhausted`). `usage` is what the stopped build had spent, as for
-    `BuildError`.
+    `budget_exhausted`) or `shutdown` (the daemon stopped without waiting for the
+    run; nothing is recorded and the next start continues it). `usage` is what
+    the stopped build had spent, as for `BuildError`.
     """
 
     def __init__(self, reason: str, message: str, *, usage: object | None = None) -> None:

@@ -123,7 +123,7 @@ class CommandBuilder:
                 else f"exited with code {done.returncode}"
             )
             raise BuildError(
-                f"the build command {how}; fix what its output shows and run the build again. "
+                f"the build command {how}; fix what its output shows. "
                 f"Output tail: {redact(tail(done.stdout, _ERROR_TAIL))}"
             )
         return record_build(

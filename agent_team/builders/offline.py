@@ -13,12 +13,31 @@ a worktree. `run()` writes the same file into a worktree it is given.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from agent_team.builders.base import BuildFiles, BuildResult, BuildTask, Worktree, plan_hash
 from agent_team.builders.worktree import record_build, task_key
 
-__all__ = ["OfflineBuilder", "plan_document_path"]
+__all__ = ["OfflineBuilder", "plan_document_path", "under_title"]
+
+_HEADING = re.compile(r"^(#{1,5})(?=\s)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def under_title(markdown: str) -> str:
+    """The plan with each heading one level down, to sit under the document's own title.
+
+    A plan starts with `# Plan`; under the document's `# Plan: <title>` that
+    made two top-level headings. Lines inside code fences are left alone.
+    """
+    lines = []
+    fenced = False
+    for line in markdown.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        lines.append(line if fenced else _HEADING.sub(r"#\1", line))
+    return "\n".join(lines)
 
 
 def plan_document_path(task: BuildTask) -> Path:
@@ -49,7 +68,7 @@ class OfflineBuilder:
             f"# Plan: {title}\n\n"
             f"Task `{' '.join(task.task_id.split())}`, plan `{plan_hash(plan_markdown)}`, "
             "written by the agent-team offline builder.\n\n"
-            f"{plan_markdown.replace(chr(13) + chr(10), chr(10)).strip()}\n"
+            f"{under_title(plan_markdown.replace(chr(13) + chr(10), chr(10)).strip())}\n"
         )
         return BuildFiles(
             files={relative: document},

@@ -152,7 +152,7 @@ def build_on_branch(
             return result
     raise BuildError(
         f"could not record the build on {target.branch}: the branch moved under every try; "
-        "check what else writes to it and run the build again"
+        "check what else writes to it, then retry the task"
     )
 
 

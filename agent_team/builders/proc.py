@@ -84,8 +84,10 @@ def _run_hook(hook: Callable[[], None]) -> None:
 def kill_running_children() -> int:
     """Kill every child process group `run_process` still waits on; returns how many.
 
-    For a daemon whose stop grace ran out: the cut-off build resumes on the
-    next start, so the old one must not go on writing into its worktree.
+    For a daemon that stops without waiting for its runs (after stopping each
+    task's own builds, `stop_tagged`): a cut-off build runs again from its
+    beginning on the next start, so the old one must not go on writing into
+    its worktree.
     """
     with _running_lock:
         groups = list(_running_groups)

@@ -21,6 +21,7 @@ from agent_team.cli.support import (
     open_writable,
     out,
     print_json,
+    when,
 )
 from agent_team.common.repo_spec import checked_repo
 from agent_team.common.timefmt import relative
@@ -222,7 +223,7 @@ def show(
     out.print(f"  task: [{automation.kind}] {automation.title}")
     if automation.repo:
         out.print(f"  repository: {automation.repo}")
-    out.print(f"  created by {automation.created_by} at {automation.created_at}")
+    out.print(f"  created by {automation.created_by} at {when(automation.created_at)}")
     if not recent:
         out.print("no runs yet")
         return

@@ -12,10 +12,12 @@ from agent_team.cli.support import (
     acting_actor,
     age,
     context_of,
+    hint,
     id_table,
     open_ready,
     out,
     print_json,
+    when,
 )
 from agent_team.common.timefmt import deadline_text, parse_duration
 from agent_team.reports import triage
@@ -33,8 +35,10 @@ def inbox(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """What needs a person now, oldest first: questions, parked and failed tasks, automations,
-    the budget."""
+    """What needs a person now, oldest first: questions, parked and failed tasks, and more.
+
+    Also automations that are late or failing, and the day's budget near its cap.
+    """
     settings = context_of(ctx).settings()
     now = context_of(ctx).now()
     with open_ready(ctx) as ledger, ledger.snapshot() as view:
@@ -54,7 +58,7 @@ def inbox(
             item.title,
             item.detail,
             deadline_text(deadline, now) if deadline else "",
-            item.fix or "",
+            hint(item.fix or ""),  # the command as this shell runs it, not bare `agent-team`
         )
     out.print(table)
 
@@ -106,7 +110,7 @@ def audit(
         detail = ", ".join(f"{k}={v}" for k, v in sorted(row.detail_dict.items()))
         table.add_row(
             str(row.seq),
-            row.at[:19].replace("T", " "),
+            when(row.at).removesuffix(" UTC"),
             row.actor,
             row.via,
             row.action,

@@ -1,30 +1,33 @@
 """The `agent-team` command line.
 
 Commands stay thin: parse, load settings, call `db`, print. Every error we
-raise on purpose becomes one line on stderr and a non-zero exit (2 for bad
-configuration or arguments, 1 otherwise), never a traceback.
+raise on purpose becomes one line on stderr and a non-zero exit, never a
+traceback: 2 for bad input (configuration, an argument we do not take, an id
+that names nothing: `BAD_INPUT`), 3 for a role below the action's, 1 for
+everything else (a refusal given the task's state, the ledger, a failure).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from agent_team import __version__, db
 from agent_team.cli.automation import automation_app
+from agent_team.cli.help_format import OrderedGroup, hide_flag_types
 from agent_team.cli.inbox import audit_app
 from agent_team.cli.inbox import inbox as inbox_command
 from agent_team.cli.people import key_app, people_app
+from agent_team.cli.questions import questions as questions_command
+from agent_team.cli.show import show as show_command
 from agent_team.cli.support import (
     AsOption,
     CliContext,
@@ -32,18 +35,19 @@ from agent_team.cli.support import (
     acting_actor,
     age,
     context_of,
+    deadline_cell,
     err,
     id_table,
     open_ready,
     open_writable,
     out,
     print_json,
+    when,
 )
 from agent_team.common.invocation import command, localize
-from agent_team.common.log_format import escape_controls
 from agent_team.common.redact import redact
 from agent_team.common.repo_spec import checked_repo
-from agent_team.common.timefmt import deadline_text, parse_duration, relative, span, utc_text
+from agent_team.common.timefmt import parse_duration
 from agent_team.config import Settings
 from agent_team.exceptions import (
     AccessDeniedError,
@@ -53,23 +57,37 @@ from agent_team.exceptions import (
     InvalidAutomationError,
     InvalidRepoError,
     LedgerInputError,
+    TaskTooLargeError,
+    UnknownAutomationError,
+    UnknownTaskError,
 )
-from agent_team.reports import task as reports
-from agent_team.reports.journey import who_answered
-from agent_team.reports.plandiff import PlanVersion, changes_text
-from agent_team.reports.pull_request import PullRequestTimeline
+from agent_team.reports.journey import answer_text
 from agent_team.requests.task_requests import TaskRequests
-from agent_team.task_model import QuestionKind, QuestionStatus, TaskKind, TaskStatus
+from agent_team.task_model import QuestionKind, TaskKind, TaskStatus
 
-__all__ = ["app", "main"]
+__all__ = ["BAD_INPUT", "app", "main"]
 
+# Errors that mean the input was wrong (exit 2, like a usage error): settings, a value
+# we do not take, an id that names nothing. Nothing was stored for any of them.
+BAD_INPUT: tuple[type[AgentTeamError], ...] = (
+    ConfigError,
+    InvalidAutomationError,
+    InvalidRepoError,
+    InvalidAnswerError,
+    LedgerInputError,
+    TaskTooLargeError,
+    UnknownTaskError,
+    UnknownAutomationError,
+)
 
+hide_flag_types()
 app = typer.Typer(
     name="agent-team",
     help="Run an LLM agent pipeline per task, with human gates that survive crashes.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=OrderedGroup,
 )
 ledger_app = typer.Typer(help="Maintain the ledger.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
@@ -80,6 +98,8 @@ app.add_typer(audit_app, name="audit")
 app.add_typer(people_app, name="people")
 app.add_typer(key_app, name="key")
 app.command("inbox")(inbox_command)
+app.command("questions")(questions_command)
+app.command("show")(show_command)
 
 
 def _show_version(value: bool) -> None:
@@ -276,163 +296,6 @@ def schema(
         out.print(f"wrote {write}")
 
 
-@app.command()
-def questions(
-    ctx: typer.Context,
-    status: Annotated[
-        QuestionStatus | None, typer.Option("--status", help="Only questions in this status.")
-    ] = None,
-    task: Annotated[str | None, typer.Option("--task", help="Only this task's questions.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-) -> None:
-    """List gate questions, oldest first."""
-    with open_ready(ctx) as ledger:
-        rows = db.list_questions(ledger, status=status.value if status else None, thread_id=task)
-    if as_json:
-        print_json([{**asdict(q), "answer": q.answer, "payload": q.payload} for q in rows])
-        return
-    if not rows:
-        out.print("no questions" + (f" with status {status.value}" if status else ""))
-        return
-    now = context_of(ctx).now()
-    table = id_table(
-        "question",
-        "task",
-        "turn",
-        "kind",
-        "status",
-        "deadline",
-        "answered",
-        "asks",
-        ids=("question", "task"),
-    )
-    for q in rows:
-        answered = f"{q.answered_at} via {q.answered_via}" if q.answered_at else ""
-        asks = _asks(q.kind, q.payload)
-        table.add_row(
-            q.question_id,
-            q.thread_id,
-            str(q.turn),
-            q.kind,
-            q.status,
-            _deadline(q.deadline_at, now),
-            answered,
-            str(asks),
-        )
-    out.print(table)
-    for q in rows:
-        plan = _plan_text(q.payload)
-        if q.status == QuestionStatus.OPEN and plan:
-            out.print(f"\nthe plan {q.question_id} asks you to review:\n{plan}")
-        if q.status == QuestionStatus.OPEN and q.kind == QuestionKind.PR_DECISION:
-            out.print("\n" + _pr_decision_text(q.question_id, q.payload))
-
-
-def _asks(kind: str, payload: Any) -> str:
-    """A question's line in the list; the PR gate says who answers it (GitHub, not you)."""
-    data = payload if isinstance(payload, dict) else {}
-    if kind == QuestionKind.PULL_REQUEST:
-        return f"waiting on GitHub: {data.get('url') or 'the pull request'}"
-    return str(data.get("text", ""))
-
-
-# A PR decision in the terminal: this many checks, excerpt lines and review items at most.
-_CLI_CHECKS, _CLI_EXCERPT_LINES, _CLI_ITEMS = 5, 15, 10
-
-
-def _pr_decision_text(question_id: str, payload: Any) -> str:
-    """What a person weighs before `fix`, `ignore` or `take over`, and how to say it."""
-    data = payload if isinstance(payload, dict) else {}
-    lines = [f"the pull request {question_id} needs a decision ({data.get('reason') or '?'}):"]
-    lines.append(f"  {data.get('text') or ''}")
-    checks = [c for c in data.get("checks") or () if isinstance(c, dict)]
-    for check in checks[:_CLI_CHECKS]:
-        where = f", log {check['url']}" if check.get("url") else ""
-        lines.append(f"  failing check {check.get('name')} ({check.get('conclusion')}{where})")
-        excerpt = str(check.get("excerpt") or "").strip("\n").splitlines()
-        lines += [f"    | {line}" for line in excerpt[:_CLI_EXCERPT_LINES]]
-        if len(excerpt) > _CLI_EXCERPT_LINES:
-            lines.append(f"    | … {len(excerpt) - _CLI_EXCERPT_LINES} more lines")
-    items = [i for i in data.get("items") or () if isinstance(i, dict)]
-    for item in items[:_CLI_ITEMS]:
-        body = " ".join(str(item.get("body") or "").split())
-        lines.append(f"  review by {item.get('user')}: {body}")
-    if len(checks) > _CLI_CHECKS or len(items) > _CLI_ITEMS:
-        lines.append("  (more on the pull request)")
-    lines.append(f"  answer: {command()} answer {question_id} fix [note] | ignore | take over")
-    return "\n".join(lines)
-
-
-def _deadline(stamp: str | None, now: datetime) -> str:
-    """`in 2d 23h (Fri 14:00 UTC)`, as the dashboard shows it; `--json` keeps the ISO stamp."""
-    return deadline_text(db.from_iso(stamp), now) if stamp else ""
-
-
-def _plan_text(payload: Any) -> str | None:
-    """The plan a `plan_decision` question shows (its payload keeps it for redelivery)."""
-    plan = payload.get("plan_markdown") if isinstance(payload, dict) else None
-    return plan.strip() if isinstance(plan, str) and plan.strip() else None
-
-
-def _print_plan_and_clarify(questions: Sequence[reports.QuestionView]) -> None:
-    """What a person needs to answer: the clarify exchange so far, and the newest plan."""
-    for q in questions:
-        if q.kind != "clarify":
-            continue
-        answer = q.answer.get("text") if isinstance(q.answer, dict) else None
-        out.print(f"\nclarify {q.question_id}: {q.text or ''}")
-        out.print(f"  answer: {answer}" if answer else f"  ({q.status}, no answer yet)")
-    plans = [(q, _plan_text(q.payload)) for q in questions if q.kind == "plan_decision"]
-    shown = [(q, plan) for q, plan in plans if plan]
-    if shown:
-        q, plan = shown[-1]
-        out.print(f"\nthe plan ({q.question_id}, {q.status}):\n{plan}")
-
-
-def _print_plan_changes(plans: Sequence[PlanVersion]) -> None:
-    """After a revise: what the newest plan changed against the one the reviewer sent back."""
-    if not plans or plans[-1].base is None:
-        return
-    newest, base = plans[-1], plans[plans[-1].base - 1]
-    asked = f"{base.decision or base.status}"
-    if base.answered_via:
-        asked += f" by {who_answered(base.answered_via)}"
-    if base.feedback:
-        asked += f": {base.feedback}"
-    out.print(f"\nchanged since plan {base.number} ({asked}):")
-    out.print(changes_text(newest.diff, limit=20_000))
-
-
-def _print_pull_request(pull: PullRequestTimeline) -> None:
-    """The PR and what happened on it, round by round (`reports.pull_request`).
-
-    Review bodies and logins come from GitHub: each line is redacted and its
-    control characters made visible, so a review cannot move the terminal's cursor.
-    """
-
-    def say(text: str) -> None:
-        out.print(escape_controls(redact(text)), markup=False, highlight=False)
-
-    say(f"pull request {pull.headline}: {pull.url or ''}")
-    times = [f"opened {pull.opened_at}"]
-    if pull.ready_at:
-        times.append(f"ready {pull.ready_at}")
-    if pull.merged_at:
-        times.append(f"merged {pull.merged_at}")
-    elif pull.closed_at:
-        times.append(f"closed {pull.closed_at}")
-    say(
-        f"  {', '.join(times)} ({span(pull.open_for_s)}{' so far' if pull.state == 'open' else ''})"
-    )
-    for part in pull.timeline:
-        say(f"  round {part.number}: {part.title}")
-        for entry in part.entries:
-            link = f"  {entry.url}" if entry.url and entry.source == "event" else ""
-            say(f"    {entry.at or 'not yet'}  {entry.summary}{link}")
-            if entry.body:
-                say(f"      {entry.body}")
-
-
 def _parse_day(value: str | None) -> str:
     if value is None:
         return db.day_bucket(db.utc_now())
@@ -583,8 +446,7 @@ def tick(
     sweep = report.sweep
     out.print(
         f"ran {report.commands} command(s), expired {report.expired}, unparked {report.unparked}; "
-        f"sweep: delivered {sweep.delivered}, continued {sweep.tasks_continued}, "
-        f"released {sweep.claims_released}"
+        f"sweep: {sweep.describe()}"
         + (
             f"; pruned the checkpoints of {report.checkpoints_pruned} finished task(s)"
             if report.checkpoints_pruned
@@ -603,8 +465,15 @@ def tick(
 @app.command()
 def tasks(
     ctx: typer.Context,
-    status: Annotated[TaskStatus | None, typer.Option("--status")] = None,
-    kind: Annotated[TaskKind | None, typer.Option("--kind")] = None,
+    status: Annotated[
+        TaskStatus | None,
+        typer.Option(
+            "--status",
+            metavar="<status>",  # the choices in the help: as a type they are cut mid-word
+            help="Only tasks in this status: " + ", ".join(s.value for s in TaskStatus) + ".",
+        ),
+    ] = None,
+    kind: Annotated[TaskKind | None, typer.Option("--kind", help="code or confluence.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
@@ -636,125 +505,6 @@ def tasks(
             t.title,
         )
     out.print(table)
-
-
-@app.command()
-def show(
-    ctx: typer.Context,
-    task_id: Annotated[str, typer.Argument(help="The task id.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    follow: Annotated[
-        bool,
-        typer.Option(
-            "--follow", "-f", help="Then print the build output as it comes, until the step ends."
-        ),
-    ] = False,
-) -> None:
-    """A task's journey: each step's outcome, duration and cost; questions; the plan."""
-    with open_ready(ctx) as ledger:
-        now = context_of(ctx).now()
-        report = reports.read_task_report(ledger, task_id, now)
-    if as_json:
-        sys.stdout.write(json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n")
-        return
-    task = report.task
-    out.print(f"{task.id}: {task.title} ({task.kind}, from {task.source})")
-    parked = f", parked: {task.parked_reason}" if task.parked_reason else ""
-    out.print(f"status {task.status}, phase {task.phase}{parked}")
-    if task.resume_at:
-        resume_at = db.from_iso(task.resume_at)
-        out.print(
-            f"continues by itself at {utc_text(resume_at)} ({relative(resume_at, now)}); "
-            f"or now: agent-team retry {task.id}"
-        )
-    if task.checkpoints_pruned_at:
-        out.print(
-            f"checkpoints pruned at {task.checkpoints_pruned_at} "
-            "(AGENT_TEAM_CHECKPOINT_RETENTION); this is the ledger's own record"
-        )
-    journey = Table(
-        "#", "step", "outcome", "entered", "duration", "USD", "model", "note", title="steps"
-    )
-    for step in report.steps:
-        journey.add_row(
-            str(step.number),
-            step.phase,
-            step.label,
-            step.entered_at,
-            span(step.duration_s) + (" so far" if step.is_open else ""),
-            f"{step.cost_usd:.4f}",
-            ", ".join(step.models),
-            step.note or "",
-        )
-    out.print(journey)
-    if report.failures_by_stage:
-        out.print("model calls that failed:")
-        for stage in report.failures_by_stage:
-            out.print(f"  {stage.line()}", markup=False, highlight=False)
-    if report.pull_request is not None:
-        _print_pull_request(report.pull_request)
-    if report.questions:
-        asked = id_table(
-            "question",
-            "kind",
-            "status",
-            "deadline",
-            "answered",
-            "answer",
-            ids=("question",),
-            title="questions",
-        )
-        for q in report.questions:
-            who = f"{q.answered_via} at {q.answered_at}" if q.answered_at else ""
-            asked.add_row(
-                q.question_id,
-                q.kind,
-                q.status,
-                _deadline(q.deadline_at, now),
-                who,
-                json.dumps(q.answer) if q.answer is not None else "",
-            )
-        out.print(asked)
-        _print_plan_and_clarify(report.questions)
-        _print_plan_changes(report.plans)
-    if report.notes:
-        out.print("notes:")
-        for note in report.notes:
-            out.print(f"  {note.at[:19].replace('T', ' ')} {note.who} via {note.via}:")
-            out.print("    " + note.text.replace("\n", "\n    "))
-    out.print(f"total ${report.totals.cost_usd:.4f}, {report.totals.tokens} tokens")
-    if follow:
-        _follow(ctx, task_id)
-
-
-def _follow(ctx: typer.Context, task_id: str) -> None:
-    """`show --follow`: the build output's tail, then what is added; Ctrl-C ends it quietly."""
-    from agent_team.builders.live_log import read_build_log, state_dir_of
-    from agent_team.reports.build_watch import BuildOutput, build_output, follow_build
-
-    settings = context_of(ctx).settings()
-    state_dir = state_dir_of(settings)
-
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    with db.open_ledger(settings.ledger_target, readonly=True) as ledger:
-
-        def look(after: int | None) -> tuple[str, str, BuildOutput]:
-            task = db.get_task(ledger, task_id)  # first the status, then the log
-            if task is None:
-                raise AgentTeamError(f"task {task_id} is gone from the ledger")
-            tail = read_build_log(state_dir, task_id)
-            output = build_output(task.id, task.status, tail, context_of(ctx).now(), after=after)
-            return task.status, task.phase, output
-
-        try:
-            ending = follow_build(look, write)
-        except KeyboardInterrupt:
-            write("\n(stopped following; the task goes on)\n")
-            return
-    write(f"-- {ending}\n")
 
 
 @app.command()
@@ -790,7 +540,7 @@ def answer(
                 "an answer: review the pull request, merge it or close it; to stop the task: "
                 f"`agent-team cancel {asked.thread_id}`; nothing was stored"
             ) from None
-    out.print(f"answered {answered.question_id}: {answered.answer_json}")
+    out.print(f"answered {answered.question_id}: {answer_text(answered.answer)}")
 
 
 @app.command()
@@ -829,7 +579,9 @@ def reopen(
         actor = acting_actor(ledger, acting_as)
         reopened = _requests(ctx, ledger).reopen(question_id, deadline=window, actor=actor)
     now = context_of(ctx).now()
-    out.print(f"reopened {reopened.question_id}; deadline {_deadline(reopened.deadline_at, now)}")
+    out.print(
+        f"reopened {reopened.question_id}; deadline {deadline_cell(reopened.deadline_at, now)}"
+    )
 
 
 @app.command()
@@ -890,12 +642,15 @@ def daemon(
             f"Sign in with GitHub is on ({settings.github_oauth_url}); a login no person holds "
             + (f"becomes a {role}" if role else "is refused")
         )
-    service = Daemon(settings, announce=lambda line: out.print(line))
+    service = Daemon(settings, announce=lambda line: out.print(line), say=out.print)
     if demo:
-        service.announce = lambda line: _demo_banner(line, settings)
+        # How to submit and answer, for a ledger no task has been submitted to yet (or a
+        # token just made); a restart of a ledger in use says where to sign in, no more.
+        first_run = created is not None or sum(service.coordinator.counts().values()) == 0
+        service.announce = lambda line: _demo_banner(line, settings, first_run=first_run)
     code = service.run()
     if service.cut_short:
-        os._exit(code)  # runs still in flight resume on the next start; don't wait for them
+        os._exit(code)  # runs that did not stop cannot hold the exit up; see Daemon._shutdown
     raise typer.Exit(code)
 
 
@@ -914,12 +669,15 @@ def _token_lines(where: str, created: str | None, path: Path) -> None:
         out.print(f"a new dashboard token was written to {path}; read it there to sign in")
 
 
-def _demo_banner(line: str, settings: Settings) -> None:
+def _demo_banner(line: str, settings: Settings, *, first_run: bool) -> None:
     cli = command()
     db_flag = f" --db {settings.db_path}" if settings.db_path != Path("agent-team.db") else ""
     out.print(line)
     url = line.split()[-1]
     out.print(f"Sign in on {url}login with the dashboard token to answer in the browser.")
+    if not first_run:
+        out.print(f"Stop with Ctrl-C; `{cli}{db_flag} inbox` lists what needs you.")
+        return
     out.print("In another terminal:")
     out.print(
         f'  {cli}{db_flag} submit --title "Try agent-team" --body "Add a short greeting to the '
@@ -927,8 +685,12 @@ def _demo_banner(line: str, settings: Settings) -> None:
     )
     out.print("  (it prints the task id; the daemon plans it within a second or two)")
     out.print(f"  {cli}{db_flag} questions --status open      # the plan waits: <task id>:q1")
+    out.print(f"  {cli}{db_flag} questions <task id>:q1        # the plan in full")
     out.print(f"  {cli}{db_flag} answer <task id>:q1 approve   # then watch it finish on {url}")
-    out.print("Stop with Ctrl-C; everything is kept in the ledger and resumes on the next start.")
+    out.print(
+        "Stop with Ctrl-C (twice to stop a running build at once): answers and finished steps "
+        "are kept, and the next start carries on (a build cut off starts again)."
+    )
 
 
 @intake_app.command("status")
@@ -974,17 +736,17 @@ def intake_status(
         "next poll",
         "last error",
     )
-    for row in rows:
+    for c, row in zip(cursors, rows, strict=True):
         rate = row["etag_hit_rate"]
         table.add_row(
             str(row["source"]).removeprefix("github:"),
             str(row["label"]),
-            str(row["last_poll_at"] or "-"),
+            when(c.last_poll_at) or "-",
             str(row["last_status"] or "-"),
             f"{row['not_modified']}/{row['polls']} ({rate:.0%})" if rate is not None else "-",
             "-" if row["rate_remaining"] is None else str(row["rate_remaining"]),
             str(row["tasks_created"]),
-            str(row["next_poll_at"] or "-"),
+            when(c.next_poll_at) or "-",
             str(row["last_error"] or ""),
         )
     out.print(table)
@@ -995,7 +757,12 @@ def doctor(ctx: typer.Context) -> None:
     """Check the configuration and environment; each failed check says how to fix it."""
     from agent_team.service.doctor import run_checks
 
-    results = run_checks(context_of(ctx).settings())
+    settings = context_of(ctx).settings()
+    # The checks call the daemon, GitHub and the model providers over HTTP; the client's
+    # "HTTP Request: GET ..." lines at INFO would be printed between the checks' own.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
+    results = run_checks(settings)
     table = Table("", "check", "detail", "fix")
     for result in results:
         mark = ("!" if result.warn else "✓") if result.ok else "✗"
@@ -1030,7 +797,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the app, turning our errors into one line each."""
     try:
         app(args=argv)
-    except (ConfigError, InvalidAutomationError, InvalidRepoError) as exc:  # bad settings or args
+    except BAD_INPUT as exc:  # bad settings, arguments or ids: nothing was stored
         err.print(f"agent-team: {localize(str(exc))}", soft_wrap=True)
         sys.exit(2)
     except AccessDeniedError as exc:  # a role below the action's (audited)

@@ -22,7 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 from agent_team import db
+from agent_team.common.invocation import localize
 from agent_team.common.log_format import formatter_for
+from agent_team.common.timefmt import deadline_text, utc_text
 from agent_team.config import Settings, load_hooks, load_settings
 from agent_team.requests.actors import Actor, cli_actor
 
@@ -33,12 +35,15 @@ __all__ = [
     "acting_actor",
     "age",
     "context_of",
+    "deadline_cell",
     "err",
+    "hint",
     "id_table",
     "open_ready",
     "open_writable",
     "out",
     "print_json",
+    "when",
 ]
 
 # Piped output (scripts, CI logs) gets a wide console so ids are never cut short.
@@ -124,7 +129,10 @@ def id_table(*headers: str, ids: tuple[str, ...] = (), title: str | None = None)
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+    # UTF-8 as it is: an emoji in an answer stays an emoji, not a pair of \u escapes.
+    sys.stdout.write(
+        json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False) + "\n"
+    )
 
 
 @contextmanager
@@ -143,6 +151,28 @@ def open_writable(ctx: typer.Context) -> Iterator[db.Ledger]:
     db.init_db(settings.ledger_target)
     with db.open_ledger(settings.ledger_target, files_dir=settings.db_path.parent) as ledger:
         yield ledger
+
+
+def when(stamp: str | None) -> str:
+    """A ledger time as people read it, to the second: `2026-12-05 18:26:29 UTC`.
+
+    The ledger keeps microseconds (`2026-12-05T18:26:29.233081Z`) for order;
+    `--json` prints them as stored.
+    """
+    return utc_text(db.from_iso(stamp)) if stamp else ""
+
+
+def deadline_cell(stamp: str | None, now: datetime, *, status: str = "open") -> str:
+    """`in 2d 23h (Fri 14:00 UTC)` while a question is open; empty once it is answered
+    (a deadline no one has to meet is noise). `--json` keeps the ISO stamp."""
+    if not stamp or status != "open":
+        return ""
+    return deadline_text(db.from_iso(stamp), now)
+
+
+def hint(text: str) -> str:
+    """A text naming our commands, bare or in backticks, with the command that works here."""
+    return localize(text, bare=True)
 
 
 def age(stamp: str, now: datetime) -> str:

@@ -7,6 +7,12 @@ script, else the path as it was typed (relative to the working folder), else
 the full path. Messages keep writing "`agent-team ...`" in backticks (layers
 below the CLI cannot know how it was started); `localize` rewrites them as
 they are printed.
+
+Some texts name commands bare, because they are shown where backticks would
+be noise (the triage inbox's fixes, a park's note): "then: agent-team retry
+t1". `localize(..., bare=True)` rewrites those too, but only where one of our
+own commands follows (`COMMANDS`), so prose such as "the agent-team offline
+builder" stays as it is.
 """
 
 from __future__ import annotations
@@ -17,10 +23,44 @@ import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["NAME", "command", "localize"]
+__all__ = ["COMMANDS", "NAME", "command", "localize"]
 
 NAME = "agent-team"
 _HINT = re.compile(r"`agent-team(?= )")
+# The top-level commands of `agent_team.cli.main.app` (a test keeps the two the same).
+COMMANDS = frozenset(
+    {
+        "answer",
+        "audit",
+        "automation",
+        "backup",
+        "budget",
+        "cancel",
+        "daemon",
+        "doctor",
+        "inbox",
+        "intake",
+        "key",
+        "ledger",
+        "migrate",
+        "migrate-to-postgres",
+        "note",
+        "people",
+        "questions",
+        "reopen",
+        "retry",
+        "schema",
+        "show",
+        "submit",
+        "tasks",
+        "tick",
+    }
+)
+_BARE = re.compile(
+    r"(?<![\w/.`'-])agent-team(?= (?:"
+    + "|".join(re.escape(name) for name in sorted(COMMANDS, key=len, reverse=True))
+    + r")(?![\w-]))"
+)
 
 
 def command(argv0: str | None = None, cwd: Path | None = None) -> str:
@@ -44,9 +84,13 @@ def command(argv0: str | None = None, cwd: Path | None = None) -> str:
     return shlex.quote(text)
 
 
-def localize(text: str, cmd: str | None = None) -> str:
-    """Every "`agent-team ...`" hint in `text` rewritten to the command that works here."""
+def localize(text: str, cmd: str | None = None, *, bare: bool = False) -> str:
+    """Every "`agent-team ...`" hint in `text` rewritten to the command that works here.
+
+    With `bare`, also "agent-team <one of COMMANDS>" without backticks.
+    """
     cmd = command() if cmd is None else cmd
     if cmd == NAME:
         return text
-    return _HINT.sub(lambda _match: f"`{cmd}", text)
+    text = _HINT.sub(lambda _match: f"`{cmd}", text)
+    return _BARE.sub(lambda _match: cmd, text) if bare else text

@@ -16,7 +16,19 @@ from contextlib import contextmanager
 
 from agent_team.exceptions import TaskStoppedError
 
-__all__ = ["forget_stop", "request_stop", "stop_requested", "stopped_error", "watching"]
+__all__ = [
+    "SHUTDOWN",
+    "forget_stop",
+    "request_stop",
+    "stop_requested",
+    "stopped_error",
+    "watching",
+]
+
+# The daemon is stopping and will not wait for the run (a second Ctrl-C, or its stop grace
+# ran out): unlike a cancel or a limit, nothing is wrong with the task, so nothing about it
+# is recorded; the next start continues it from its last checkpoint.
+SHUTDOWN = "shutdown"
 
 _lock = threading.Lock()
 _reasons: dict[str, str] = {}
@@ -26,9 +38,11 @@ _watchers: dict[str, set[threading.Event]] = {}
 _STOPPED = {
     "cancelled": "an operator cancelled the task; its running {what} was stopped",
     "task_timeout": "the task's run passed AGENT_TEAM_TASK_TIMEOUT; its running {what} was "
-    "stopped (raise the limit or split the task, then retry it)",
+    "stopped (raise the limit or split the task)",
     "budget": "its cost passed what was left of today's cap "
     "(AGENT_TEAM_DAILY_BUDGET_USD); its running {what} was stopped",
+    SHUTDOWN: "the daemon stopped; its running {what} was stopped and runs again from its "
+    "beginning on the next start",
 }
 
 

@@ -24,6 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agent_team import db
 from agent_team.automations.runner import PassReport, runner_for
+from agent_team.common.stops import SHUTDOWN
 from agent_team.config import Settings
 from agent_team.coordinator.loop_lease import LoopLease
 from agent_team.coordinator.runner import GraphRunner, TaskObserver
@@ -298,6 +299,15 @@ class Coordinator:
     def stop_waiting(self) -> None:
         """Wake the worker loop now, so a stop the daemon set is seen without waiting a poll."""
         self.wake.set()
+
+    def running_tasks(self) -> list[str]:
+        """The tasks whose runs go on in this process now."""
+        return sorted(self.worker.running)
+
+    def stop_runs(self) -> list[str]:
+        """Stop every run in this process now (a daemon that will not wait for them); their
+        tasks continue from their last checkpoint on the next start. Returns their ids."""
+        return self.worker.stop_all(SHUTDOWN)
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait for the runs `serve` started; False if some are still going after `timeout_s`."""

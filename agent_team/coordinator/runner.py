@@ -27,6 +27,7 @@ from langgraph.types import Interrupt, StateSnapshot
 
 from agent_team import db
 from agent_team.common.redact import redact, tail
+from agent_team.common.stops import SHUTDOWN
 from agent_team.exceptions import FencedError, ModelsDownError, ParkingError, TaskStoppedError
 from agent_team.graph import NODE_PHASES, QUESTION_PHASES
 from agent_team.nodes.common import GraphDeps
@@ -244,10 +245,14 @@ class GraphRunner:
             )
             return
         except TaskStoppedError as exc:
+            if exc.reason == SHUTDOWN:
+                raise  # the daemon is going away, not the task wrong: record nothing
             # A cancel or a limit killed the running work (`Worker.stop_overdue`).
             log.info("task %s stopped: %s", task_id, exc.reason)
-            status = TaskStatus.CANCELLED if exc.reason == "cancelled" else TaskStatus.FAILED
-            self._finish(task_id, status, str(exc))
+            if exc.reason == "cancelled":
+                self._finish(task_id, TaskStatus.CANCELLED, str(exc))
+            else:
+                self._finish(task_id, TaskStatus.FAILED, reports.failed_notice(task_id, str(exc)))
             return
         except Exception as exc:
             if db.is_outage(exc):
@@ -260,10 +265,8 @@ class GraphRunner:
 
             message = tail(redact(f"{type(exc).__name__}: {exc}"), 2000)
             log.warning("task %s failed: %s", task_id, message)
-            # The note keeps the error; the notice adds how to go on from here.
-            self._finish(
-                task_id, TaskStatus.FAILED, message, text=reports.failed_notice(task_id, message)
-            )
+            # The note and the notice: the error, then the command that goes on from here.
+            self._finish(task_id, TaskStatus.FAILED, reports.failed_notice(task_id, message))
             return
         self._after_run(task_id, _Stop.of_output(output))
 

@@ -35,11 +35,27 @@ CHECKPOINT_BATCH = 200
 
 @dataclass
 class SweepReport:
+    """What one recovery sweep did; `describe()` is how logs and `tick` say it."""
+
     delivered: int = 0
     resumes_added: int = 0
     claims_released: int = 0
     tasks_continued: int = 0
     expired: int = 0
+
+    def describe(self) -> str:
+        """`delivered 0, continued 1, released 0`, and the rest when they happened (a log
+        line for people, not the class's repr)."""
+        parts = [
+            f"delivered {self.delivered}",
+            f"continued {self.tasks_continued}",
+            f"released {self.claims_released}",
+        ]
+        if self.resumes_added:
+            parts.append(f"resumes added {self.resumes_added}")
+        if self.expired:
+            parts.append(f"expired {self.expired}")
+        return ", ".join(parts)
 
 
 def _pid_alive(pid: int) -> bool:

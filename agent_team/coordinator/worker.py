@@ -32,9 +32,9 @@ from datetime import UTC, datetime
 from agent_team import db
 from agent_team.builders.proc import stop_tagged
 from agent_team.common.redact import redact
-from agent_team.common.stops import forget_stop, stop_requested
+from agent_team.common.stops import SHUTDOWN, forget_stop, stop_requested
 from agent_team.coordinator.runner import GraphRunner
-from agent_team.exceptions import FencedError
+from agent_team.exceptions import FencedError, TaskStoppedError
 from agent_team.task_model import CommandKind
 
 __all__ = ["Worker", "instance_id"]
@@ -269,6 +269,17 @@ class Worker:
                     )
                 except FencedError:
                     raise
+                except TaskStoppedError as exc:
+                    if exc.reason != SHUTDOWN:
+                        raise  # the runner records every other stop itself
+                    # The daemon stops without waiting: the command goes back to pending,
+                    # for the next start here (or another daemon of the database) to run
+                    # from the task's last checkpoint.
+                    log.info("command %s stopped with the daemon", command.command_id)
+                    db.release_command(
+                        self.ledger, command_id=command.command_id, consumer=self.consumer
+                    )
+                    return False, released
                 except Exception as exc:
                     if db.is_outage(exc):
                         # Nothing about the task is wrong: keep the claim, which lapses after
@@ -343,6 +354,18 @@ class Worker:
             told[task_id] = reason
             log.info("task %s: %s; %d running process group(s) stopped", task_id, reason, killed)
         return told
+
+    def stop_all(self, reason: str) -> list[str]:
+        """Tell every run going on here to stop now, killing its builds; the task ids.
+
+        For a daemon that will not wait for its runs (`common.stops.SHUTDOWN`).
+        """
+        with self._held_guard:
+            tasks = list(self._started)
+        for task_id in tasks:
+            killed = stop_tagged(task_id, reason)
+            log.info("task %s: %s; %d running process group(s) stopped", task_id, reason, killed)
+        return tasks
 
     def _prune_releases(self) -> None:
         """Forget releases older than two leases, so the map does not grow with every task

@@ -14,9 +14,14 @@ Clarify (tool `ClarifyDecision`):
 
 - The issue is clear exactly when the issue text has at least 12 words
   (white-space separated). 11 words asks, 12 does not.
-- The question is always "What should be done, and how will we know it is
+- The first question is "What should be done, and how will we know it is
   done? (The issue says only: '<body>')" with the body's white space collapsed,
   or "... (The issue has no description.)" for an empty body.
+- After answers that still leave it unclear, the question says why the last
+  one was not enough and asks for the rest: "Your answer ('<last answer>')
+  still leaves the issue too short to plan: <n> words so far, 12 needed.
+  Which files or behaviour should change, and what check shows it works?"
+  (the answer's white space collapsed, cut at 80 characters).
 
 Plan (tool `Plan`):
 
@@ -123,10 +128,28 @@ def _read_issue(prompt: str) -> _Issue:
     )
 
 
+_ANSWER_SHOWN = 80
+
+
 def _clarify(issue: _Issue) -> ClarifyDecision:
-    """The clarify rule: clear exactly when the issue text has at least 12 words."""
-    if words(issue.text) >= CLEAR_MIN_WORDS:
+    """The clarify rule: clear exactly when the issue text has at least 12 words.
+
+    A second round never asks the first question again: it names the answer
+    that was not enough and what is still missing.
+    """
+    count = words(issue.text)
+    if count >= CLEAR_MIN_WORDS:
         return ClarifyDecision(clear=True, question=None)
+    if issue.answers:
+        last = " ".join(issue.answers[-1].split())
+        if len(last) > _ANSWER_SHOWN:
+            last = last[: _ANSWER_SHOWN - 1] + "…"
+        return ClarifyDecision(
+            clear=False,
+            question=f"Your answer ('{last}') still leaves the issue too short to plan: "
+            f"{count} words so far, {CLEAR_MIN_WORDS} needed. Which files or behaviour "
+            "should change, and what check shows it works?",
+        )
     body = " ".join(issue.body.split())
     said = f"The issue says only: '{body}'" if body else "The issue has no description."
     return ClarifyDecision(

@@ -44,7 +44,10 @@ CLARIFY_INSTRUCTIONS = (
     "clear enough to plan. It is clear when it says what should change and how someone would "
     "know the change is done. If it is clear, answer clear=true. If it is not, answer "
     "clear=false and ask the one question whose answer would help most. Do not ask about "
-    "things the issue or the clarifications already answer, and do not ask for permission."
+    "things the issue or the clarifications already answer, and do not ask for permission. "
+    "When <clarifications> are present, the person already answered those questions: if the "
+    "issue is still not clear, say what their answers left open and ask about that; never "
+    "ask a question of <clarifications> again."
 )
 
 PLAN_INSTRUCTIONS = (

@@ -3,6 +3,11 @@
 Two nodes share the `clarify` phase: `clarify` calls the model, and
 `clarify_gate` asks. Keeping the model call out of the gate node means a
 resume (which re-runs the gate node) never pays for the call twice.
+
+Each round the model gets the earlier questions and answers, and is told to
+say what they left open. A question it asked before word for word is never
+posted again as it was: the person would not know why their answer was not
+enough, so it is posted with the round and the answer that did not settle it.
 """
 
 from __future__ import annotations
@@ -14,25 +19,51 @@ from agent_team.models.schemas import ClarifyDecision
 from agent_team.nodes.common import GraphDeps, ask_human, crash_point, enter
 from agent_team.task_model import Phase, QuestionKind, TaskState
 
-__all__ = ["clarify", "clarify_gate", "route_after_clarify"]
+__all__ = ["clarify", "clarify_gate", "not_repeated", "route_after_clarify"]
 
 
 def _pairs(state: TaskState) -> list[tuple[str, str]]:
     return [(c["question"], c["answer"]) for c in state.get("clarifications", [])]
 
 
+_ANSWER_SHOWN = 80
+
+
+def _said(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def not_repeated(question: str, pairs: list[tuple[str, str]]) -> str:
+    """`question`, or, when it was asked before, the same with why it is asked again.
+
+    The round number makes the text new even if the model repeats itself again.
+    """
+    if not pairs or _said(question) not in {_said(asked) for asked, _ in pairs}:
+        return question
+    last = " ".join(pairs[-1][1].split())
+    if len(last) > _ANSWER_SHOWN:
+        last = last[: _ANSWER_SHOWN - 1] + "…"
+    return (
+        f"{question} (Asked again in round {len(pairs) + 1}: the answer '{last}' did not "
+        "settle it; please add what it leaves out.)"
+    )
+
+
 def clarify(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
     enter(deps, state, Phase.CLARIFY)
     if state.get("clarify_rounds", 0) >= deps.max_clarify_rounds:
         return {"pending_question": None}
+    pairs = _pairs(state)
     decision = deps.caller.structured(
         thread_id=state["task_id"],
         stage=Phase.CLARIFY.value,
         schema=ClarifyDecision,
-        messages=clarify_messages(state["title"], state.get("body", ""), _pairs(state)),
+        messages=clarify_messages(state["title"], state.get("body", ""), pairs),
     )
     crash_point(deps, Phase.CLARIFY, "after")
-    return {"pending_question": None if decision.clear else decision.question}
+    if decision.clear or not decision.question:
+        return {"pending_question": None}
+    return {"pending_question": not_repeated(decision.question, pairs)}
 
 
 def route_after_clarify(state: TaskState) -> str:

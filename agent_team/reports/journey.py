@@ -20,7 +20,11 @@ The rules:
   the task ended there. Only the step the task is in now is `running`,
   `waiting`, `queued` or `parked`.
 - A question belongs to the step of its gate's phase that was open when it
-  was answered (else when it was posted).
+  was answered (else when it was posted). Several answers by the same
+  person in one step (two clarify rounds) are said once, with their count.
+- The notes of a step's rows stay apart (`notes`; `note` puts each on its
+  own line): a park's message, the retry that ended it and the error of the
+  run after it are three things, not one paragraph.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from agent_team import db
 from agent_team.common.timefmt import span
 from agent_team.task_model import Phase, QuestionKind, QuestionStatus, TaskStatus
 
-__all__ = ["GATE_PHASES", "Step", "journey_steps", "who_answered"]
+__all__ = ["GATE_PHASES", "Step", "answer_text", "journey_steps", "who_answered"]
 
 # The phase whose node asks each kind of question.
 GATE_PHASES: dict[str, str] = {
@@ -73,6 +77,8 @@ class Step:
     transition_ids: tuple[int, ...] = field(default=())
     # The models whose calls fall in the step (`db.transition_costs`), first used first.
     models: tuple[str, ...] = field(default=())
+    # Each row's note once, in order; `note` is the same, one per line.
+    notes: tuple[str, ...] = field(default=())
 
 
 def who_answered(answered_via: str | None) -> str:
@@ -83,16 +89,52 @@ def who_answered(answered_via: str | None) -> str:
     return f"{name} via {transport}" if name else transport
 
 
+def answer_text(answer: Any) -> str:
+    """An answer as people read it: `approve`, `revise: add tests`, the clarify text.
+
+    The ledger keeps answers as JSON; printed as JSON they show `{"text": ...}`
+    and `\\ud83d` escapes for an emoji. An `edit` carries a whole plan, which is
+    shown as the plan itself (`plandiff`), so here it is one word.
+    """
+    if not isinstance(answer, dict):
+        return "" if answer is None else str(answer)
+    decision = answer.get("decision")
+    text = answer.get("text")
+    words = " ".join(text.split()) if isinstance(text, str) else ""
+    if isinstance(decision, str) and decision:
+        if decision == "edit":
+            return "edit (the person's own plan)"
+        return f"{decision}: {words}" if words else decision
+    return words
+
+
+def _answered_texts(answered: Sequence[db.Question]) -> list[str]:
+    """`answered by ada via cli: revise`; one person's answers in a row said once, counted."""
+    runs: list[tuple[str, list[str]]] = []
+    for question in answered:
+        who = who_answered(question.answered_via)
+        answer: Any = question.answer
+        decision = answer.get("decision") if isinstance(answer, dict) else None
+        said = decision if isinstance(decision, str) and decision else ""
+        if runs and runs[-1][0] == who:
+            runs[-1][1].append(said)
+        else:
+            runs.append((who, [said]))
+    texts = []
+    for who, decisions in runs:
+        text = f"answered by {who}"
+        named = [d for d in decisions if d]
+        if named:
+            text += ": " + ", ".join(named)
+        elif len(decisions) > 1:
+            text += f" ({len(decisions)} answers)"
+        texts.append(text)
+    return texts
+
+
 def _seconds(start: str, end: str | None, now: datetime) -> float:
     finish = db.from_iso(end) if end else now
     return max(0.0, round((finish - db.from_iso(start)).total_seconds(), 3))
-
-
-def _answered_text(question: db.Question) -> str:
-    answer: Any = question.answer
-    decision = answer.get("decision") if isinstance(answer, dict) else None
-    text = f"answered by {who_answered(question.answered_via)}"
-    return f"{text}: {decision}" if isinstance(decision, str) and decision else text
 
 
 def _owner(question: db.Question, groups: Sequence[Sequence[db.Transition]]) -> int | None:
@@ -171,7 +213,7 @@ def journey_steps(
         parts = [f"waited {span(wait_s)}"] if answered and wait_s else []
         if parked_s and outcome != TaskStatus.PARKED:
             parts.append(f"parked {span(parked_s)}")
-        parts += [_answered_text(q) for q in answered]
+        parts += _answered_texts(answered)
         if outcome == TaskStatus.WAITING:
             parts.append("waiting for an answer")
         elif outcome == TaskStatus.PARKED:
@@ -193,11 +235,12 @@ def journey_steps(
                 parked_s=round(parked_s, 3),
                 cost_usd=sum(s.usd_cost for s in spend),
                 tokens=sum(s.tokens for s in spend),
-                note=" · ".join(notes) if notes else None,
+                note="\n".join(notes) if notes else None,
                 is_open=last.exited_at is None and outcome not in _ENDINGS,
                 question_ids=tuple(q.question_id for q in in_step),
                 transition_ids=tuple(r.transition_id for r in rows),
                 models=tuple(dict.fromkeys(m for s in spend for m in s.models)),
+                notes=tuple(notes),
             )
         )
     return steps

@@ -10,6 +10,13 @@ question (a new turn), so version N is the Nth plan question of the task. The
 plan a new version revises is the one before it; its answer holds the
 reviewer's feedback.
 
+An `edit` answer is a plan too: the reviewer's plan replaces the model's
+and is the one built (`nodes/plan_review.py` reads it with `Plan.from_text`
+and the build writes it back with `to_markdown`). So it is a version of its
+own, after the one it edits (`source` "edit", written by whoever answered),
+and every view that shows "the current plan" shows what was built, not the
+model's plan that was set aside.
+
 The diff compares the plans line by line (`difflib`), ignoring blank lines
 and the numbers of numbered steps, so a step inserted at the top is one added
 line rather than every later step renumbered.
@@ -24,10 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_team import db
+from agent_team.exceptions import InvalidAnswerError
+from agent_team.models.schemas import Plan
 from agent_team.task_model import QuestionKind
 
 __all__ = [
     "ADDED",
+    "EDIT",
+    "MODEL",
     "REMOVED",
     "UNCHANGED",
     "DiffLine",
@@ -35,10 +46,13 @@ __all__ = [
     "changed",
     "changes_text",
     "diff_plans",
+    "edited_plan",
     "plan_versions",
 ]
 
 ADDED, REMOVED, UNCHANGED = "+", "-", " "
+# Where a version's text came from: the model's plan, or a person's `edit` answer.
+MODEL, EDIT = "model", "edit"
 _NUMBERED = re.compile(r"^\s*\d+[.)]\s+")
 _LINE_LIMIT = 500  # one very long step must not crowd out every other change
 
@@ -55,8 +69,12 @@ class DiffLine:
 class PlanVersion:
     """One plan a reviewer was asked about, and its diff against the plan it revises.
 
-    `decision` / `feedback` / `answered_by` are how this version was answered
+    `decision` / `feedback` / `answered_via` are how this version was answered
     (None while it is open); `base` is the number of the version it revises.
+    A version a person wrote with `edit` (`source` "edit") shares the question
+    it answered and that question's status; it was never asked about itself,
+    so its `decision` and `feedback` are None, and `answered_via` says who
+    wrote it.
     """
 
     number: int
@@ -68,6 +86,7 @@ class PlanVersion:
     answered_via: str | None
     base: int | None = None
     diff: tuple[DiffLine, ...] = field(default=())
+    source: str = MODEL
 
 
 def _key(line: str) -> str:
@@ -142,18 +161,41 @@ def changes_text(
 
 
 def _answer(question: db.Question) -> tuple[str | None, str | None]:
+    """`(decision, feedback)`; an `edit`'s text is the new plan, not feedback on this one."""
     answer: Any = question.answer
     if not isinstance(answer, dict):
         return None, None
     decision, text = answer.get("decision"), answer.get("text")
-    return (
-        decision if isinstance(decision, str) and decision else None,
-        text if isinstance(text, str) and text.strip() else None,
-    )
+    decision = decision if isinstance(decision, str) and decision else None
+    if decision == "edit":
+        return decision, None
+    return decision, text if isinstance(text, str) and text.strip() else None
+
+
+def edited_plan(question: db.Question) -> str | None:
+    """The plan a person wrote in an `edit` answer, as it was built; None for other answers.
+
+    The answer was checked with `Plan.from_text` before it was stored; a row
+    that no longer reads (changed by hand) is shown as it was typed.
+    """
+    answer: Any = question.answer
+    if not isinstance(answer, dict) or answer.get("decision") != "edit":
+        return None
+    text = answer.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        return Plan.from_text(text).to_markdown()
+    except (InvalidAnswerError, ValueError):
+        return text
 
 
 def plan_versions(questions: Iterable[db.Question]) -> list[PlanVersion]:
-    """The task's plans in the order they were asked, each diffed against the one before."""
+    """The task's plans in the order they were asked, each diffed against the one before.
+
+    A plan answered with `edit` is followed by the edited plan, the one the
+    build used, so the last version is always the current plan.
+    """
     plans = []
     for question in sorted(questions, key=lambda q: q.turn):
         payload = question.payload
@@ -161,20 +203,38 @@ def plan_versions(questions: Iterable[db.Question]) -> list[PlanVersion]:
         if question.kind == QuestionKind.PLAN_DECISION and isinstance(markdown, str):
             plans.append((question, markdown))
     versions: list[PlanVersion] = []
-    for number, (question, markdown) in enumerate(plans, start=1):
-        decision, feedback = _answer(question)
+
+    def add(question: db.Question, markdown: str, **how: Any) -> None:
         previous = versions[-1] if versions else None
         versions.append(
             PlanVersion(
-                number=number,
+                number=len(versions) + 1,
                 question_id=question.question_id,
                 status=question.status,
                 markdown=markdown,
-                decision=decision,
-                feedback=feedback,
-                answered_via=question.answered_via,
                 base=previous.number if previous else None,
                 diff=tuple(diff_plans(previous.markdown, markdown)) if previous else (),
+                **how,
             )
         )
+
+    for question, markdown in plans:
+        decision, feedback = _answer(question)
+        add(
+            question,
+            markdown,
+            decision=decision,
+            feedback=feedback,
+            answered_via=question.answered_via,
+        )
+        edited = edited_plan(question)
+        if edited is not None:
+            add(
+                question,
+                edited,
+                decision=None,
+                feedback=None,
+                answered_via=question.answered_via,
+                source=EDIT,
+            )
     return versions

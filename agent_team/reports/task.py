@@ -22,7 +22,7 @@ from agent_team.exceptions import UnknownTaskError
 from agent_team.reports.journey import Step, journey_steps
 from agent_team.reports.plandiff import PlanVersion, plan_versions
 from agent_team.reports.pull_request import PullRequestTimeline, read_pull_request_timeline
-from agent_team.task_model import TERMINAL_STATUSES, TaskStatus
+from agent_team.task_model import TERMINAL_STATUSES, Phase, TaskStatus
 
 __all__ = [
     "BuildRef",
@@ -132,12 +132,15 @@ def resume_notice(task_id: str, resume_at: datetime) -> str:
 
 
 def failed_notice(task_id: str, why: str) -> str:
-    """What a person reads when a run fails: the error, and how to continue the task.
+    """What a person reads when a run fails: the error, then on a line of its own the command
+    that continues the task (the error may end in a build's output tail).
 
-    The task keeps its checkpoints and answers, so a retry after the fix runs
-    the step that failed again and asks nothing again (`requests.inbox.retry_task`).
+    It is also the failed row's note, so `show`, the task page and the inbox
+    name the command, not only the notice. The task keeps its checkpoints and
+    answers, so a retry after the fix runs the step that failed again and asks
+    nothing again (`requests.inbox.retry_task`).
     """
-    return f"{why}; fix the cause, then continue it: agent-team retry {task_id}"
+    return f"{why.rstrip()}\nfix the cause, then continue it: agent-team retry {task_id}"
 
 
 def lane_off_notice(task_id: str) -> str:
@@ -147,9 +150,13 @@ def lane_off_notice(task_id: str) -> str:
     )
 
 
+def _moment(stamp: str | None) -> str:
+    return utc_text(db.from_iso(stamp)) if stamp else "its deadline"
+
+
 def expired_notice(question: db.Question) -> str:
     return (
-        f"question {question.question_id} expired at {question.deadline_at}; "
+        f"question {question.question_id} expired at {_moment(question.deadline_at)}; "
         f"reopen it with `agent-team reopen {question.question_id}`"
     )
 
@@ -460,6 +467,22 @@ class TaskReport:
         return last.note if last.status == TaskStatus.PARKED and last.exited_at is None else None
 
     @property
+    def stopped_in(self) -> str | None:
+        """The phase a cancelled task was in when it stopped; None for any other task.
+
+        A cancel ends the graph, so the task's `phase` reads `done`, which says
+        nothing about where it was (a rejected plan, a cancelled build).
+        """
+        if self.task.status != TaskStatus.CANCELLED:
+            return None
+        phases = [
+            view.transition.to_phase
+            for view in self.transitions
+            if view.transition.to_phase != Phase.DONE
+        ]
+        return phases[-1] if phases else None
+
+    @property
     def cost_by_stage(self) -> dict[str, float]:
         """What each stage's model calls cost, summed from `usage`."""
         costs: dict[str, float] = {}
@@ -483,6 +506,7 @@ class TaskReport:
             "model_failures": [_failure_json(failure) for failure in self.model_failures],
             "pull_request": None if self.pull_request is None else self.pull_request.to_json(),
             "notes": [note.to_json() for note in self.notes],
+            "stopped_in": self.stopped_in,
             # Kept for `agent-team show --json` readers from before `totals` existed.
             "total_usd": self.totals.cost_usd,
             "total_tokens": self.totals.tokens,

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from agent_team import db
+from agent_team.common.timefmt import utc_text
 from agent_team.exceptions import InvalidAnswerError
 from agent_team.models.schemas import Plan
 from agent_team.task_model import QuestionKind, QuestionStatus
@@ -329,21 +330,27 @@ def parse_answer(kind: str, text: str | dict[str, Any]) -> dict[str, Any]:
         raise InvalidAnswerError(_reason(exc)) from None
 
 
+def _moment(stamp: str | None) -> str:
+    """A ledger time in a message: to the second (the ledger keeps microseconds)."""
+    return utc_text(db.from_iso(stamp)) if stamp else "an unknown time"
+
+
 def closed_message(question: db.Question) -> str:
     """What to tell a person whose answer arrived too late, by the question's state."""
     qid = question.question_id
     if question.status == QuestionStatus.ANSWERED:
         return (
             f"question {qid} was already answered by {question.answered_via} "
-            f"at {question.answered_at}; nothing changed"
+            f"at {_moment(question.answered_at)}; nothing changed"
         )
     if question.status == QuestionStatus.EXPIRED:
         return (
-            f"question {qid} expired at {question.deadline_at}; reopen it: agent-team reopen {qid}"
+            f"question {qid} expired at {_moment(question.deadline_at)}; "
+            f"reopen it: agent-team reopen {qid}"
         )
     if question.status == QuestionStatus.SUPERSEDED:
         return f"question {qid} was superseded: the task moved on; nothing changed"
     return (
-        f"question {qid} is past its deadline ({question.deadline_at}); "
+        f"question {qid} is past its deadline ({_moment(question.deadline_at)}); "
         f"an operator can reopen it once it expires: agent-team reopen {qid}"
     )

@@ -7,9 +7,14 @@ touch the live ledger), then claims the ledger (one daemon per SQLite file:
 integrations), the recovery sweep, the HTTP
 server on the bound socket, then the loops; READY=1 goes to systemd only when
 all of that stands.
-SIGTERM/SIGINT stop new work, let running node executions finish within
-`AGENT_TEAM_STOP_GRACE_S`, and exit 0; whatever was cut off resumes on the
-next start (the ledger and checkpoints say where).
+SIGTERM/SIGINT stop new work and let running node executions finish within
+`AGENT_TEAM_STOP_GRACE_S`, saying at once what it waits for; a second signal
+(Ctrl-C again) stops them now. Either way it exits 0, and a run it stopped
+records nothing: its command goes back to pending and its task continues from
+its last checkpoint on the next start. A checkpoint is written between nodes,
+so the node that was cut off runs again from its first line: a build stopped
+part-way starts again from its beginning (docs/architecture.md §4), and the
+messages say so rather than promise a resume.
 
 Integrations plug in here and nowhere else, all the same way: each enabled
 one (`integrations.registry`, built by the wiring) adds its HTTP routes,
@@ -56,6 +61,11 @@ MAX_BACKOFF_S = 60.0
 STABLE_AFTER_S = 30.0  # a loop that ran this long before dying restarts from the short backoff
 # How often the daemon writes spend rows the database refused back into it (`_budget_outbox`).
 OUTBOX_REPLAY_S = 300.0
+# How long stopped runs get to wind down (a killed build's process to be reaped, a model
+# call abandoned) before the process exits without waiting for them.
+WIND_DOWN_S = 5.0
+# How often a stop waiting for runs looks whether it was told to stop them now.
+_HURRY_POLL_S = 0.1
 
 
 def freeze_startup_heap() -> None:
@@ -87,9 +97,15 @@ class Daemon:
         *,
         transport: Transport | None = None,
         announce: Callable[[str], None] | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.announce = announce or (lambda line: log.info("%s", line))
+        # What a person at the terminal is told while the daemon stops (the CLI prints it).
+        self.say = say or (lambda line: log.warning("%s", line))
+        self._signals = 0  # how many stop signals came (each is handled on a thread of its own)
+        self._signals_guard = threading.Lock()
+        self._hurry = threading.Event()  # a second signal: stop the runs, do not wait
         self.notifier = Notifier(load_systemd_env())
         self.health = Health()
         self.stop = threading.Event()
@@ -309,8 +325,30 @@ class Daemon:
         ).start()
 
     def _stop_on_signal(self, signum: int) -> None:
-        log.info("signal %s: stopping (grace %.0f s)", signum, self.settings.stop_grace_s)
+        with self._signals_guard:
+            self._signals += 1
+            count = self._signals
+        log.info("signal %s (%d): stopping", signum, count)
+        if count == 1:
+            self.say(self._stopping_line())
+            self.request_stop()
+            return
+        running = self.coordinator.running_tasks()
+        if running:
+            self.say(f"stopping now: stopping {_runs(running)}")
+        self._hurry.set()
         self.request_stop()
+
+    def _stopping_line(self) -> str:
+        """What a first stop waits for, and how not to wait."""
+        running = self.coordinator.running_tasks()
+        if not running:
+            return "stopping: nothing is running"
+        return (
+            f"stopping: waiting up to {self.settings.stop_grace_s:g} s for {_runs(running)} "
+            "to finish; press Ctrl-C again to stop now (a build stopped part-way starts "
+            "again from its beginning on the next start)"
+        )
 
     def request_stop(self) -> None:
         self.stop.set()
@@ -324,7 +362,7 @@ class Daemon:
         # Before any run starts: what builds of a killed earlier run left (containers).
         self.coordinator.deps.sandbox.sweep()
         sweep = self.coordinator.recovery_sweep()
-        log.info("recovery sweep: %s", sweep)
+        log.info("recovery sweep: %s", sweep.describe())
         freeze_startup_heap()
         self._start_http()
         for loop in self.loops:
@@ -380,16 +418,38 @@ class Daemon:
         for thread in self._threads:
             thread.join(timeout=10)
         access_log.flush(timeout_s=2.0)  # the last requests' lines, before the process ends
-        if self.coordinator.wait_idle(self.settings.stop_grace_s):
+        if not self._wait_for_runs(self.settings.stop_grace_s):
+            stopped = self.coordinator.stop_runs()
+            kill_running_children()  # any process no task's tag names
+            grace = f"still going after {self.settings.stop_grace_s:g} s"
+            why = "told to stop now" if self._hurry.is_set() else grace
+            self.say(f"stopped {_runs(stopped)} ({why}); {_AFTER_STOP}")
+            # Stopped runs record nothing and end at once; one that does not cannot hold
+            # the exit up (it would write through a runtime being closed under it).
+            self.cut_short = not self.coordinator.wait_idle(WIND_DOWN_S)
+        if not self.cut_short:
             self.runtime.close()  # integrations, coordinator, transport, then the ledger
-        else:
-            self.cut_short = True
-            killed = kill_running_children()
-            log.warning(
-                "runs still going after %.0f s; stopped %d build process(es); "
-                "they resume on the next start",
-                self.settings.stop_grace_s,
-                killed,
-            )
         self._release()  # uvicorn closed the socket; cut short, the process exits next
         return 0
+
+    def _wait_for_runs(self, grace_s: float) -> bool:
+        """Wait for the runs to finish, up to `grace_s` or a second signal; True if they did."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            left = deadline - time.monotonic()
+            if self.coordinator.wait_idle(max(0.0, min(_HURRY_POLL_S, left))):
+                return True
+            if self._hurry.is_set() or left <= 0:
+                return False
+
+
+_AFTER_STOP = (
+    "answers and finished steps are kept, and the next start continues each task from its "
+    "last checkpoint (a build that was cut off runs again from its beginning)"
+)
+
+
+def _runs(task_ids: list[str]) -> str:
+    """`1 run (t1)`, `3 runs (t1, t2, t3)`."""
+    shown = ", ".join(task_ids[:5]) + (", …" if len(task_ids) > 5 else "")
+    return f"{len(task_ids)} run{'s' if len(task_ids) != 1 else ''} ({shown})"

@@ -137,6 +137,78 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
         conn.close()
 
 
+@pytest.mark.slow
+def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_the_build_now(
+    tmp_path: Path,
+) -> None:
+    # #31 (4): the first Ctrl-C waited in silence, a second only repeated the line, and the
+    # message promised a resume where the build starts again from its beginning.
+    port = free_port()
+    go, started, runs = tmp_path / "go", tmp_path / "build-started", tmp_path / "build-runs"
+    env = daemon_env(tmp_path, port)
+    env.update(
+        AGENT_TEAM_BUILDER="command",
+        AGENT_TEAM_BUILD_COMMAND=(
+            f"echo $$ > {tmp_path / 'build.pid'}; echo run >> {runs}; touch {started}; "
+            f"while [ ! -f {go} ]; do sleep 0.05; done; echo built > out.txt"
+        ),
+        AGENT_TEAM_STOP_GRACE_S="600",  # far longer than this test waits for anything
+        AGENT_TEAM_LOG_LEVEL="info",
+    )
+    ledger = tmp_path / "agent-team.db"
+    db.init_db(ledger)
+    log = tmp_path / "daemon-1.log"
+    with db.open_ledger(ledger) as conn:
+        task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
+        proc = start_daemon(env=env, cwd=tmp_path, output=log)
+        try:
+            wait_for(
+                lambda: bool(db.list_questions(conn, status="open", thread_id=task_id)),
+                what="the plan question",
+                timeout_s=30,
+            )
+            (question,) = db.list_questions(conn, status="open", thread_id=task_id)
+            inbox.submit_answer(
+                conn, question.question_id, "approve", via="cli:t", now=db.utc_now()
+            )
+            wait_for(started.exists, what="the build command to start", timeout_s=30)
+
+            proc.send_signal(signal.SIGINT)
+            waiting = f"stopping: waiting up to 600 s for 1 run ({task_id}) to finish; press"
+            wait_for(lambda: waiting in log.read_text(), what="the first stop's line")
+            assert proc.poll() is None, "it waits for the build"
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=60) == 0, log.read_text()
+        finally:
+            reap(proc)
+        said = log.read_text()
+        assert f"stopped 1 run ({task_id}) (told to stop now)" in said, said
+        assert "a build that was cut off runs again from its beginning" in said
+        assert "recovery sweep: delivered 0" in said and "SweepReport(" not in said
+        # Stopped, not failed: nothing recorded, the command back to pending.
+        task = db.get_task(conn, task_id)
+        assert task is not None and (task.status, task.phase) == ("running", "build")
+        assert not any(row.status == "failed" for row in db.list_transitions(conn, task_id))
+        assert {c.state for c in db.list_commands(conn, task_id=task_id)} == {"done", "pending"}
+        build_pid = int((tmp_path / "build.pid").read_text())
+        wait_for(lambda: not pid_alive(build_pid), what="the build to be killed", timeout_s=30)
+
+        go.touch()
+        restarted = start_daemon(env=env, cwd=tmp_path)
+        try:
+            wait_for(
+                lambda: (t := db.get_task(conn, task_id)) is not None and t.status == "done",
+                what="the task to finish after the restart",
+                timeout_s=30,
+            )
+            restarted.send_signal(signal.SIGTERM)
+            assert restarted.wait(timeout=30) == 0
+        finally:
+            reap(restarted)
+    # What the message said: the build ran again from its beginning.
+    assert runs.read_text().splitlines() == ["run", "run"]
+
+
 def test_a_dying_loop_is_restarted_and_reported(tmp_path: Path) -> None:
     settings = load_settings(
         db_path=tmp_path / "agent-team.db",

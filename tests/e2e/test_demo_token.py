@@ -91,3 +91,20 @@ def test_without_a_token_the_start_says_writes_are_off(cli: Cli) -> None:
     with daemon(cli, port) as log:
         assert "dashboard writes are off: no token" in log.read_text()
     assert not (cli.home / "state" / "dashboard-token").exists()
+
+
+@pytest.mark.slow
+def test_the_first_run_instructions_are_printed_until_a_task_exists(cli: Cli) -> None:
+    # #31 (14): they were printed again on every restart.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with daemon(cli, port, "--demo") as log:
+        first = log.read_text()
+    cli.submit("Remember the email", "Add a greeting to the README.")
+    with daemon(cli, port, "--demo") as log:
+        again = log.read_text()
+
+    assert "In another terminal:" in first and "submit --title" in first
+    assert "In another terminal:" not in again and "submit --title" not in again
+    assert f"Sign in on http://127.0.0.1:{port}/login" in again  # still where to sign in

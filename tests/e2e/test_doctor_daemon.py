@@ -53,7 +53,7 @@ def test_doctor_reports_our_running_daemon_and_its_writes(
     proc, env = demo_daemon
     port = env["AGENT_TEAM_DASHBOARD_PORT"]
 
-    result = doctor(tmp_path, env)
+    result = doctor(tmp_path, {**env, "AGENT_TEAM_LOG_LEVEL": "info"})  # the default level
 
     text = flat(result.stdout)
     assert result.returncode == 0, text
@@ -61,6 +61,8 @@ def test_doctor_reports_our_running_daemon_and_its_writes(
     assert f"127.0.0.1:{port} is in use by the agent-team daemon running on this ledger" in text
     assert f"pid {proc.pid}" in text and "writes enabled" in text, text
     assert "no token" not in text and "not free" not in text, text
+    # Asking the daemon is doctor's business, not a line of the HTTP client's (#31, 14).
+    assert "HTTP Request" not in result.stdout + result.stderr, result.stderr
 
 
 @pytest.mark.slow

@@ -92,7 +92,7 @@ def commands_in(lines: list[str]) -> list[str]:
 def test_the_demo_banner_uses_the_venv_path_from_the_checkout(tmp_path: Path) -> None:
     venv_in(tmp_path)
     lines = banner(tmp_path, ".venv/bin/agent-team", env_without_agent_team(tmp_path))
-    assert commands_in(lines) == [".venv/bin/agent-team"] * 3, lines
+    assert commands_in(lines) == [".venv/bin/agent-team"] * 4, lines
 
 
 @pytest.mark.slow
@@ -100,4 +100,4 @@ def test_the_demo_banner_uses_the_full_path_from_another_folder(tmp_path: Path) 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     lines = banner(elsewhere, str(AGENT_TEAM), env_without_agent_team(tmp_path))
-    assert commands_in(lines) == [str(AGENT_TEAM)] * 3, lines
+    assert commands_in(lines) == [str(AGENT_TEAM)] * 4, lines

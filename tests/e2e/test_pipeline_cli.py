@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -141,7 +142,7 @@ def test_clarify_path_for_a_short_body(cli: Cli) -> None:
     question = cli.open_question(task_id)
     assert question["kind"] == "clarify"
     invalid = cli.answer(question["question_id"], "   ", check=False)
-    assert invalid.returncode == 1 and "empty" in invalid.stderr
+    assert invalid.returncode == 2 and "empty" in invalid.stderr  # bad input
     cli.answer(
         question["question_id"],
         "Remember the email address on the login form so returning users type less.",
@@ -162,7 +163,7 @@ def test_invalid_and_duplicate_answers_change_nothing(cli: Cli) -> None:
     cli.tick()
     qid = cli.open_question(task_id)["question_id"]
     maybe = cli.answer(qid, "maybe", check=False)
-    assert maybe.returncode == 1
+    assert maybe.returncode == 2  # bad input; a refusal given the state (below) is 1
     assert "approve [comment]" in maybe.stderr and "Traceback" not in maybe.stderr
     assert cli.open_question(task_id)["question_id"] == qid
 
@@ -259,7 +260,7 @@ def test_a_builder_that_cannot_run_parks_and_retry_finishes_after_the_fix(
     )
 
     refused = cli.run("retry", "no-such-task", check=False)
-    assert refused.returncode == 1 and "no task 'no-such-task'" in refused.stderr
+    assert refused.returncode == 2 and "no task 'no-such-task'" in refused.stderr
     cli.run("retry", task_id)  # the operator went back to the offline builder
     cli.tick()
 
@@ -267,3 +268,31 @@ def test_a_builder_that_cannot_run_parks_and_retry_finishes_after_the_fix(
     assert report["task"]["status"] == "done"
     again = cli.run("retry", task_id, check=False)
     assert again.returncode == 1 and "only parked and failed tasks" in again.stderr
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+EXAMPLE_ID = "t3f9c2a1b0d"
+
+
+def readme_first_example() -> list[list[str]]:
+    """The `$A ...` lines of README's "A task from start to finish", as argument lists."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## A task from start to finish") :]
+    start = section.index("```sh\n") + len("```sh\n")
+    block = section[start : section.index("\n```", start)]
+    lines = [line for line in block.splitlines() if line.startswith("$A ")]
+    return [shlex.split(line, comments=True)[1:] for line in lines]
+
+
+@pytest.mark.slow
+def test_the_readme_first_example_runs_in_an_empty_folder(cli: Cli) -> None:
+    # #31 (13): it used an `issue.md` a new user does not have.
+    steps = readme_first_example()
+    assert [step[0] for step in steps][:2] == ["submit", "tick"]
+    task_id = ""
+    for step in steps:
+        args = [arg.replace(EXAMPLE_ID, task_id) for arg in step]
+        result = cli.run(*args)
+        if step[0] == "submit":
+            task_id = result.stdout.strip()
+    assert cli.show(task_id)["task"]["status"] == "done"

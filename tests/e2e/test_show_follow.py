@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_team import db
 from tests.e2e.conftest import LONG_BODY, Cli
 from tests.e2e.daemon_process import start_agent_team
 from tests.waiting import wait_for
@@ -197,3 +198,21 @@ def test_with_nothing_running_follow_prints_the_tail_and_returns(
     lines = cli.run("show", other, "--follow").stdout.splitlines()
     assert "build output (no build output yet):" in lines
     assert lines[-1] == "-- the task is queued (phase intake); nothing is running"
+
+
+@pytest.mark.slow
+def test_follow_with_no_daemon_says_why_it_waits(cli: Cli) -> None:
+    # #31 (5): a task left `running` by a daemon that is gone was followed in silence.
+    task_id = cli.submit("Remember the email", LONG_BODY)
+    with db.open_ledger(cli.db_path) as ledger:
+        db.set_task_status(ledger, task_id, "running")
+
+    watcher = watch(cli, "show", task_id, "--follow")
+    watcher.wait_for_line("no daemon is running on this ledger: start one with `")
+    watcher.wait_for_line("(following anyway: the output comes once `")
+    assert not any(" so far" in line for line in watcher.seen)  # nothing counts on
+    watcher.proc.send_signal(signal.SIGINT)
+    code, lines, err = watcher.finish()
+
+    assert code == 0, err
+    assert lines[-1] == "(stopped following; the task goes on)"

@@ -269,8 +269,9 @@ def test_questions_lists_and_filters_by_status(tmp_path: Path, cwd_conn: db.Ledg
     assert cells(every.stdout, "q-open-1")[1:5] == ["t-one", "1", "clarify", "open"]
     done = cells(every.stdout, "q-done")
     assert done[1:5] == ["t-one", "1", "clarify", "answered"]
-    assert db.to_iso(DAY) in done
-    assert "via" in done and "slack" in done
+    # To the second, as people read it (#31, 14): the stored microseconds stay in --json.
+    assert done[5:10] == ["2026-12-01", "00:00:00", "UTC", "by", "slack"]
+    assert db.to_iso(DAY) not in every.stdout
 
     assert only_open.returncode == 0, only_open.stderr
     assert "q-open-1" in only_open.stdout
@@ -646,10 +647,17 @@ def test_show_and_open_questions_print_the_plan_under_review(
     assert asked.kind == "plan_decision" and plan.strip()
 
     listed = runner.invoke(app, ["questions", "--status", "open"])
+    one = runner.invoke(app, ["questions", asked.question_id])
+    every = runner.invoke(app, ["questions", "--status", "open", "--plans"])
     shown = runner.invoke(app, ["show", task_id])
 
-    assert listed.exit_code == 0 and shown.exit_code == 0, listed.output + shown.output
-    assert _flat(plan) in _flat(listed.stdout)
+    for result in (listed, one, every, shown):
+        assert result.exit_code == 0, result.output
+    # #31 (10): the list is a table; the plan is printed for one question or with --plans.
+    assert _flat(plan) not in _flat(listed.stdout)
+    assert f"`agent-team questions {asked.question_id}` prints one in full" in listed.stdout
+    assert _flat(plan) in _flat(one.stdout)
+    assert _flat(plan) in _flat(every.stdout)
     assert _flat(plan) in _flat(shown.stdout)
     assert f"the plan ({asked.question_id}, open)" in shown.stdout
 
@@ -843,7 +851,7 @@ def test_an_open_pr_decision_shows_its_check_and_choices_and_takes_take_over(
         },
     )
 
-    listed = runner.invoke(app, ["questions", "--status", "open"])
+    listed = runner.invoke(app, ["questions", question_id])
 
     assert listed.exit_code == 0, listed.output
     shown = listed.stdout[listed.stdout.index(f"the pull request {question_id} needs") :]

@@ -203,7 +203,7 @@ def test_notes_on_a_task_follow_the_role_table_and_show(home: Path) -> None:
     assert "note needs contributor or above" in line
     assert_one_line_error(cli(home, "note", "t1", "   ", "--as", "cy"), 2)
     assert_one_line_error(cli(home, "note", "t1", "x" * 4001), 2)
-    assert_one_line_error(cli(home, "note", "nope", "hello"), 1)
+    assert_one_line_error(cli(home, "note", "nope", "hello"), 2)  # no such task: bad input
     shown = ok(home, "show", "t1")
     assert "cy via cli:" in shown and "the staging DB is down" in shown
     report = json.loads(ok(home, "show", "t1", "--json"))

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from agent_team import db
 from agent_team.cli.main import app
+from agent_team.common.timefmt import utc_text
 from agent_team.config import ENV_PREFIX
 from agent_team.reports.pull_request import PullRequestTimeline, read_pull_request_timeline
 from agent_team.reports.task import read_task_report
@@ -28,6 +29,11 @@ NOW = T0 + timedelta(hours=2)
 
 def iso(offset_s: float) -> str:
     return db.to_iso(T0 + timedelta(seconds=offset_s))
+
+
+def shown_at(offset_s: float) -> str:
+    """The same moment as `show` prints it."""
+    return utc_text(T0 + timedelta(seconds=offset_s))
 
 
 @pytest.fixture
@@ -199,9 +205,10 @@ def test_show_prints_the_rounds_without_terminal_controls(
     assert "pull request acme/app#12 merged, 1 follow-up round, a person took over: " + PR_URL in (
         text
     )
-    assert f"opened {iso(100)}, merged {iso(3000)} (48m 20s)" in text
+    # Times to the second, as people read them (#31, 14); the JSON keeps the ledger's.
+    assert f"opened {shown_at(100)}, merged {shown_at(3000)} (48m 20s)" in text
     assert text.index("round 0: opened") < text.index("round 1: follow-up round 1")
-    assert f"{iso(1000)}  review by alice  {PR_URL}#pullrequestreview-11" in text
+    assert f"{shown_at(1000)}  review by alice  {PR_URL}#pullrequestreview-11" in text
     assert f"      {EVIL_BODY}" in text
     assert "decision t1:q3 (ci_failed): takeover by carol via dashboard" in text
     assert "note by eve\\x1b[2J: text hi" in text and "\x1b" not in text

@@ -51,7 +51,7 @@ def test_the_cli_refuses_a_body_over_the_limit_naming_it_and_stores_nothing(
         tmp_path, "--db", str(ledger_path), "submit", "--title", "Big", "--body-file", str(big)
     )
 
-    line = assert_one_line_error(result, 1)
+    line = assert_one_line_error(result, 2)  # bad input
     assert f"{MAX_BODY_CHARS:,}" in line and "5,242,880" in line, line
     assert _task_count(ledger_path) == 0
     assert ledger_path.stat().st_size == before

@@ -187,6 +187,18 @@ def test_invalid_value_error_does_not_carry_the_validation_error(
     assert SECRET not in repr(info.value.args)
 
 
+def test_our_own_check_reads_as_our_message_without_pydantics_prefix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # #31 (14): "AGENT_TEAM_MODEL: Value error, has no provider prefix ..." leaked pydantic.
+    monkeypatch.setenv("AGENT_TEAM_MODEL", "bogus")
+
+    message = config_error()
+
+    assert message.startswith("invalid configuration: AGENT_TEAM_MODEL: has no provider prefix")
+    assert "Value error" not in message
+
+
 def test_invalid_value_in_toml_names_the_key_and_the_file(tmp_path: Path) -> None:
     config = write(tmp_path / "c.toml", f'log_level = "{SECRET}"\n')
 

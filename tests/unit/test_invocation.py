@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import typer
 
-from agent_team.common.invocation import command, localize
+from agent_team.cli.help_format import PANELS, OrderedGroup
+from agent_team.cli.main import app
+from agent_team.common.invocation import COMMANDS, command, localize
 
 
 @pytest.fixture
@@ -43,3 +46,24 @@ def test_localize_rewrites_only_backticked_commands() -> None:
         "pip install 'agent-team[x]'"
     )
     assert localize(text, "agent-team") == text
+
+
+def test_bare_commands_are_rewritten_only_where_one_of_ours_follows() -> None:
+    # #31 (11): the inbox printed bare `agent-team ...`, not the command that runs here.
+    text = (
+        "see why: agent-team show t1; fix it, then: agent-team retry t1 "
+        "(written by the agent-team offline builder on agent-team/t1)"
+    )
+    assert localize(text, ".venv/bin/agent-team", bare=True) == (
+        "see why: .venv/bin/agent-team show t1; fix it, then: .venv/bin/agent-team retry t1 "
+        "(written by the agent-team offline builder on agent-team/t1)"
+    )
+    assert localize(text, ".venv/bin/agent-team") == text  # backticks only, by default
+
+
+def test_the_bare_hint_commands_are_the_apps_commands() -> None:
+    click_app = typer.main.get_command(app)
+    assert isinstance(click_app, OrderedGroup)
+    assert set(click_app.commands) == COMMANDS
+    # and each has its place in `--help` (cli/help_format.PANELS)
+    assert {name for names in PANELS.values() for name in names} == COMMANDS

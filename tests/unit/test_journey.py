@@ -12,7 +12,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from agent_team import db
-from agent_team.reports.journey import journey_steps, who_answered
+from agent_team.reports.journey import answer_text, journey_steps, who_answered
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
@@ -182,8 +182,33 @@ def test_a_parked_step_says_why_and_a_retried_one_remembers_it() -> None:
     ]
     assert steps[1].label == "done · parked 1h 00m"
     assert steps[1].note == (
-        "no claude binary; install it · retried by an operator (was parked: builder_unavailable)"
+        "no claude binary; install it\nretried by an operator (was parked: builder_unavailable)"
     )
+
+
+def test_a_park_the_retry_and_the_failure_after_it_stay_three_notes() -> None:
+    # #31 (6): the park's reason and the new error were one run-on paragraph.
+    journey = rows(
+        ("build", "running", 0, 10, None),
+        ("build", "parked", 10, 70, "claude was not found; then continue it: agent-team retry t1"),
+        ("build", "queued", 70, 71, "retried by an operator (was parked: builder_unavailable)"),
+        ("build", "running", 71, 80, None),
+        (
+            "build",
+            "failed",
+            80,
+            81,
+            "BuildError: exit 3\nfix the cause, then continue it: agent-team retry t1",
+        ),
+    )
+    (build,) = journey_steps(journey, [], task_status="failed", now=T0)
+    assert build.outcome == "failed"
+    assert build.notes == (
+        "claude was not found; then continue it: agent-team retry t1",
+        "retried by an operator (was parked: builder_unavailable)",
+        "BuildError: exit 3\nfix the cause, then continue it: agent-team retry t1",
+    )
+    assert build.note == "\n".join(build.notes) and " · " not in build.note
 
 
 def test_a_failed_or_cancelled_step_is_the_one_the_task_ended_in() -> None:
@@ -232,6 +257,31 @@ def test_two_clarify_rounds_in_one_step_name_both_answers() -> None:
         "waited 2m 00s · answered by ada via dashboard · answered by bob via cli"
     )
     assert plan.outcome == "running"
+
+
+def test_two_clarify_rounds_by_one_person_name_them_once_with_the_count() -> None:
+    journey = rows(
+        ("clarify", "running", 0, 1, None),
+        ("clarify", "waiting", 1, 61, None),
+        ("clarify", "running", 61, 62, None),
+        ("clarify", "waiting", 62, 122, None),
+        ("clarify", "running", 122, 123, None),
+        ("plan", "running", 123, None, None),
+    )
+    asked = [
+        question(1, "clarify", posted=1, answered=50, via="cli:root", decision=""),
+        question(2, "clarify", posted=62, answered=100, via="cli:root", decision=""),
+    ]
+    clarify, _ = journey_steps(journey, asked, now=T0 + timedelta(seconds=200))
+    assert clarify.label == "waited 2m 00s · answered by root via cli (2 answers)"
+
+
+def test_answers_read_as_people_wrote_them() -> None:
+    assert answer_text({"text": "ok \N{GRINNING FACE}"}) == "ok \N{GRINNING FACE}"
+    assert answer_text({"decision": "approve", "text": ""}) == "approve"
+    assert answer_text({"decision": "revise", "text": "add\n tests"}) == "revise: add tests"
+    assert answer_text({"decision": "edit", "text": "# Plan\n1. a"}).startswith("edit")
+    assert answer_text(None) == ""
 
 
 def test_a_question_goes_to_the_gate_step_that_was_open_when_it_was_answered() -> None:

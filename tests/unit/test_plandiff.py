@@ -5,7 +5,16 @@ from __future__ import annotations
 import json
 
 from agent_team import db
-from agent_team.reports.plandiff import DiffLine, changed, changes_text, diff_plans, plan_versions
+from agent_team.models.schemas import Plan
+from agent_team.reports.plandiff import (
+    EDIT,
+    MODEL,
+    DiffLine,
+    changed,
+    changes_text,
+    diff_plans,
+    plan_versions,
+)
 
 V1 = "# Plan\n\nRemember email\n\n## Steps\n\n1. Store the email in a cookie\n2. Prefill it\n"
 V2 = (
@@ -91,3 +100,20 @@ def test_every_plan_version_is_kept_with_its_diff_against_the_one_it_revises() -
     )
     assert second.markdown == V2 and list(second.diff) == diff_plans(V1, V2)
     assert second.decision is None and second.feedback is None
+
+
+def test_an_edited_plan_is_the_current_version_and_the_one_built() -> None:
+    # #31 (1): after `edit`, every view showed the model's plan, not the one built.
+    typed = "# Plan\n\nGreet readers.\n\n## Steps\n\n1. Add the greeting\n2. Test it\n"
+    edit = json.dumps({"decision": "edit", "text": typed})
+    questions = [question(1, "plan_decision", {"plan_markdown": V1}, edit)]
+
+    asked, edited = plan_versions(questions)
+
+    built = Plan.from_text(typed).to_markdown()  # what plan_review hands to the build
+    assert (edited.number, edited.base, edited.source, edited.markdown) == (2, 1, EDIT, built)
+    assert (edited.question_id, edited.answered_via) == ("t1:q1", "cli:ada")
+    assert edited.decision is None and edited.feedback is None
+    assert list(edited.diff) == diff_plans(V1, built)
+    # The model's plan says how it was answered; the whole typed plan is not "feedback".
+    assert (asked.source, asked.decision, asked.feedback) == (MODEL, "edit", None)

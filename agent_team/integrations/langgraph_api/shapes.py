@@ -18,7 +18,6 @@ from typing import Any
 from agent_team import db
 from agent_team.common.web_url import web_url
 from agent_team.integrations.langgraph_api.human import GATE_NODES, human_interrupt
-from agent_team.models.schemas import Plan
 from agent_team.reports import task as reports
 from agent_team.reports.plandiff import plan_versions
 from agent_team.task_model import QuestionStatus, TaskStatus
@@ -114,19 +113,9 @@ def metadata_of(task: db.Task) -> dict[str, Any]:
 
 
 def _plan(questions: list[db.Question]) -> str | None:
-    """The plan the task follows: the last one asked, or the person's edit of it."""
+    """The plan the task follows: the newest version, a person's edit included (`plandiff`)."""
     plans = plan_versions(questions)
-    if not plans:
-        return None
-    latest = plans[-1]
-    asked = next(q for q in questions if q.question_id == latest.question_id)
-    answer = asked.answer if isinstance(asked.answer, dict) else {}
-    if answer.get("decision") == "edit" and isinstance(answer.get("text"), str):
-        try:
-            return Plan.from_text(answer["text"]).to_markdown()
-        except ValueError:
-            return str(answer["text"])
-    return latest.markdown
+    return plans[-1].markdown if plans else None
 
 
 def _values(view: ThreadView) -> dict[str, Any]:

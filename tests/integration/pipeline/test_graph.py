@@ -188,6 +188,40 @@ def test_a_clarify_answer_reaches_the_plan(make_harness: MakeHarness) -> None:
     assert usage_calls(h.conn, "t1") == {"clarify": 2, "plan": 1}
 
 
+def test_a_second_clarify_round_says_why_and_never_repeats_the_first_question(
+    make_harness: MakeHarness,
+) -> None:
+    # #31 (7): the second round asked the first question again, word for word.
+    h = make_harness()  # the offline model
+    first = h.start("t1", SHORT_BODY)["__interrupt__"][0].value["text"]
+
+    second = h.resume("t1", {"text": "ok"})["__interrupt__"][0].value
+
+    assert second["kind"] == "clarify" and second["text"] != first
+    assert second["text"].startswith("Your answer ('ok') still leaves the issue too short")
+    assert [q.payload["text"] for q in h.questions("t1")] == [first, second["text"]]
+
+
+def test_a_model_that_repeats_its_question_gets_the_earlier_exchange_and_is_not_echoed(
+    make_harness: MakeHarness,
+) -> None:
+    chat = tool_chat(clarify=[UNCLEAR_ARGS])  # asks the same question every round
+    h = make_harness(chat, max_clarify_rounds=3)
+    first = h.start("t1", LONG_BODY)["__interrupt__"][0].value["text"]
+
+    second = h.resume("t1", {"text": "the login page"})["__interrupt__"][0].value["text"]
+    third = h.resume("t1", {"text": "the login page"})["__interrupt__"][0].value["text"]
+
+    # The model was given the first question and its answer...
+    (_, prompt) = [p for p in chat.prompts if p[0] == "ClarifyDecision"][1]
+    assert f"<question>{first}</question>" in prompt
+    assert "<answer>the login page</answer>" in prompt
+    # ...and what it asked again is posted with why, never as it was.
+    assert second.startswith(first) and second != first
+    assert "round 2: the answer 'the login page' did not settle it" in second
+    assert "round 3" in third and len({first, second, third}) == 3
+
+
 @pytest.mark.parametrize("max_rounds", [0, 1, 2, 3])
 def test_clarify_rounds_are_capped_even_if_the_model_keeps_asking(
     make_harness: MakeHarness, max_rounds: int

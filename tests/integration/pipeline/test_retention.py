@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from agent_team import db
 from agent_team.cli.main import app
+from agent_team.common.timefmt import utc_text
 from agent_team.config import load_settings
 from agent_team.coordinator import Coordinator, thread_config
 from agent_team.dashboard import DashboardContext, create_app
@@ -310,7 +311,7 @@ def test_a_pruned_task_reads_the_same_in_show_the_api_and_the_page(
     assert len(report["plans"]) == 2 and report["build"] is not None
     assert report["totals"]["tokens"] > 0
 
-    note = f"checkpoints pruned at {pruned_at}"
+    note = f"checkpoints pruned at {utc_text(db.from_iso(pruned_at))}"
     assert note in after["show"] and note not in before["show"]
     assert [line for line in after["show"].splitlines() if note not in line] == before[
         "show"

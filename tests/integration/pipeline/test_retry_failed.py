@@ -85,6 +85,11 @@ def test_a_failed_build_is_retried_from_its_checkpoint_and_nothing_is_asked_agai
         assert failed.phase == "build"
         last = db.list_transitions(coordinator.ledger, task_id)[-1]
         assert last.note is not None and "the fixture is missing" in last.note
+        # #31 (6): the failed row itself names the command, on a line of its own.
+        assert last.note.splitlines()[-1] == (
+            f"fix the cause, then continue it: agent-team retry {task_id}"
+        )
+        assert "run the build again" not in last.note
         questions = db.list_questions(coordinator.ledger, thread_id=task_id)
         assert [(q.kind, q.status) for q in questions] == [
             ("clarify", "answered"),

@@ -289,14 +289,17 @@ def api_reports(target: str | Path, task_ids: list[str], now: datetime) -> dict[
 
 
 # A running step's duration and a deadline depend on the moment `show` runs (timefmt.span),
-# and so do the widths of the table columns they are in.
+# and so do the widths of the table columns they are in. Whether something runs the ledger
+# now (`reports.presence`) is read from the leases, which are runtime state and not copied:
+# the file's last run still holds one, the copy none.
 _SPAN = r"(?:\d+(?:\.\d)? m?s|\d+[dhm] \d+[hms])"
-_MOVING = re.compile(rf"{_SPAN} so far|in {_SPAN}|{_SPAN} ago|just now")
+_MOVING = re.compile(rf"{_SPAN} (?:so far|\(nothing runs it now\))|in {_SPAN}|{_SPAN} ago|just now")
 _RULES = re.compile(r"[ ─━]+")
+_PRESENCE = re.compile(r"^no daemon is running on this ledger: .*\n", re.MULTILINE)
 
 
 def steady(text: str) -> str:
-    return _RULES.sub(" ", _MOVING.sub("<moment>", text))
+    return _RULES.sub(" ", _MOVING.sub("<moment>", _PRESENCE.sub("", text)))
 
 
 # -- what is copied -----------------------------------------------------------------------------

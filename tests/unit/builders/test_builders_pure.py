@@ -23,7 +23,9 @@ from agent_team.builders import (
     task_key,
 )
 from agent_team.builders.claude_code import build_prompt
+from agent_team.builders.offline import under_title
 from agent_team.exceptions import ConfigError
+from agent_team.models.schemas import Plan
 
 SAFE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 
@@ -246,4 +248,20 @@ def test_a_result_survives_the_graph_state_round_trip() -> None:
 
     assert BuildResult.model_validate(json.loads(json.dumps(result.model_dump(mode="json")))) == (
         result
+    )
+
+
+def test_the_plan_document_has_one_top_level_heading() -> None:
+    # #31 (14): the plan's own `# Plan` sat beside the document's `# Plan: <title>`.
+    plan = Plan(summary="Greet readers", steps=["Add the line", "Test it"]).to_markdown()
+    task = BuildTask(task_id="t1", title="Add a greeting", body="")
+    (document,) = OfflineBuilder().files(task, plan).files.values()
+    headings = [line for line in document.splitlines() if line.startswith("#")]
+    assert headings == ["# Plan: Add a greeting", "## Plan", "### Steps", "### Risks"]
+    assert "1. Add the line" in document
+
+
+def test_headings_inside_a_code_fence_stay_as_they_are() -> None:
+    assert under_title("# A\n```\n# not a heading\n```\n## B") == (
+        "## A\n```\n# not a heading\n```\n### B"
     )

@@ -74,6 +74,21 @@ def test_question_texts_ignore_the_question_words() -> None:
     assert not clarify("Fix it", [("a b c d e f g h i j k l m n", "no")]).clear
 
 
+def test_a_second_round_says_why_the_answer_was_not_enough_and_asks_something_else() -> None:
+    # #31 (7): the second round repeated the first question word for word.
+    first = clarify("Add a greeting")
+    assert first.question is not None
+    second = clarify("Add a greeting", [(first.question, "ok  \N{GRINNING FACE}")])
+    assert second.question is not None and second.question != first.question
+    assert second.question == (
+        "Your answer ('ok \N{GRINNING FACE}') still leaves the issue too short to plan: "
+        "5 words so far, 12 needed. Which files or behaviour should change, and what check "
+        "shows it works?"
+    )
+    third = clarify("Add a greeting", [(first.question, "ok"), (second.question, "yes please")])
+    assert third.question is not None and "('yes please')" in third.question
+
+
 def test_empty_body_question() -> None:
     assert clarify("").question == (
         "What should be done, and how will we know it is done? (The issue has no description.)"
