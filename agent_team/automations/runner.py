@@ -13,6 +13,10 @@ latest slot through the claim gate (`db.claim_slot`) and finishes it:
 3. the task, submitted with an id derived from the run, so finishing the same
    run twice creates it once; then the run is `created` (or `failed`, with the
    reason, if the submission was refused).
+
+Whatever the outcome, its audit row is written with it (`db.claim_slot`,
+`db.finish_run`). `run-now` takes the same steps on a slot of its own (the
+moment it was asked), its overlap policy included.
 """
 
 from __future__ import annotations
@@ -183,7 +187,8 @@ class AutomationRunner:
         return run
 
     def run_now(self, automation: db.Automation, *, audit: db.AuditEntry) -> db.AutomationRun:
-        """A run outside the schedule (`run-now`): its own slot, the budget gate, no overlap rule.
+        """A run outside the schedule (`run-now`): its own slot, the overlap policy (with `skip`
+        it is recorded `skipped_overlap` while the previous run's task is open), the budget gate.
 
         Raises:
             LedgerInputError: another run-now took the same microsecond.
@@ -203,11 +208,13 @@ class AutomationRunner:
             claimed_by=self.owner,
             claimed_at=moment,
             manual=True,
+            skip_if_open=automation.overlap == OverlapPolicy.SKIP,
             audit=audit,
         )
         if run is None:
             raise LedgerInputError(f"automation {automation.name} was just run; try again")
-        self.finish(run)
+        if run.status == AutomationRunStatus.CLAIMED:
+            self.finish(run)
         finished = db.get_run(self.ledger, run.run_id)
         assert finished is not None  # written above
         return finished

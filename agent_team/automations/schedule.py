@@ -5,7 +5,9 @@ a cron schedule's are the expression's times in its time zone (croniter,
 daylight-saving changes included), from `first_run_at` on; a one-off has one
 slot. After downtime the runner makes one run for the latest slot that has
 come and counts the ones it skipped (`due`), so a three-day stop of an hourly
-automation is one run that says 71 were missed, not 72 runs.
+automation is one run that says 71 were missed, not 72 runs. A new automation
+stores its first slot even when it has passed (`service._next_run`, the due
+rule), so a first run in the past is the same case: one run, due at once.
 """
 
 from __future__ import annotations

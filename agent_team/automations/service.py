@@ -119,7 +119,9 @@ def _schedule(request: AutomationRequest, now: datetime, base: Schedule | None) 
         return Schedule(ScheduleKind.ONCE, first, timezone=zone_name)
     if request.every:
         every = parse_every(request.every)
-        return Schedule(ScheduleKind.EVERY, first or now + every, every=every, timezone=zone_name)
+        # A new automation's grid starts now (due at once); a changed one's one interval on.
+        start = first or (now if base is None else now + every)
+        return Schedule(ScheduleKind.EVERY, start, every=every, timezone=zone_name)
     if request.cron:
         return Schedule(
             ScheduleKind.CRON, first or now, cron=parse_cron(request.cron), timezone=zone_name
@@ -135,17 +137,32 @@ def _schedule(request: AutomationRequest, now: datetime, base: Schedule | None) 
     )
 
 
-def _next_run(schedule: Schedule, now: datetime) -> datetime | None:
-    """The first slot from now on: a schedule set or changed now does not catch up."""
+def _next_run(
+    schedule: Schedule, now: datetime, *, catch_up: bool, after: datetime | None = None
+) -> datetime | None:
+    """The due rule: the slot stored as `next_run_at`, which the runner claims once it has come.
+
+    With `catch_up` (a new automation; a change that names its first run) the schedule's
+    first slot, even one that has passed: it is due at once, and its one run counts the
+    slots missed since (`Schedule.due`), never a slot at or before `after` (the last slot
+    the automation ran). Without (a schedule changed without a first run, a resume) the
+    first slot from now on: the time before is not made up.
+    """
     first = schedule.first_slot()
+    if catch_up:
+        if after is not None and first is not None and first <= after:
+            return schedule.next_after(after)
+        return first
     if first is not None and first >= now:
         return first
     return schedule.next_after(now)
 
 
-def _schedule_columns(schedule: Schedule, now: datetime) -> dict[str, Any]:
+def _schedule_columns(
+    schedule: Schedule, now: datetime, *, catch_up: bool, after: datetime | None = None
+) -> dict[str, Any]:
     try:
-        following = _next_run(schedule, now)
+        following = _next_run(schedule, now, catch_up=catch_up, after=after)
     except (CroniterError, OverflowError):  # no slot within the calendar's range
         raise InvalidAutomationError(
             "schedule", f"{describe(schedule)} has no next run from now"
@@ -221,7 +238,12 @@ def create(
     now: datetime,
     confluence_enabled: bool = False,
 ) -> db.Automation:
-    """Validate and store a new automation; its first run is its first slot from now on."""
+    """Validate and store a new automation, due from its first slot (`_next_run`).
+
+    Without a first run it is due at once (`--every`, on a grid from now) or at its
+    first cron slot from now (`--cron`: a cron line names its times); a first run
+    that has passed is due at once, one run counting the slots missed since.
+    """
     authorize(ledger, actor, "automation:change", (request.name or "automation")[:80])
     name = _name(request.name, required=True)
     title = _text("title", request.title, required=True)
@@ -242,7 +264,7 @@ def create(
         "repo": _checked_repo(request.repo),
         "overlap": overlap,
         "created_by": f"{actor.via}:{actor.name}",
-        **_schedule_columns(schedule, now),
+        **_schedule_columns(schedule, now, catch_up=True),
     }
     try:
         return db.create_automation(
@@ -265,7 +287,8 @@ def update(
     now: datetime,
     confluence_enabled: bool = False,
 ) -> db.Automation:
-    """Change the fields given; a new schedule starts from now (no catch-up)."""
+    """Change the fields given; a new schedule starts from now (no catch-up), unless the
+    change names its first run: then the due rule of `create` holds, past the last slot run."""
     authorize(ledger, actor, "automation:change", key)
     current = find(ledger, key)
     if current.status == AutomationStatus.CANCELLED:
@@ -285,7 +308,10 @@ def update(
     if request.overlap is not None:
         changes["overlap"] = _member("overlap", request.overlap, OverlapPolicy)
     if request.schedule_given():
-        changes.update(_schedule_columns(_schedule(request, now, schedule_of(current)), now))
+        schedule = _schedule(request, now, schedule_of(current))
+        last = db.from_iso(current.last_slot_at) if current.last_slot_at else None
+        catch_up = bool(request.first_run_at)  # as `_schedule` reads it
+        changes.update(_schedule_columns(schedule, now, catch_up=catch_up, after=last))
     if not changes:
         raise InvalidAutomationError("fields", "nothing to change; give at least one field")
     if "name" in changes:
@@ -323,13 +349,17 @@ STATUS_VERBS = tuple(_STATUS_CHANGES)
 def change_status(
     ledger: db.Ledger, key: str, verb: str, *, actor: Actor, now: datetime
 ) -> db.Automation:
-    """`pause`, `resume` (from its next slot after now: the pause is not made up) or `cancel`."""
+    """`pause`, `resume` (from its next slot after now: the pause is not made up; a one-off
+    that has not had its slot is due at once) or `cancel`."""
     to, from_statuses = _STATUS_CHANGES[verb]
     authorize(ledger, actor, "automation:change", key)
     current = find(ledger, key)
     next_run = None
     if to is AutomationStatus.ACTIVE:
-        following = _next_run(schedule_of(current), now)
+        schedule = schedule_of(current)
+        # A one-off whose slot passed while it was paused still has that one run to make.
+        pending_once = schedule.kind is ScheduleKind.ONCE and current.last_slot_at is None
+        following = _next_run(schedule, now, catch_up=pending_once)
         next_run = db.to_iso(following) if following else None
     if not db.set_automation_status(
         ledger,
@@ -350,7 +380,8 @@ def change_status(
 def run_now(
     ledger: db.Ledger, key: str, *, runner: AutomationRunner, actor: Actor
 ) -> db.AutomationRun:
-    """One run outside the schedule (an active or paused automation)."""
+    """One run outside the schedule (an active or paused automation), behind the same
+    budget gate and overlap policy as a scheduled one."""
     authorize(ledger, actor, "automation:run", key)
     current = find(ledger, key)
     if current.status == AutomationStatus.CANCELLED:

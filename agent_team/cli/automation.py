@@ -118,7 +118,10 @@ def add(
     ] = None,
     first_run_at: Annotated[
         str | None,
-        typer.Option("--first-run-at", help="ISO 8601 (2026-12-07T09:00, in --tz if no offset)."),
+        typer.Option(
+            "--first-run-at",
+            help="ISO 8601 (2026-12-07T09:00, in --tz if no offset); in the past: due at once.",
+        ),
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="One run, at --first-run-at.")] = False,
     kind: Annotated[str, typer.Option("--kind", help="code or confluence.")] = "code",
@@ -131,7 +134,7 @@ def add(
     ] = "skip",
     acting_as: AsOption = None,
 ) -> None:
-    """Add an automation; its first run is its first slot from now on."""
+    """Add an automation: due at once (--every, a past --first-run-at) or at its first slot."""
     request = service.AutomationRequest(
         name=name,
         title=title,
@@ -264,7 +267,8 @@ def update(
     overlap: Annotated[str | None, typer.Option("--overlap")] = None,
     acting_as: AsOption = None,
 ) -> None:
-    """Change an automation; a new schedule starts from now (missed slots are not made up)."""
+    """Change an automation; a new schedule starts from now (missed slots are not made up)
+    unless --first-run-at is given, which is due at once if it has passed."""
     request = service.AutomationRequest(
         name=new_name,
         title=title,
@@ -317,7 +321,7 @@ for _verb in service.STATUS_VERBS:
 
 @automation_app.command("run-now")
 def run_now(ctx: typer.Context, name: NameArg, acting_as: AsOption = None) -> None:
-    """Run an automation once now, outside its schedule (the budget gate still applies)."""
+    """Run an automation once now, outside its schedule (budget gate and overlap policy apply)."""
     with open_ready(ctx) as ledger:
         actor = acting_actor(ledger, acting_as)
         run = service.run_now(ledger, name, runner=_runner(ctx, ledger), actor=actor)

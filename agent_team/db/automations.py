@@ -8,6 +8,11 @@ daemon, claims nothing; a clock that jumps back finds `next_run_at` still
 ahead, or the slot's run already there. The claim is written before the task
 is created; the run's task id is derived from the automation and the slot,
 so finishing a claimed run again after a crash never creates a second task.
+
+Every outcome of a run (`created`, `skipped_budget`, `skipped_overlap`,
+`failed`) is an audit row, `automation.run.<outcome>` by the automation (via
+`automation`), appended in the transaction that writes the outcome to the run's
+row: the claim for a run skipped for overlap, `finish_run` for the others.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from typing import Any
 
 from agent_team.db.audit import AuditEntry, append_audit
 from agent_team.db.clock import to_iso, utc_now
-from agent_team.db.ledger import Ledger, Reader, Transaction
+from agent_team.db.ledger import Ledger, Reader, Row, Transaction
 from agent_team.db.records import Automation, AutomationRun, fetch_record, fetch_records, row_to
 from agent_team.db.validate import require_member
 from agent_team.exceptions import LedgerInputError
 from agent_team.task_model import TERMINAL_STATUSES, AutomationRunStatus, AutomationStatus
 
 __all__ = [
+    "RUN_OUTCOME_ACTION",
     "RunView",
     "claim_slot",
     "claimed_runs",
@@ -40,6 +46,10 @@ __all__ = [
     "set_automation_status",
     "update_automation",
 ]
+
+# The audit action of a run's outcome: `automation.run.created`, `automation.run.failed`, ...
+RUN_OUTCOME_ACTION = "automation.run."
+_REASON_MAX = 500  # a run's detail in its audit row (a refusal's message can be long)
 
 # Columns an update may change (the rest are the automation's identity and history).
 _UPDATABLE = frozenset(
@@ -221,6 +231,34 @@ def _open_previous_task(tx: Transaction, automation_id: str) -> str | None:
     )
 
 
+def _audit_outcome(tx: Transaction, run: Row) -> None:
+    """The outcome of `run` (an `automation_runs` row, as just written) as an audit row."""
+    owner = tx.fetch_one(
+        "SELECT name FROM automations WHERE automation_id = ?", (run["automation_id"],)
+    )
+    status = str(run["status"])
+    detail: dict[str, Any] = {
+        "run": run["run_id"],
+        "slot": run["slot_at"],
+        "manual": bool(run["manual"]),
+        "missed": int(run["missed"]),
+    }
+    if status == AutomationRunStatus.CREATED.value:
+        detail["task"] = run["task_id"]
+    elif run["detail"]:
+        detail["reason"] = str(run["detail"])[:_REASON_MAX]
+    append_audit(
+        tx,
+        AuditEntry(
+            actor=str(owner["name"]) if owner is not None else str(run["automation_id"]),
+            via="automation",
+            action=RUN_OUTCOME_ACTION + status,
+            target=str(run["automation_id"]),
+            detail=detail,
+        ),
+    )
+
+
 def claim_slot(
     ledger: Ledger,
     *,
@@ -242,7 +280,8 @@ def claim_slot(
     A scheduled claim (`manual=False`) is the compare-and-set on `next_run_at ==
     expected_next`; a manual one (`run-now`) leaves the schedule alone and is
     kept unique by its slot. With `skip_if_open`, a run whose previous run's
-    task is still open is recorded as `skipped_overlap` (no task).
+    task is still open is recorded as `skipped_overlap` (no task), with its
+    outcome's audit row. `audit` is the request's own row (`run-now`'s).
 
     Returns:
         The new run, or None if another claimer won this slot.
@@ -291,13 +330,16 @@ def claim_slot(
             append_audit(tx, audit.with_detail(run=run_id, status=status))
         found = tx.fetch_one("SELECT * FROM automation_runs WHERE run_id = ?", (run_id,))
         assert found is not None  # same transaction
+        if status != AutomationRunStatus.CLAIMED.value:
+            _audit_outcome(tx, found)
         return row_to(AutomationRun, found)
 
     return ledger.write(work)
 
 
 def finish_run(ledger: Ledger, *, run_id: str, status: str, detail: str | None = None) -> bool:
-    """claimed -> `status` (created, skipped_budget, failed); False if it was finished already."""
+    """claimed -> `status` (created, skipped_budget, failed), with the outcome's audit row;
+    False if it was finished already (nothing written)."""
     require_member(status, AutomationRunStatus, "automation run status")
     if status == AutomationRunStatus.CLAIMED.value:
         raise LedgerInputError("a run is finished with an outcome, not `claimed`")
@@ -308,7 +350,12 @@ def finish_run(ledger: Ledger, *, run_id: str, status: str, detail: str | None =
             "WHERE run_id = ? AND status = 'claimed'",
             (status, detail, to_iso(utc_now()), run_id),
         )
-        return cur.rowcount == 1
+        if cur.rowcount != 1:
+            return False
+        found = tx.fetch_one("SELECT * FROM automation_runs WHERE run_id = ?", (run_id,))
+        assert found is not None  # just updated
+        _audit_outcome(tx, found)
+        return True
 
     return ledger.write(work)
 

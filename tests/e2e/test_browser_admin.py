@@ -33,6 +33,7 @@ from tests.e2e.browser_support import (
     task_waiting_on_plan,
     watched_page,
 )
+from tests.waiting import wait_for
 
 __all__ = ["browser", "live"]  # fixtures, used by name
 
@@ -80,7 +81,10 @@ def test_automations_from_their_page(browser: Browser, live: Live, tmp_path: Pat
     card = page.locator("section.automation", has_text="weekly-bumps")
     expect(card).to_contain_text("every 6h", timeout=WAIT_MS)
     made = automation(live, "weekly-bumps")
-    next_run = made.next_run_at
+    # Due at once: the daemon's timers claim its first slot (and move the schedule on).
+    wait_for(lambda: db.list_runs(live.coordinator.ledger, made.automation_id), "the first run")
+    next_run = automation(live, "weekly-bumps").next_run_at
+    assert next_run == db.to_iso(db.from_iso(made.first_run_at) + timedelta(hours=6))
 
     card.get_by_text("Change…").click()
     change = card.get_by_role("form", name="Change weekly-bumps")
@@ -100,6 +104,8 @@ def test_automations_from_their_page(browser: Browser, live: Live, tmp_path: Pat
     expect(card.locator("h2 .tag")).to_have_text("active", timeout=WAIT_MS)
     card.get_by_role("button", name="Run now").click()
     expect(card.locator("table.runs")).to_contain_text("run now", timeout=WAIT_MS)
+    # The first run's task is still open, and the overlap policy is `skip`.
+    expect(card.locator("table.runs")).to_contain_text("skipped overlap")
     shot(page, tmp_path, "automations")
     assert actions_by(live, "ada", "automation.") == [
         "automation.create",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -132,6 +132,7 @@ def test_the_whole_life_of_an_automation_each_change_audited_once(
         "automation.resume",
         "automation.run_now",
         "submit",
+        "automation.run.created",
         "automation.cancel",
     ]
     assert {row["via"] for row in audit} == {"cli", "automation"}
@@ -140,7 +141,7 @@ def test_the_whole_life_of_an_automation_each_change_audited_once(
     )
     assert [row["action"] for row in only] == ["automation.pause"]
     verified = cli(tmp_path, ledger_path, "audit", "verify")
-    assert verified.returncode == 0 and "7 row(s)" in verified.stdout
+    assert verified.returncode == 0 and "8 row(s)" in verified.stdout
 
     with db.open_ledger(ledger_path) as ledger:
         third = sorted(row.seq for row in db.list_audit(ledger))[2]
@@ -201,3 +202,43 @@ def test_audit_filters_are_checked(tmp_path: Path, ledger_path: Path) -> None:
     assert cli(tmp_path, ledger_path, "audit", "--limit", "0").returncode == 2
     empty = cli(tmp_path, ledger_path, "audit")
     assert empty.returncode == 0 and "no audit rows" in empty.stdout
+
+
+def test_a_one_off_added_in_the_past_shows_overdue_runs_at_the_next_tick_and_is_audited(
+    tmp_path: Path, ledger_path: Path
+) -> None:
+    once_at = (datetime.now(UTC) - timedelta(hours=2)).replace(microsecond=0)
+    added = cli(tmp_path, ledger_path, *ADD, "--once", "--first-run-at", once_at.isoformat())
+    assert added.returncode == 0, added.stderr
+    assert "active; next run " + once_at.strftime("%Y-%m-%d %H:%M") in added.stdout
+
+    inbox = json.loads(cli(tmp_path, ledger_path, "inbox", "--json").stdout)
+    assert [(i["kind"], i["title"], i["detail"][:7]) for i in inbox] == [
+        ("automation", "bumps", "overdue")
+    ]
+    assert cli(tmp_path, ledger_path, "tick").returncode == 0
+    after = json.loads(cli(tmp_path, ledger_path, "inbox", "--json").stdout)
+    assert [i["kind"] for i in after] == ["question"], "run: its task waits on its plan"
+    found = json.loads(cli(tmp_path, ledger_path, "automation", "show", "bumps", "--json").stdout)
+    (run,) = found["runs"]
+    assert (run["slot_at"], run["status"], found["next_run_at"]) == (
+        db.to_iso(once_at),
+        "created",
+        None,
+    )
+
+    again = cli(tmp_path, ledger_path, "automation", "run-now", "bumps")
+    assert again.returncode == 0, again.stderr
+    assert f"skipped_overlap: the previous run's task {run['task_id']} is still open" in (
+        again.stdout
+    )
+    audit = json.loads(
+        cli(tmp_path, ledger_path, "audit", "--action", "automation.run", "--json").stdout
+    )
+    assert [(r["action"], r["via"]) for r in reversed(audit)] == [
+        ("automation.run.created", "automation"),
+        ("automation.run_now", "cli"),
+        ("automation.run.skipped_overlap", "automation"),
+    ]
+    assert audit[0]["actor"] == audit[2]["actor"] == "bumps"
+    assert cli(tmp_path, ledger_path, "audit", "verify").returncode == 0

@@ -117,10 +117,11 @@ def test_create_read_change_run_and_cancel_through_the_api(
         "automation.resume",
         "automation.run_now",
         "submit",
+        "automation.run.created",
         "automation.cancel",
     ]
-    assert {row["via"] for row in audit["rows"] if row["action"] != "submit"} == {"dashboard"}
-    assert audit["verify"] == {"ok": True, "rows": 7, "broken_seq": None, "problem": None}
+    assert {row["via"] for row in audit["rows"] if row["actor"] != "bumps"} == {"dashboard"}
+    assert audit["verify"] == {"ok": True, "rows": 8, "broken_seq": None, "problem": None}
     assert (
         len(client.get("/api/audit?action=automation.&limit=2", headers=auth()).json()["rows"]) == 2
     )

@@ -171,3 +171,96 @@ def test_an_update_is_refused_if_someone_changed_it_since_it_was_read(ledger: db
     assert [row.action for row in db.list_audit(ledger)] == ["automation.update"]
     with pytest.raises(LedgerInputError):
         db.update_automation(ledger, "a1", changes={"status": "x"}, expected_updated_at="")
+
+
+def outcome_rows(ledger: db.Ledger) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """The runs' outcomes in the audit log, oldest first: (action, actor, via, detail)."""
+    rows = db.list_audit(ledger, action="automation.run.")
+    return [(r.action, r.actor, r.via, r.detail_dict) for r in reversed(rows)]
+
+
+def test_each_outcome_is_one_audit_row_written_with_it_and_the_chain_holds(
+    ledger: db.Ledger,
+) -> None:
+    automation = make(ledger)
+    first = claim(ledger, automation, skip_if_open=True)
+    assert outcome_rows(ledger) == [], "a claim is not an outcome"
+    moved = db.get_automation(ledger, "a1")
+    assert moved is not None
+    skipped = claim(
+        ledger,
+        moved,
+        slot_at=NEXT,
+        next_run_at="2026-12-07T10:00:00.000000Z",
+        missed=2,
+        run_id="a1@2",
+        task_id="t-run-2",
+        skip_if_open=True,
+    )
+    assert skipped is not None and skipped.status == "skipped_overlap"
+    assert db.finish_run(ledger, run_id=first.run_id, status="created", detail="task t-run-1")
+    assert not db.finish_run(ledger, run_id=first.run_id, status="failed"), "finished already"
+    assert not db.finish_run(ledger, run_id="a1@2", status="created"), "skipped at the claim"
+
+    assert outcome_rows(ledger) == [
+        (
+            "automation.run.skipped_overlap",
+            "hourly",
+            "automation",
+            {
+                "run": "a1@2",
+                "slot": NEXT,
+                "manual": False,
+                "missed": 2,
+                "reason": "the previous run's task t-run-1 is still open",
+            },
+        ),
+        (
+            "automation.run.created",
+            "hourly",
+            "automation",
+            {"run": first.run_id, "slot": SLOT, "manual": False, "missed": 0, "task": "t-run-1"},
+        ),
+    ]
+    assert {row.target for row in db.list_audit(ledger)} == {"a1"}
+    with ledger.snapshot() as view:
+        verdict = db.verify_audit(view)
+    assert verdict.ok and verdict.rows == 2
+
+
+def test_racing_finishers_write_one_outcome_and_one_audit_row(ledger: db.Ledger) -> None:
+    run = claim(ledger, make(ledger))
+    statuses = ["created", "skipped_budget", "failed", "created"] * 2
+    won = race(8, lambda n: db.finish_run(ledger, run_id=run.run_id, status=statuses[n]))
+    assert won.count(True) == 1
+    finished = db.get_run(ledger, run.run_id)
+    assert finished is not None
+    (row,) = outcome_rows(ledger)
+    assert row[0] == f"automation.run.{finished.status}"
+
+
+def test_racing_manual_claims_with_skip_make_one_run_and_audit_each_skipped_one(
+    ledger: db.Ledger,
+) -> None:
+    automation = make(ledger)
+    made = race(
+        8,
+        lambda n: claim(
+            ledger,
+            automation,
+            expected_next=None,
+            next_run_at=None,
+            slot_at=f"2026-12-07T08:30:0{n}.000000Z",
+            run_id=f"a1@now{n}",
+            task_id=f"t-now-{n}",
+            manual=True,
+            skip_if_open=True,
+            audit=db.AuditEntry("ada", "cli", "automation.run_now", "a1"),
+        ),
+    )
+    assert sorted(run.status for run in made) == ["claimed"] + ["skipped_overlap"] * 7
+    assert [row[0] for row in outcome_rows(ledger)] == ["automation.run.skipped_overlap"] * 7
+    assert {row[3]["manual"] for row in outcome_rows(ledger)} == {True}
+    assert len(db.list_audit(ledger, action="automation.run_now")) == 8
+    after = db.get_automation(ledger, "a1")
+    assert after is not None and after.next_run_at == SLOT, "run-now leaves the schedule alone"
