@@ -486,6 +486,8 @@ def tasks(
             limit=limit,
         )
         costs = {tid: cost.usd for tid, cost in db.task_costs(ledger, [t.id for t in rows]).items()}
+        cancelled = [t.id for t in rows if t.status == TaskStatus.CANCELLED]
+        stopped = db.stopped_phases(ledger, cancelled) if cancelled else {}
     if as_json:
         print_json([{**asdict(t), "cost_usd": costs.get(t.id, 0.0)} for t in rows])
         return
@@ -499,7 +501,7 @@ def tasks(
         table.add_row(
             t.id,
             status_text,
-            t.phase,
+            f"stopped in {stopped[t.id]}" if t.id in stopped else t.phase,
             age(t.created_at, now),
             f"{costs.get(t.id, 0.0):.4f}",
             t.title,

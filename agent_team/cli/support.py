@@ -24,7 +24,7 @@ from rich.table import Table
 from agent_team import db
 from agent_team.common.invocation import localize
 from agent_team.common.log_format import formatter_for
-from agent_team.common.timefmt import deadline_text, utc_text
+from agent_team.common.timefmt import age_text, deadline_text, utc_text
 from agent_team.config import Settings, load_hooks, load_settings
 from agent_team.requests.actors import Actor, cli_actor
 
@@ -176,8 +176,5 @@ def hint(text: str) -> str:
 
 
 def age(stamp: str, now: datetime) -> str:
-    seconds = max(0, int((now - db.from_iso(stamp)).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    """As the dashboard says it (`timefmt.age_text`)."""
+    return age_text((now - db.from_iso(stamp)).total_seconds())

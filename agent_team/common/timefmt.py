@@ -73,6 +73,12 @@ def span(seconds: float) -> str:
     return f"{minutes}m {secs:02d}s"
 
 
+def age_text(seconds: float) -> str:
+    """How old something is, the same on every surface: `12s`, `3m 05s`, `2h 10m`, `3d 4h`."""
+    whole = max(0, int(seconds))
+    return f"{whole}s" if whole < 60 else span(whole)
+
+
 def relative(moment: datetime, now: datetime) -> str:
     """`in 2d 23h`, `5m 02s ago`, or `just now`."""
     delta = (moment - now).total_seconds()

@@ -33,7 +33,7 @@ from starlette.routing import BaseRoute, Route
 from agent_team import db
 from agent_team.builders.live_log import read_build_log, state_dir_of
 from agent_team.common.redact import redact
-from agent_team.common.timefmt import relative, span
+from agent_team.common.timefmt import age_text, relative, span
 from agent_team.common.web_url import web_url
 from agent_team.dashboard.auth import Viewer
 from agent_team.dashboard.context import DashboardContext
@@ -107,9 +107,7 @@ class Stamp:
     relative: str
 
 
-def _age(seconds: float) -> str:
-    """An age to the second at most: `12 s`, `3m 05s`, `2h 10m`."""
-    return f"{max(0, int(seconds))} s" if seconds < 60 else span(seconds)
+_age = age_text  # the CLI's `tasks` says ages the same way
 
 
 def stamp(text: str | None, now: datetime) -> Stamp | None:
@@ -317,6 +315,8 @@ class _Pages:
             tasks, matching = list_filtered(view, wanted)
             sources = db.task_sources(view)
             costs = db.task_costs(view, [t.id for t in tasks])
+            cancelled = [t.id for t in tasks if t.status == TaskStatus.CANCELLED]
+            stopped = db.stopped_phases(view, cancelled) if cancelled else {}
             counts = db.count_tasks_by_status(view)
             questions = db.list_questions(view, status=QuestionStatus.OPEN.value)
             titles = {t.id: t.title for t in tasks}
@@ -335,7 +335,7 @@ class _Pages:
                     title=self._clean(t.title),
                     kind=t.kind,
                     status=t.status,
-                    phase=t.phase,
+                    phase=f"stopped in {stopped[t.id]}" if t.id in stopped else t.phase,
                     parked_reason=self._clean(t.parked_reason) if t.parked_reason else None,
                     age=_age((now - db.from_iso(t.created_at)).total_seconds()),
                     created=created,

@@ -251,7 +251,7 @@ from agent_team.db.views.dashboard import (
     unattributed_spend,
 )
 from agent_team.db.views.github import IssueClaim, list_issue_claims, task_ids_by_source
-from agent_team.db.views.pages import TaskCost, task_costs, task_sources
+from agent_team.db.views.pages import TaskCost, stopped_phases, task_costs, task_sources
 from agent_team.db.views.slack import answered_since, find_question_by_channel_ref
 from agent_team.db.views.triage import (
     FailingAutomationRow,
@@ -475,6 +475,7 @@ __all__ = [
     "spend_oauth_state",
     "spent",
     "spent_by_mode",
+    "stopped_phases",
     "storage_bytes",
     "supersede_question",
     "table_counts",

@@ -143,6 +143,9 @@ def test_a_cancelled_task_says_where_it_stopped(runner: CliRunner) -> None:
     assert shown.exit_code == 0, shown.output
     assert "status cancelled, stopped in plan_review" in shown.stdout
     assert "phase done" not in shown.stdout
+    listed = runner.invoke(app, ["tasks"])
+    (row,) = [line for line in listed.stdout.splitlines() if task_id in line]
+    assert "stopped in plan_review" in row and " done " not in row
 
 
 # --- 5: a task nothing runs ----------------------------------------------------------------

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from agent_team.common.timefmt import deadline_text, relative, span
+import pytest
+
+from agent_team.common.timefmt import age_text, deadline_text, relative, span
 
 NOW = datetime(2026, 12, 3, 14, 0, tzinfo=UTC)  # a Thursday
 
@@ -28,3 +30,12 @@ def test_a_deadline_says_how_long_and_when() -> None:
     assert deadline_text(due, NOW) == "in 2d 23h (Sun 13:00 UTC)"
     assert deadline_text(NOW - timedelta(hours=1), NOW) == "1h 00m ago (Thu 13:00 UTC)"
     assert deadline_text(None, NOW) == ""
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(-5, "0s"), (12.9, "12s"), (185, "3m 05s"), (7800, "2h 10m"), (273600, "3d 4h")],
+)
+def test_an_age_reads_the_same_on_every_surface(seconds: float, said: str) -> None:
+
+    assert age_text(seconds) == said

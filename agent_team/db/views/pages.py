@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from agent_team.db.ledger import Reader
 
-__all__ = ["TaskCost", "task_costs", "task_sources"]
+__all__ = ["TaskCost", "stopped_phases", "task_costs", "task_sources"]
 
 # SQLite's default limit on host parameters is 999 on old builds; stay below it.
 _CHUNK = 500
@@ -46,6 +46,24 @@ def task_costs(ledger: Reader, task_ids: Sequence[str]) -> dict[str, TaskCost]:
         for row in rows:
             costs[row["thread_id"]] = TaskCost(float(row["usd"]), int(row["tokens"]))
     return costs
+
+
+def stopped_phases(ledger: Reader, task_ids: Sequence[str]) -> dict[str, str]:
+    """Where each of these tasks last was before `done`: what a list shows for a cancelled
+    task, whose own phase reads `done` (`TaskReport.stopped_in` says the same for one)."""
+    wanted = list(dict.fromkeys(task_ids))
+    found: dict[str, str] = {}
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        marks = ", ".join("?" for _ in chunk)
+        rows = ledger.fetch_all(
+            "SELECT thread_id, to_phase FROM task_transitions "
+            f"WHERE thread_id IN ({marks}) AND to_phase <> 'done' ORDER BY transition_id",
+            chunk,
+        )
+        for row in rows:  # the last one per task wins
+            found[str(row["thread_id"])] = str(row["to_phase"])
+    return found
 
 
 def task_sources(ledger: Reader) -> list[str]:

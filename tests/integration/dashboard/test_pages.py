@@ -486,3 +486,13 @@ def test_a_rejected_plan_does_not_wear_the_green_answered_chip(
     page = client.get("/task/tR").text
     assert 'class="chip chip-rejected">rejected<' in page
     assert 'class="chip chip-answered"' not in page
+
+
+def test_a_cancelled_task_lists_where_it_stopped(seeded: Seeded, client: TestClient) -> None:
+    with db.open_ledger(seeded.path) as ledger:
+        assert db.create_task(ledger, task_id="tX", kind="code", title="Cancelled midway")
+        db.enter_phase(ledger, task_id="tX", phase="plan_review", status="waiting")
+        db.finish_task(ledger, task_id="tX", status="cancelled", phase="done", note="cancelled")
+    page = client.get("/?status=cancelled").text
+    row = page[page.index("Cancelled midway") :][:800]
+    assert "stopped in plan_review" in row
