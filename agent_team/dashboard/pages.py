@@ -19,6 +19,7 @@ come from `task_actions`. Every page knows who is signed in (`viewer`, from
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -615,6 +616,23 @@ class _Pages:
             )
         except Exception as exc:
             return failure_page(request, exc)
+
+
+async def viewer_page(
+    request: Request,
+    ctx: DashboardContext,
+    template: str,
+    build: Callable[[Viewer | None], dict[str, Any]],
+    **extra: Any,
+) -> Response:
+    """A page drawn for who is signed in: `build` reads the ledger off the event loop; a
+    failure becomes a short page (`failure_page`)."""
+    try:
+        viewer = ctx.auth.viewer(request)
+        context = await run_in_threadpool(build, viewer)
+        return render_page(request, template, {**context, **extra})
+    except Exception as exc:
+        return failure_page(request, exc)
 
 
 def failure_page(request: Request, exc: Exception) -> HTMLResponse:

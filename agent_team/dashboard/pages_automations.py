@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -29,9 +28,8 @@ from agent_team.automations.runner import schedule_of
 from agent_team.common.redact import redact
 from agent_team.dashboard.auth import Viewer
 from agent_team.dashboard.context import DashboardContext
-from agent_team.dashboard.pages import Stamp, failure_page, stamp
+from agent_team.dashboard.pages import Stamp, stamp, viewer_page
 from agent_team.dashboard.permissions import abilities
-from agent_team.dashboard.rendering import render_page
 from agent_team.task_model import AutomationStatus, OverlapPolicy, ScheduleKind, TaskKind
 
 __all__ = ["RUNS_SHOWN", "AutomationFields", "routes"]
@@ -177,12 +175,7 @@ class _Pages:
         )
 
     async def automations(self, request: Request) -> Response:
-        try:
-            viewer = self.ctx.auth.viewer(request)
-            context = await run_in_threadpool(self._context, viewer)
-            return render_page(request, "automations.html", context)
-        except Exception as exc:
-            return failure_page(request, exc)
+        return await viewer_page(request, self.ctx, "automations.html", self._context)
 
 
 def routes(ctx: DashboardContext) -> list[BaseRoute]:

@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -29,9 +28,8 @@ from agent_team.common.redact import redact
 from agent_team.dashboard.api_actions import DEFAULT_REOPEN
 from agent_team.dashboard.auth import Viewer
 from agent_team.dashboard.context import DashboardContext
-from agent_team.dashboard.pages import Stamp, failure_page, stamp
+from agent_team.dashboard.pages import Stamp, stamp, viewer_page
 from agent_team.dashboard.permissions import abilities
-from agent_team.dashboard.rendering import render_page
 from agent_team.dashboard.task_actions import kept_since, reopen_path, retry_why
 from agent_team.reports import triage
 from agent_team.task_model import QuestionKind, QuestionStatus
@@ -145,12 +143,7 @@ class _InboxPage:
         return {"rows": rows, "now_label": f"{now:%H:%M:%S} UTC", "reopen_deadline": DEFAULT_REOPEN}
 
     async def page(self, request: Request) -> Response:
-        try:
-            viewer = self.ctx.auth.viewer(request)
-            context = await run_in_threadpool(self._context, viewer)
-            return render_page(request, "inbox.html", {**context, "live": True})
-        except Exception as exc:
-            return failure_page(request, exc)
+        return await viewer_page(request, self.ctx, "inbox.html", self._context, live=True)
 
 
 def routes(ctx: DashboardContext) -> list[BaseRoute]:

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_team.dashboard.auth import Viewer
 from agent_team.dashboard.context import DashboardContext
-from agent_team.dashboard.pages import failure_page
+from agent_team.dashboard.pages import viewer_page
 from agent_team.dashboard.permissions import abilities
-from agent_team.dashboard.rendering import render_page
 from agent_team.requests.limits import MAX_BODY_CHARS, MAX_TITLE_CHARS
 from agent_team.task_model import TaskKind
 
@@ -52,12 +50,7 @@ class _NewTaskPage:
         }
 
     async def page(self, request: Request) -> Response:
-        try:
-            viewer = self.ctx.auth.viewer(request)
-            context = await run_in_threadpool(self._context, viewer)
-            return render_page(request, "new_task.html", context)
-        except Exception as exc:
-            return failure_page(request, exc)
+        return await viewer_page(request, self.ctx, "new_task.html", self._context)
 
 
 def routes(ctx: DashboardContext) -> list[BaseRoute]:
