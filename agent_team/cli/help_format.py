@@ -31,7 +31,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "cancel",
         "reopen",
     ),
-    "Running agent-team": ("daemon", "tick", "doctor", "budget", "intake"),
+    "Running agent-team": ("daemon", "daemons", "tick", "doctor", "budget", "intake"),
     "People, automations and the audit log": ("people", "key", "automation", "audit"),
     "The ledger": ("migrate", "backup", "ledger", "schema", "migrate-to-postgres"),
 }

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from agent_team import __version__, db
 from agent_team.cli.automation import automation_app
+from agent_team.cli.daemons import daemons as daemons_command
 from agent_team.cli.help_format import OrderedGroup, hide_flag_types
 from agent_team.cli.inbox import audit_app
 from agent_team.cli.inbox import inbox as inbox_command
@@ -100,6 +101,7 @@ app.add_typer(key_app, name="key")
 app.command("inbox")(inbox_command)
 app.command("questions")(questions_command)
 app.command("show")(show_command)
+app.command("daemons")(daemons_command)
 
 
 def _show_version(value: bool) -> None:

@@ -37,6 +37,7 @@ COMMANDS = frozenset(
         "budget",
         "cancel",
         "daemon",
+        "daemons",
         "doctor",
         "inbox",
         "intake",

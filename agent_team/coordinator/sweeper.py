@@ -101,8 +101,9 @@ class Sweeper:
     def prune_events(self) -> int:
         """Forget inbound event ids (Slack, GitHub deliveries) older than `EVENT_RETENTION`,
         `Idempotency-Key`s older than `db.KEY_WINDOW` (a key names one request that long),
-        and GitHub sign-in states a day after they expired (kept that long only so a late
-        callback is told why); returns how many rows went."""
+        GitHub sign-in states a day after they expired (kept that long only so a late
+        callback is told why), and the rows of daemons not seen for `db.DAEMON_KEPT`
+        (stopped or gone a week ago); returns how many rows went."""
         now = self.clock()
         removed = db.prune_events(self.ledger, older_than=now - EVENT_RETENTION)
         if removed:
@@ -113,7 +114,10 @@ class Sweeper:
         states = db.prune_oauth_states(self.ledger, older_than=now - db.OAUTH_STATE_KEPT)
         if states:
             log.info("forgot %d expired GitHub sign-in state(s)", states)
-        return removed + keys + states
+        daemons = db.prune_daemons(self.ledger, older_than=now - db.DAEMON_KEPT)
+        if daemons:
+            log.info("forgot %d daemon(s) not seen for %s", daemons, db.DAEMON_KEPT)
+        return removed + keys + states + daemons
 
     def prune_checkpoints(self, *, limit: int = CHECKPOINT_BATCH) -> int:
         """Delete the LangGraph threads of tasks finished longer than the retention ago.

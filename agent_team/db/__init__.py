@@ -75,6 +75,16 @@ from agent_team.db.daemon_lock import (
     daemon_holder,
     in_use_error,
 )
+from agent_team.db.daemons import (
+    DAEMON_KEPT,
+    DaemonRow,
+    DaemonStart,
+    daemon_heartbeat,
+    daemon_stopped,
+    list_daemons,
+    prune_daemons,
+    register_daemon,
+)
 from agent_team.db.database_facts import CONNECTIONS_PER_DAEMON, DatabaseFacts, postgres_facts
 from agent_team.db.effects import (
     begin_effect,
@@ -103,6 +113,7 @@ from agent_team.db.leases import (
     LeaseSummary,
     acquire_lease,
     get_lease,
+    held_leases,
     lease_owners,
     lease_summary,
     list_leases,
@@ -263,6 +274,7 @@ from agent_team.db.write_health import WriteFailure, WriteHealth
 
 __all__ = [
     "CONNECTIONS_PER_DAEMON",
+    "DAEMON_KEPT",
     "GENESIS_HASH",
     "KEY_WINDOW",
     "LEDGER_TABLES",
@@ -284,6 +296,8 @@ __all__ = [
     "Command",
     "DaemonHolder",
     "DaemonLock",
+    "DaemonRow",
+    "DaemonStart",
     "DatabaseFacts",
     "Dialect",
     "FailingAutomationRow",
@@ -358,7 +372,9 @@ __all__ = [
     "create_task",
     "create_task_once",
     "current_fence",
+    "daemon_heartbeat",
     "daemon_holder",
+    "daemon_stopped",
     "day_bucket",
     "default_outbox_path",
     "delete_issue_ingested",
@@ -398,6 +414,7 @@ __all__ = [
     "get_question",
     "get_run",
     "get_task",
+    "held_leases",
     "in_use_error",
     "init_db",
     "integrity_problem",
@@ -411,6 +428,7 @@ __all__ = [
     "list_backups",
     "list_commands",
     "list_cursors",
+    "list_daemons",
     "list_effects",
     "list_issue_claims",
     "list_keys",
@@ -438,6 +456,7 @@ __all__ = [
     "person_by_slack",
     "postgres_facts",
     "pr_event_keys",
+    "prune_daemons",
     "prune_events",
     "prune_idempotency_keys",
     "prune_oauth_states",
@@ -452,6 +471,7 @@ __all__ = [
     "record_pr_event",
     "record_transition",
     "record_usage",
+    "register_daemon",
     "release_command",
     "release_event",
     "release_lease",

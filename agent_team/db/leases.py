@@ -29,6 +29,7 @@ __all__ = [
     "acquire_lease",
     "get_lease",
     "give_up_lease",
+    "held_leases",
     "lease_owners",
     "lease_summary",
     "list_leases",
@@ -183,6 +184,21 @@ def list_leases(reader: Reader, *, owner: str | None = None, prefix: str = "") -
         sql += " AND owner = ?"
         params.append(owner)
     return fetch_records(reader, Lease, sql + " ORDER BY name", params)
+
+
+def held_leases(reader: Reader, *, now: datetime | None = None) -> list[Lease]:
+    """The leases held now (an owner whose time has not run out), by name: what each
+    instance runs (`task:`) and which singleton loops it makes the passes of (`loop:`).
+
+    A released lease has no owner, so this reads the few held rows by `idx_leases_owner`,
+    not every task lease the retention window keeps.
+    """
+    return fetch_records(
+        reader,
+        Lease,
+        "SELECT * FROM leases WHERE owner IS NOT NULL AND lease_until > ? ORDER BY name",
+        (to_iso(now or utc_now()),),
+    )
 
 
 def lease_owners(reader: Reader) -> set[str]:

@@ -1,7 +1,7 @@
 """The ledger's schema, version by version: the statements both backends migrate through.
 
 A fresh ledger is made by the same steps that upgrade an old one (v0 -> v1 ->
-... -> v15), so there is one path to the current schema and `schema.sql` is a
+... -> v18), so there is one path to the current schema and `schema.sql` is a
 dump of what that path produces. The statements of a released version are
 history: never edit them, add a new version instead (CONTRIBUTING.md).
 `schema` applies them to SQLite and `schema_postgres` derives PostgreSQL's from
@@ -14,7 +14,7 @@ from agent_team.exceptions import SchemaTooNewError
 
 __all__ = ["LEDGER_TABLES", "REQUIRED_COLUMNS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 _V1 = (
     """CREATE TABLE pending_questions (
@@ -529,6 +529,27 @@ _V17 = (
     "CREATE INDEX idx_oauth_states_expires ON oauth_states (expires_at)",
 )
 
+# v18: which daemons run on this ledger (issue #32; seed 004's worker registry).
+# - `daemons`: one row per daemon process (`instance_id` is its lease owner,
+#   `host:pid:start-time`), written at its start, touched by its heartbeat (every third of
+#   `lease_s`, the daemon's own lease time, kept in the row so every reader judges it alike:
+#   not seen for that long, it is gone) and marked `stopped_at` on a clean stop. What it
+#   holds is read from `leases`, not kept here. A few rows per daemon restart; the retention
+#   pass deletes rows not seen for 7 days, so the table stays tiny and needs no index.
+_V18 = (
+    """CREATE TABLE daemons (
+    instance_id  TEXT PRIMARY KEY,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL CHECK (pid >= 0),
+    version      TEXT NOT NULL,
+    url          TEXT,
+    lease_s      REAL NOT NULL CHECK (lease_s > 0),
+    started_at   TEXT NOT NULL,
+    last_seen_at TEXT NOT NULL,
+    stopped_at   TEXT
+)""",
+)
+
 # Version -> statements. v5 also needs foreign keys off around its transaction.
 _STEPS: dict[int, tuple[str, ...]] = {
     1: _V1,
@@ -548,6 +569,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
     15: _V15,
     16: _V16,
     17: _V17,
+    18: _V18,
 }
 _FOREIGN_KEYS_OFF = frozenset({5, 14})
 
@@ -575,6 +597,7 @@ LEDGER_TABLES = (
     "api_keys",
     "idempotency_keys",
     "oauth_states",
+    "daemons",
 )
 
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -761,6 +784,17 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "api_keys": ("key_id", "name", "key_hash", "created_at", "last_used_at", "revoked_at"),
     "idempotency_keys": ("scope", "idem_key", "fingerprint", "task_id", "created_at"),
     "oauth_states": ("state_hash", "next_path", "created_at", "expires_at", "used_at"),
+    "daemons": (
+        "instance_id",
+        "host",
+        "pid",
+        "version",
+        "url",
+        "lease_s",
+        "started_at",
+        "last_seen_at",
+        "stopped_at",
+    ),
 }
 
 

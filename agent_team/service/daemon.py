@@ -16,6 +16,11 @@ so the node that was cut off runs again from its first line: a build stopped
 part-way starts again from its beginning (docs/architecture.md §4), and the
 messages say so rather than promise a resume.
 
+The daemon keeps its row in the ledger's `daemons` table (`agent-team
+daemons`, `/api/daemons`): written before the HTTP server answers, touched by
+the `heartbeat` loop every third of `AGENT_TEAM_LEASE_S` (and during the stop's
+grace), marked stopped after the last run, before the ledger closes.
+
 Integrations plug in here and nowhere else, all the same way: each enabled
 one (`integrations.registry`, built by the wiring) adds its HTTP routes,
 supervised loops and health facts; the runtime closes everything, in reverse
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 import socket
 import threading
@@ -37,14 +43,14 @@ from types import FrameType
 import uvicorn
 from starlette.routing import BaseRoute
 
-from agent_team import db
+from agent_team import __version__, db
 from agent_team.builders import kill_running_children
 from agent_team.common.redact import redact
 from agent_team.config import Settings, load_systemd_env
 from agent_team.coordinator import Coordinator
 from agent_team.dashboard import access_log
 from agent_team.dashboard.app import DashboardContext, create_app
-from agent_team.exceptions import AgentTeamError
+from agent_team.exceptions import AgentTeamError, LedgerError
 from agent_team.health.loops import Loop
 from agent_team.health.status import Health
 from agent_team.integrations.base import Integration
@@ -133,9 +139,20 @@ class Daemon:
         self.health.set_fact("instance", self.coordinator.instance)
         self.health.set_fact("sandbox", self.coordinator.deps.sandbox.describe())
         self.routes: list[BaseRoute] = []
+        # This process in the ledger's `daemons` table (its id is its lease owner's).
+        self.me = db.DaemonStart(
+            instance_id=self.coordinator.instance,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            version=__version__,
+            url=self._own_url(),
+            lease_s=settings.lease_s,
+            started_at=self.coordinator.clock(),
+        )
         self.loops: list[Loop] = [
             Loop("worker", self._worker),
             Loop("budget-outbox", self._budget_outbox),
+            Loop("heartbeat", self._heartbeat),
         ]
         if settings.pg_notify and self.coordinator.ledger.dialect.announce_commands:
             # Other instances' commands wake this one's worker (PostgreSQL LISTEN/NOTIFY).
@@ -191,6 +208,27 @@ class Daemon:
                 log.warning("budget outbox %s: %s", path, exc)
             self.health.beat("budget-outbox")
             if stop.wait(OUTBOX_REPLAY_S):
+                return
+
+    @property
+    def heartbeat_s(self) -> float:
+        """How often the daemon says it is alive: a third of its lease time, so a reader
+        judges it gone (not seen for `lease_s`) only after three missed beats."""
+        return self.settings.lease_s / 3
+
+    def _seen(self) -> None:
+        """One heartbeat (a history commit); a ledger away is said and tried next time."""
+        try:
+            db.daemon_heartbeat(self.coordinator.ledger, self.me, now=self.coordinator.clock())
+        except LedgerError as exc:
+            log.warning("heartbeat: cannot reach the ledger: %s", redact(str(exc)))
+
+    def _heartbeat(self, stop: threading.Event, _first: bool) -> None:
+        """The daemon's row stays fresh while it runs (`agent-team daemons`: up, not gone)."""
+        while True:
+            self._seen()
+            self.health.beat("heartbeat")
+            if stop.wait(self.heartbeat_s):
                 return
 
     def _wakeups(self, stop: threading.Event, _first: bool) -> None:
@@ -297,6 +335,15 @@ class Daemon:
                 raise DaemonError("the HTTP server did not start; see the log above")
             time.sleep(0.01)
 
+    def _own_url(self) -> str:
+        """Where this daemon's dashboard answers, as others read it in `agent-team daemons`:
+        the bound address, a wildcard one (0.0.0.0, ::) replaced by the host's name."""
+        host, port = self._address or (self.settings.dashboard_host, self.settings.dashboard_port)
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}/"
+
     @property
     def url(self) -> str:
         host, port = (
@@ -364,7 +411,14 @@ class Daemon:
         sweep = self.coordinator.recovery_sweep()
         log.info("recovery sweep: %s", sweep.describe())
         freeze_startup_heap()
-        self._start_http()
+        # After the freeze: this thread's write connection, frozen, would never be collected
+        # (nor its file closed) if the thread ends before the process (tests run it on one).
+        self._register()
+        try:
+            self._start_http()
+        except BaseException:
+            self._mark_stopped()  # it never served: not a daemon to look for
+            raise
         for loop in self.loops:
             thread = threading.Thread(
                 target=self._supervise, args=(loop,), name=f"agent-team-{loop.name}", daemon=True
@@ -377,6 +431,23 @@ class Daemon:
         self.announce(f"agent-team is running: {self.url}")
         self._main_loop()
         return self._shutdown()
+
+    def _register(self) -> None:
+        """This daemon's row, before the HTTP server answers: once `/healthz` does, `agent-team
+        daemons` lists it. A ledger away now is no reason not to start: the heartbeat writes
+        the row as soon as it can."""
+        try:
+            db.register_daemon(self.coordinator.ledger, self.me, now=self.coordinator.clock())
+        except LedgerError as exc:
+            log.warning("could not register this daemon in the ledger: %s", redact(str(exc)))
+
+    def _mark_stopped(self) -> None:
+        try:
+            db.daemon_stopped(
+                self.coordinator.ledger, self.me.instance_id, now=self.coordinator.clock()
+            )
+        except LedgerError as exc:  # it shows as gone once its lease time has passed
+            log.warning("could not mark this daemon stopped: %s", redact(str(exc)))
 
     def _warn_about_the_builder(self) -> None:
         """Say at start what `doctor` knows: tasks would otherwise park only at their build,
@@ -427,20 +498,29 @@ class Daemon:
             # Stopped runs record nothing and end at once; one that does not cannot hold
             # the exit up (it would write through a runtime being closed under it).
             self.cut_short = not self.coordinator.wait_idle(WIND_DOWN_S)
+        self._mark_stopped()  # cut short too: the process ends next, its runs resume elsewhere
         if not self.cut_short:
             self.runtime.close()  # integrations, coordinator, transport, then the ledger
         self._release()  # uvicorn closed the socket; cut short, the process exits next
         return 0
 
     def _wait_for_runs(self, grace_s: float) -> bool:
-        """Wait for the runs to finish, up to `grace_s` or a second signal; True if they did."""
+        """Wait for the runs to finish, up to `grace_s` or a second signal; True if they did.
+
+        Still beating meanwhile: runs finishing are work going on, and a grace longer than
+        the lease must not make the daemon look gone (`agent-team daemons`).
+        """
         deadline = time.monotonic() + grace_s
+        beat = time.monotonic()
         while True:
             left = deadline - time.monotonic()
             if self.coordinator.wait_idle(max(0.0, min(_HURRY_POLL_S, left))):
                 return True
             if self._hurry.is_set() or left <= 0:
                 return False
+            if time.monotonic() - beat >= self.heartbeat_s:
+                beat = time.monotonic()
+                self._seen()
 
 
 _AFTER_STOP = (

@@ -53,14 +53,17 @@ def base_env() -> dict[str, str]:
     return {k: v for k, v in clean_env().items() if not k.startswith(INSTANCE_ENV)}
 
 
-def run_logging_build(runs: Path, *, sleep_s: float = 0.0) -> str:
+def run_logging_build(runs: Path, *, sleep_s: float = 0.0, until: Path | None = None) -> str:
     """A build command that appends `start` and `end` lines to `runs` (atomic appends).
 
     Each line: kind, task id, incarnation, the shell's pid (its process group:
-    builds run in a session of their own), and the wall-clock time.
+    builds run in a session of their own), and the wall-clock time. With `until`,
+    the build goes on until that file exists (the test lets builds end when it is ready).
     """
     stamp = f'"$AGENT_TEAM_TASK_ID" "${INSTANCE_ENV}" "$$" "$(date +%s.%N)"'
     pause = f"sleep {sleep_s}; " if sleep_s > 0 else ""
+    if until is not None:
+        pause += f"while [ ! -e {until} ]; do sleep 0.05; done; "
     return (
         f"echo start {stamp} >> {runs}; {pause}echo built > built.txt; echo end {stamp} >> {runs}"
     )

@@ -1,4 +1,5 @@
-"""Three daemons on one PostgreSQL database share the work, and lose none of it to kill -9.
+"""Three daemons on one PostgreSQL database share the work, and lose none of it to kill -9;
+`agent-team daemons` says which of them are up, gone or stopped.
 
 Each daemon is a process with its own dashboard port and state folder (as on
 its own host), the offline model, and a command builder that appends a
@@ -12,14 +13,17 @@ daemon polls.
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
-from agent_team import db
+from agent_team import __version__, db
 from agent_team.requests import inbox
 from tests.e2e.cluster import (
     Answerer,
@@ -321,3 +325,138 @@ def test_kill_nine_three_times_loses_no_task(
         f"kills: {sorted(kills)}; takeovers: {takeovers}; builder runs repeated after a kill: "
         f"{repeated}; runs: {len([r for r in read_runs(runs) if r.kind == 'start'])} for {n} tasks"
     )
+
+
+def listed(instance: Instance) -> dict[int, dict[str, Any]]:
+    """`GET /api/daemons` on one daemon (any of them answers for all), by pid."""
+    body = httpx.get(f"{instance.url}/api/daemons", timeout=10).json()
+    return {daemon["pid"]: daemon for daemon in body["daemons"]}
+
+
+def cli_daemons(tmp_path: Path, pg_url: str, *args: str) -> str:
+    """`agent-team daemons ARGS` beside the daemons, as an operator runs it."""
+    done = subprocess.run(
+        [str(AGENT_TEAM), "daemons", *args],
+        env={**base_env(), "AGENT_TEAM_DATABASE_URL": pg_url, "COLUMNS": "250"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def held_tasks(ledger: db.Ledger, instance: Instance) -> list[str]:
+    """The tasks whose live lease `instance` holds, from the ledger itself."""
+    return sorted(
+        lease.name.removeprefix("task:")
+        for lease in db.held_leases(ledger)
+        if lease.name.startswith("task:") and instance.owns(lease.owner)
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_daemons_lists_the_three_and_the_one_killed_as_gone(
+    tmp_path: Path, pg_url: str, ledger: db.Ledger
+) -> None:
+    """`agent-team daemons` and `/api/daemons` with three daemons on PostgreSQL, one killed -9.
+
+    Four builds wait on a file the test makes at the end, so what each daemon runs
+    holds still while it is looked at: two slots on each of three daemons, then
+    the survivors' four slots for all four tasks once the killed one's leases ran out.
+    """
+    runs, gate = tmp_path / "runs.txt", tmp_path / "builds-may-end"
+    cluster = Cluster(
+        tmp_path,
+        pg_url,
+        settings={
+            "AGENT_TEAM_BUILDER": "command",
+            "AGENT_TEAM_BUILD_COMMAND": run_logging_build(runs, until=gate),
+            "AGENT_TEAM_LEASE_S": QUIET_LEASE_S,
+            "AGENT_TEAM_WORKERS": "2",
+        },
+    )
+    answerer = Answerer(cluster)
+    try:
+        for slot in SLOTS:
+            cluster.start(slot)
+        for instance in cluster.live():
+            cluster.wait_ready(instance)
+        first = cluster.live()
+        task_ids = [inbox.submit_task(ledger, title=f"Held {n}", body=LONG_BODY) for n in range(4)]
+
+        def all_building() -> bool:
+            for question in db.list_questions(ledger, status="open"):
+                answerer.answer(question.question_id, question.kind)
+            started = {run.task_id for run in read_runs(runs) if run.kind == "start"}
+            held = {t for i in first for t in held_tasks(ledger, i)}
+            return started == held == set(task_ids)
+
+        wait_for(all_building, "four builds under way", timeout_s=90, step_s=0.05)
+
+        # All three are up, each with the tasks it runs; one of them makes the timers' passes.
+        shown = listed(first[0])
+        assert sorted(shown) == sorted(i.proc.pid for i in first), shown
+        for instance in first:
+            daemon = shown[instance.proc.pid]
+            assert daemon["status"] == "up", daemon
+            assert daemon["url"] == f"{instance.url}/", daemon
+            assert daemon["tasks"] == held_tasks(ledger, instance), (daemon, instance.name)
+            assert daemon["version"] == __version__
+        assert sum(d["loops"] == ["timers"] for d in shown.values()) == 1, shown
+
+        victim = building_on(cluster, runs)
+        assert victim is not None
+        survivors = [i for i in first if i is not victim]
+        cluster.kill(victim)
+
+        def settled() -> dict[int, dict[str, Any]] | None:
+            """The victim gone, the survivors up with all four tasks and the timers."""
+            now = listed(survivors[0])
+            gone = now[victim.proc.pid]
+            if gone["status"] != "gone" or gone["loops"] or gone["tasks"]:
+                return None
+            up = [now[i.proc.pid] for i in survivors]
+            if any(d["status"] != "up" for d in up):
+                raise AssertionError(f"a live daemon shows as {now}")
+            if sorted(t for d in up for t in d["tasks"]) != sorted(task_ids):
+                return None
+            return now if sorted(d["loops"] == ["timers"] for d in up) == [False, True] else None
+
+        shown = wait_for(settled, f"{victim.name} gone, its tasks moved", timeout_s=60)
+        for instance in survivors:
+            daemon = shown[instance.proc.pid]
+            assert daemon["tasks"] == held_tasks(ledger, instance), (daemon, instance.name)
+            assert len(daemon["tasks"]) == 2  # the four tasks fill the survivors' four slots
+        assert shown[victim.proc.pid]["seen_s_ago"] > float(QUIET_LEASE_S)
+
+        # The CLI says the same, from the ledger, beside the daemons.
+        report = json.loads(cli_daemons(tmp_path, pg_url, "--json"))
+        assert report["counts"] == {"up": 2, "gone": 1, "stopped": 0}
+        by_pid = {d["pid"]: d for d in report["daemons"]}
+        assert {pid: d["status"] for pid, d in by_pid.items()} == {
+            pid: d["status"] for pid, d in shown.items()
+        }
+        assert {pid: d["tasks"] for pid, d in by_pid.items()} == {
+            pid: d["tasks"] for pid, d in shown.items()
+        }
+        table = cli_daemons(tmp_path, pg_url)
+        assert "gone (not seen for" in table and table.rstrip().endswith("2 up, 1 gone, 0 stopped")
+
+        gate.touch()
+        answer_until_done(ledger, answerer, expected=4, timeout_s=90, cluster=cluster)
+    finally:
+        gate.touch()
+        cluster.stop_all()
+        answerer.close()
+
+    # A clean stop says so; the killed one stays gone.
+    report = json.loads(cli_daemons(tmp_path, pg_url, "--json"))
+    assert report["counts"] == {"up": 0, "gone": 1, "stopped": 2}, report
+    statuses = {d["pid"]: (d["status"], d["loops"], d["tasks"]) for d in report["daemons"]}
+    assert statuses == {
+        victim.proc.pid: ("gone", [], []),
+        **{i.proc.pid: ("stopped", [], []) for i in survivors},
+    }

@@ -528,7 +528,7 @@ def test_v16_to_v17_keeps_every_row_and_adds_the_oauth_states(tmp_path: Path) ->
     before = read_rows(path)
     assert "oauth_states" not in before
 
-    assert db.init_db(path) == SCHEMA_VERSION == 17
+    assert db.init_db(path) == SCHEMA_VERSION
     db.assert_ready(path)
     after = read_rows(path)
     assert_rows_kept({t: r for t, r in before.items() if t != "schema_meta"}, after)
@@ -541,6 +541,42 @@ def test_v16_to_v17_keeps_every_row_and_adds_the_oauth_states(tmp_path: Path) ->
         db.save_oauth_state(conn, "a" * 64, next_path="/inbox", now=now)
         spent = [db.spend_oauth_state(conn, "a" * 64, now=now).outcome for _ in range(2)]
         assert spent == ["ok", "used"]
+
+
+def test_v17_to_v18_keeps_every_row_and_adds_the_daemons(tmp_path: Path) -> None:
+    """A v17 ledger's leases stay as they were; the daemons table starts empty, and a daemon
+    registered after the upgrade is listed with the loop it holds."""
+    path = tmp_path / "ledger-v17.db"
+    with raw_connect(path) as raw:
+        assert schema.migrate(raw, target=17) == 17
+        raw.execute(
+            "INSERT INTO leases (name, owner, epoch, lease_until) "
+            "VALUES ('loop:timers', 'h:1:s', 2, '2999-01-01T00:00:00.000000Z')"
+        )
+    before = read_rows(path)
+    assert "daemons" not in before
+
+    assert db.init_db(path) == SCHEMA_VERSION == 18
+    db.assert_ready(path)
+    after = read_rows(path)
+    assert_rows_kept({t: r for t, r in before.items() if t != "schema_meta"}, after)
+    assert after["daemons"] == []
+
+    now = datetime(2026, 12, 1, 10, tzinfo=UTC)
+    with closing(db.open_ledger(path)) as conn:
+        db.register_daemon(
+            conn,
+            db.DaemonStart("h:1:s", "h", 1, "1.0", None, 30.0, started_at=now),
+            now=now,
+        )
+        (row,) = db.list_daemons(conn)
+        assert (row.instance_id, row.last_seen_at, row.stopped_at) == (
+            "h:1:s",
+            db.to_iso(now),
+            None,
+        )
+        (held,) = db.held_leases(conn, now=now)
+        assert (held.name, held.owner) == ("loop:timers", "h:1:s")
 
 
 # --- a failure in the middle of the v5 rebuild -------------------------------------------
@@ -794,6 +830,12 @@ def test_init_db_twice_changes_nothing(tmp_path: Path) -> None:
         )
         db.save_oauth_state(  # and in the v17 one
             conn, "e" * 64, next_path="/", now=datetime(2024, 8, 1, tzinfo=UTC)
+        )
+        started = datetime(2024, 8, 1, tzinfo=UTC)
+        db.register_daemon(  # and in the v18 one
+            conn,
+            db.DaemonStart("h:1:s", "h", 1, "1.0", "http://h:8080/", 30.0, started_at=started),
+            now=started,
         )
         counts = db.table_counts(conn)
     rows, dump, content = read_rows(path), dump_of(path), path.read_bytes()

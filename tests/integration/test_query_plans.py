@@ -64,8 +64,11 @@ GROWING = frozenset(
 )
 # Deliberate scans of tables with a fixed handful of rows: one row each (schema_meta,
 # audit_head), one per watched repository and label (intake_cursors), a team's people
-# and their keys (a revoked key stays: a few rows a rotation, at human pace).
-TINY_TABLES = frozenset({"schema_meta", "audit_head", "intake_cursors", "people", "api_keys"})
+# and their keys (a revoked key stays: a few rows a rotation, at human pace), the daemons
+# (a row a daemon's start, deleted a week after it stopped: the retention pass scans it).
+TINY_TABLES = frozenset(
+    {"schema_meta", "audit_head", "intake_cursors", "people", "api_keys", "daemons"}
+)
 # Status indexes, and the values whose rows are history: looking those up walks every
 # finished task (live values such as `open` or `pending` select only live rows).
 HISTORY_VALUES = {
@@ -105,6 +108,7 @@ EXPECTED = (
     "WHERE resume_at IS NOT NULL AND resume_at <= ?",  # model pauses that are over
     "FROM automations WHERE status = 'active'",
     "DELETE FROM seen_events",
+    "DELETE FROM daemons",  # ... and the daemons not seen for a week
     "SELECT DISTINCT owner FROM leases",  # the recovery sweep
     "FROM task_transitions WHERE thread_id = ? ORDER BY",  # the task page
     "FROM model_failures WHERE thread_id = ?",  # ... and its failed model calls

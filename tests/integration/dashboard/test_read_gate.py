@@ -34,7 +34,9 @@ def test_the_default_follows_the_bind_address(
     assert settings.reads_need_token is need_token
 
 
-@pytest.mark.parametrize("path", ["/api/tasks", "/api/task/tA", "/api/budget", "/api/triage"])
+@pytest.mark.parametrize(
+    "path", ["/api/tasks", "/api/task/tA", "/api/budget", "/api/triage", "/api/daemons"]
+)
 def test_the_api_needs_a_token_to_read(seeded: Seeded, path: str) -> None:
     with _client(seeded, dashboard_reads="token") as client:
         refused = client.get(path)

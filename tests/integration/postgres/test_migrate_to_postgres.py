@@ -195,6 +195,12 @@ def _build_source(root: Path) -> Source:
         assert db.set_task_status(ledger, "t-keyed", "cancelled")
         # A GitHub sign-in begun (its state's hash only).
         db.save_oauth_state(ledger, "e" * 64, next_path="/task/ö", now=clock.now)
+        # A daemon that ran on the file and stopped (its row is the ledger's history).
+        started = db.DaemonStart(
+            "höst:42:20261201T000000.000000Z", "höst", 42, "1.0", None, 30.0, started_at=clock.now
+        )
+        db.register_daemon(ledger, started, now=clock.now)
+        assert db.daemon_stopped(ledger, started.instance_id, now=clock.now)
 
         coordinator.answer(to_plan("running"), "approve", via="cli:tester")
         runner = threading.Thread(

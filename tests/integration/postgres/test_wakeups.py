@@ -244,9 +244,9 @@ def test_the_daemon_listens_unless_told_not_to(pg_url: str, tmp_path: Path, noti
     daemon = Daemon(settings)
     try:
         assert [loop.name for loop in daemon.loops] == (
-            ["worker", "budget-outbox", "command-wakeups"]
+            ["worker", "budget-outbox", "heartbeat", "command-wakeups"]
             if notify
-            else ["worker", "budget-outbox"]
+            else ["worker", "budget-outbox", "heartbeat"]
         )
         assert daemon.health.facts()["instance"] == daemon.coordinator.instance
     finally:

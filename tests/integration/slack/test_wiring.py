@@ -74,7 +74,13 @@ def test_socket_mode_is_wired_without_touching_the_network(tmp_path: Path, fake:
         daemon = Daemon(settings.model_copy(update={"dashboard_port": 0}))
         try:
             names = [loop.name for loop in daemon.loops]
-            assert names == ["worker", "budget-outbox", "slack-socket", "slack-reminders"]
+            assert names == [
+                "worker",
+                "budget-outbox",
+                "heartbeat",
+                "slack-socket",
+                "slack-reminders",
+            ]
             assert not daemon.routes, "no HTTP route in Socket Mode"
             assert daemon.health.facts()["slack"] == "socket mode"
         finally:
