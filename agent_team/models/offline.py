@@ -28,6 +28,8 @@ Plan (tool `Plan`):
 - Steps: the issue text's bullet (`-`, `*`, `+`) and numbered (`1.`, `1)`)
   lines, in order, markers removed. With none, each sentence of the issue text
   is a step. With no text at all, the one step is "Implement: <title>".
+- Each `<note>` of a `<notes_from_people>` block adds a step after them:
+  "Take into account: <note>".
 - If a `<feedback>` block is present, a last step is added:
   "Address review feedback: <feedback>".
 - Summary: the title; with no title, the first step.
@@ -94,6 +96,8 @@ _BODY = re.compile(r"<body>\n(.*?)\n</body>", re.DOTALL)
 _CLARIFICATIONS = re.compile(r"<clarifications>(.*?)</clarifications>", re.DOTALL)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _FEEDBACK = re.compile(r"<feedback>\n(.*?)\n</feedback>", re.DOTALL)
+_NOTES = re.compile(r"<notes_from_people>(.*?)</notes_from_people>", re.DOTALL)
+_NOTE = re.compile(r"<note>(.*?)</note>", re.DOTALL)
 _PAGE = re.compile(r"<page>\n(.*?)\n</page>", re.DOTALL)
 _HEADING = re.compile(r"<heading>(.*?)</heading>", re.DOTALL)
 _LABEL_CHARS = re.compile(r"[^A-Za-z0-9 .,:;'/_-]")
@@ -107,6 +111,7 @@ class _Issue:
     answers: list[str]
     feedback: str | None
     raw: str = ""
+    notes: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -119,12 +124,14 @@ def _read_issue(prompt: str) -> _Issue:
     body = _BODY.search(prompt)
     block = _CLARIFICATIONS.search(prompt)
     feedback = _FEEDBACK.search(prompt)
+    notes = _NOTES.search(prompt)
     return _Issue(
         title=unescape(title.group(1)).strip() if title else "",
         body=unescape(body.group(1)) if body else (prompt if title is None else ""),
         answers=[unescape(a) for a in _ANSWER.findall(block.group(1))] if block else [],
         feedback=unescape(feedback.group(1)).strip() if feedback else None,
         raw=prompt,
+        notes=tuple(unescape(n).strip() for n in _NOTE.findall(notes.group(1))) if notes else (),
     )
 
 
@@ -166,6 +173,7 @@ def _plan(issue: _Issue) -> Plan:
         steps = sentences(text)
     if not steps:
         steps = [f"Implement: {issue.title}" if issue.title else "Implement the request."]
+    steps += [f"Take into account: {' '.join(note.split())}" for note in issue.notes]
     if issue.feedback:
         steps.append(f"Address review feedback: {' '.join(issue.feedback.split())}")
     lowered = text.lower()

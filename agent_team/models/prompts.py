@@ -101,12 +101,22 @@ def _clarifications_block(clarifications: Sequence[tuple[str, str]]) -> str:
     return "<clarifications>\n" + "\n".join(entries) + "\n</clarifications>"
 
 
+def _notes_block(notes: Sequence[str]) -> str:
+    """What people wrote on the task while it ran (`agent-team note`): steering, not orders
+    from the issue's author, so the model sees them apart from the issue."""
+    entries = [f"<note>{_esc(note)}</note>" for note in notes]
+    return "<notes_from_people>\n" + "\n".join(entries) + "\n</notes_from_people>"
+
+
 def _human(blocks: list[str], ask: str) -> HumanMessage:
     return HumanMessage(content="\n\n".join([*blocks, ask]))
 
 
 def clarify_messages(
-    title: str, body: str, clarifications: Sequence[tuple[str, str]]
+    title: str,
+    body: str,
+    clarifications: Sequence[tuple[str, str]],
+    notes: Sequence[str] = (),
 ) -> list[BaseMessage]:
     """The prompt that asks whether an issue is clear enough to plan.
 
@@ -114,14 +124,18 @@ def clarify_messages(
         title: the issue's title.
         body: the issue's body as written.
         clarifications: earlier (question, answer) rounds, oldest first.
+        notes: people's notes on the task so far, oldest first.
 
     Returns:
         A system message with the instructions and one human message with the
-        `<issue>` block and, if any, the `<clarifications>` block.
+        `<issue>` block and, if any, the `<clarifications>` and
+        `<notes_from_people>` blocks.
     """
     blocks = [_issue_block(title, body)]
     if clarifications:
         blocks.append(_clarifications_block(clarifications))
+    if notes:
+        blocks.append(_notes_block(notes))
     return [
         SystemMessage(content=CLARIFY_INSTRUCTIONS),
         _human(blocks, "Is this issue clear enough to plan? Answer with ClarifyDecision."),
@@ -134,6 +148,7 @@ def plan_messages(
     clarifications: Sequence[tuple[str, str]],
     feedback: str | None,
     previous: Plan | None,
+    notes: Sequence[str] = (),
 ) -> list[BaseMessage]:
     """The prompt that asks for an implementation plan.
 
@@ -143,15 +158,18 @@ def plan_messages(
         clarifications: the (question, answer) rounds of the clarify stage.
         feedback: a reviewer's `revise` text, when the previous plan was sent back.
         previous: the plan the feedback is about.
+        notes: people's notes on the task so far, oldest first.
 
     Returns:
         A system message with the instructions and one human message with the
-        `<issue>`, `<clarifications>`, `<feedback>` and `<previous_plan>` blocks
-        (the last three only when present).
+        `<issue>`, `<clarifications>`, `<notes_from_people>`, `<feedback>` and
+        `<previous_plan>` blocks (all but the first only when present).
     """
     blocks = [_issue_block(title, body)]
     if clarifications:
         blocks.append(_clarifications_block(clarifications))
+    if notes:
+        blocks.append(_notes_block(notes))
     if feedback is not None and feedback.strip():
         blocks.append(f"<feedback>\n{_esc(feedback.strip())}\n</feedback>")
     if previous is not None:

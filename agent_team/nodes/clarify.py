@@ -16,7 +16,7 @@ from typing import Any
 
 from agent_team.models.prompts import clarify_messages
 from agent_team.models.schemas import ClarifyDecision
-from agent_team.nodes.common import GraphDeps, ask_human, crash_point, enter
+from agent_team.nodes.common import GraphDeps, ask_human, crash_point, enter, people_notes
 from agent_team.task_model import Phase, QuestionKind, TaskState
 
 __all__ = ["clarify", "clarify_gate", "not_repeated", "route_after_clarify"]
@@ -58,7 +58,9 @@ def clarify(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
         thread_id=state["task_id"],
         stage=Phase.CLARIFY.value,
         schema=ClarifyDecision,
-        messages=clarify_messages(state["title"], state.get("body", ""), pairs),
+        messages=clarify_messages(
+            state["title"], state.get("body", ""), pairs, people_notes(deps, state["task_id"])
+        ),
     )
     crash_point(deps, Phase.CLARIFY, "after")
     if decision.clear or not decision.question:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 from agent_team.requests.answers import ANSWER_MODELS
 from agent_team.task_model import Phase, QuestionKind, TaskState, TaskStatus, question_id_for
 
-__all__ = ["CRASH_EXIT_CODE", "GraphDeps", "ask_human", "crash_point", "enter"]
+__all__ = ["CRASH_EXIT_CODE", "GraphDeps", "ask_human", "crash_point", "enter", "people_notes"]
 
 log = logging.getLogger(__name__)
 
@@ -115,3 +115,11 @@ def ask_human(
     )
     assert isinstance(answer, BaseModel)
     return answer.model_dump()
+
+
+def people_notes(deps: GraphDeps, task_id: str) -> list[str]:
+    """The notes people left on the task so far, oldest first (`agent-team note`): read at
+    each model stage, so a note written while the task waits reaches the next stage."""
+    return [
+        str(row.detail_dict.get("text", "")) for row in db.list_task_notes(deps.ledger, task_id)
+    ]

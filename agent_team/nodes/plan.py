@@ -6,7 +6,7 @@ from typing import Any
 
 from agent_team.models.prompts import plan_messages
 from agent_team.models.schemas import Plan
-from agent_team.nodes.common import GraphDeps, crash_point, enter
+from agent_team.nodes.common import GraphDeps, crash_point, enter, people_notes
 from agent_team.task_model import Phase, TaskState
 
 __all__ = ["plan"]
@@ -25,6 +25,7 @@ def plan(state: TaskState, deps: GraphDeps) -> dict[str, Any]:
             [(c["question"], c["answer"]) for c in state.get("clarifications", [])],
             state.get("plan_feedback"),
             previous,
+            people_notes(deps, state["task_id"]),
         ),
     )
     crash_point(deps, Phase.PLAN, "after")

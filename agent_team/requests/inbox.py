@@ -213,12 +213,14 @@ def reopen(
 
 
 def add_note(ledger: db.Ledger, task_id: str, text: str, *, actor: Actor) -> db.AuditRow:
-    """Leave a note on a task for the people who look at it (its page, `show`, /api/task).
+    """Leave a note on a task in flight: people see it (its page, `show`, /api/task) and its
+    next model stage reads it (`nodes.common.people_notes`).
 
     A note is an audit row (`db.NOTE_ACTION`): it names who wrote it and is never edited.
 
     Raises:
         UnknownTaskError: no such task.
+        TaskRefusedError: the task has finished.
         LedgerInputError: an empty note, or one over `MAX_NOTE_CHARS`.
     """
     note = text.strip()
@@ -228,8 +230,14 @@ def add_note(ledger: db.Ledger, task_id: str, text: str, *, actor: Actor) -> db.
         raise LedgerInputError(
             f"text: the note is {len(note):,} characters; at most {MAX_NOTE_CHARS:,}"
         )
-    if db.get_task(ledger, task_id) is None:
+    task = db.get_task(ledger, task_id)
+    if task is None:
         raise UnknownTaskError(f"no task {task_id!r}; list them with `agent-team tasks`")
+    if task.status in TERMINAL_STATUSES:
+        raise TaskRefusedError(
+            f"task {task_id} is {task.status}: a note reaches its next stage, and it has none; "
+            "nothing was stored"
+        )
     return db.record_audit(ledger, actor.entry(db.NOTE_ACTION, task_id, {"text": note}))
 
 

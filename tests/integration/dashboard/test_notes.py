@@ -20,7 +20,7 @@ from tests.integration.dashboard.conftest import (
     team_client,
 )
 
-TASK = "tA"  # the seeded, finished task
+TASK = "tB"  # the seeded task waiting on a clarify answer
 
 
 @pytest.fixture
@@ -124,3 +124,15 @@ def test_the_task_page_shows_notes_and_a_signed_in_form(
     assert [text for _who, _via, text in _notes(coordinator.ledger)] == [
         "<script>alert(1)</script> look at the flaky test"
     ]
+
+
+def test_a_note_on_a_finished_task_is_refused_with_the_reason(
+    keys: tuple[TestClient, dict[str, str]], coordinator: FakeCoordinator
+) -> None:
+    client, minted = keys
+    refused = client.post(
+        "/api/task/tA/notes", json={"text": "too late"}, headers=auth(minted["cy"])
+    )
+    assert refused.status_code in (409, 422), refused.text
+    assert "is done" in refused.json()["error"] and "nothing was stored" in refused.json()["error"]
+    assert db.list_task_notes(coordinator.ledger, "tA") == []

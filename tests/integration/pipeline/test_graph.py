@@ -14,6 +14,8 @@ import pytest
 from agent_team import db
 from agent_team.models.offline import CLEAR_MIN_WORDS
 from agent_team.models.schemas import Plan
+from agent_team.requests.actors import INTERNAL
+from agent_team.requests.task_requests import TaskRequests
 from tests.integration.pipeline.conftest import (
     LONG_BODY,
     SHORT_BODY,
@@ -312,3 +314,31 @@ def test_a_refused_resume_value_does_not_poison_the_next_answer(make_harness: Ma
 
     assert result["decision"] == "approve"
     assert len(h.build.calls) == 1
+
+
+def test_a_note_left_while_the_plan_waits_reaches_the_next_plan(make_harness: MakeHarness) -> None:
+    h = make_harness()
+    h.start("t1", LONG_BODY)
+    assert "Take into account" not in h.pending("t1").value["plan_markdown"]
+    TaskRequests(h.conn).note("t1", "The staging DB is read-only until Friday", actor=INTERNAL)
+
+    result = h.resume("t1", {"decision": "revise", "text": "add a rollback step"})
+
+    (interrupt,) = result["__interrupt__"]
+    revised = interrupt.value["plan_markdown"]
+    assert "Take into account: The staging DB is read-only until Friday" in revised
+    assert revised.index("Take into account") < revised.index("Address review feedback")
+
+
+def test_notes_reach_the_model_apart_from_the_issue_and_escaped(
+    make_harness: MakeHarness,
+) -> None:
+    chat = tool_chat()
+    h = make_harness(chat)
+    h.start("t1", LONG_BODY)
+    TaskRequests(h.conn).note("t1", "use <b>v2</b> of the API", actor=INTERNAL)
+    h.resume("t1", {"decision": "revise", "text": "again"})
+
+    first, second = [text for tool, text in chat.prompts if tool == "Plan"]
+    assert "<notes_from_people>" not in first
+    assert "<notes_from_people>\n<note>use &lt;b&gt;v2&lt;/b&gt; of the API</note>" in second
