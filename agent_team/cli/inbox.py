@@ -19,7 +19,7 @@ from agent_team.cli.support import (
     print_json,
     when,
 )
-from agent_team.common.timefmt import deadline_text, parse_duration
+from agent_team.common.timefmt import deadline_text, moment_before
 from agent_team.reports import triage
 from agent_team.requests.roles import authorize
 
@@ -91,7 +91,7 @@ def audit(
     start = None
     if since is not None:
         try:
-            start = context_of(ctx).now() - parse_duration(since)
+            start = moment_before(context_of(ctx).now(), since)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--since") from None
     with open_ready(ctx) as ledger:

@@ -31,6 +31,19 @@ def parse_duration(text: str) -> timedelta:
         raise ValueError(f"{text!r} is too long a duration") from None
 
 
+def moment_before(now: datetime, text: str) -> datetime:
+    """`now` minus the duration `text` (`--since 7d`).
+
+    Raises:
+        ValueError: not a duration, or one reaching back before the calendar's first day.
+    """
+    window = parse_duration(text)
+    try:
+        return now - window
+    except OverflowError:
+        raise ValueError(f"{text!r} reaches back before the calendar's first day") from None
+
+
 _DAILY = re.compile(r"^\s*([01]?\d|2[0-3]):([0-5]\d)(?:\s+(\S+))?\s*$")
 
 

@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 from agent_team import db
 from agent_team.automations import service
 from agent_team.automations.runner import AutomationRunner, runner_for, schedule_of
-from agent_team.common.timefmt import parse_duration
+from agent_team.common.timefmt import moment_before
 from agent_team.dashboard.api_common import (
     ApiError,
     bad_parameter,
@@ -143,7 +143,7 @@ class _AutomationsApi:
         since = None
         if params.get("since"):
             try:
-                since = self._now() - parse_duration(params["since"])
+                since = moment_before(self._now(), params["since"])
             except ValueError as exc:
                 raise bad_parameter("since", str(exc)) from None
         limit = integer(params, "limit", default=100, low=1, high=1000)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from agent_team import db
 from agent_team.common.redact import redact
-from agent_team.common.timefmt import parse_duration
+from agent_team.common.timefmt import moment_before
 from agent_team.dashboard.auth import AuthRefused
 from agent_team.dashboard.context import DashboardContext
 from agent_team.dashboard.pages import Stamp, failure_page, stamp
@@ -85,7 +85,7 @@ def parse_audit_filter(params: Mapping[str, str]) -> AuditFilter:
     since = _text(params, "since")
     if since is not None:
         try:
-            parse_duration(since)
+            moment_before(datetime.now(UTC), since)
         except ValueError as exc:
             raise BadParameter("since", str(exc)) from None
     before = integer(params, "before", 0, 1, None) if params.get("before", "").strip() else None
@@ -150,7 +150,7 @@ class _AuditPage:
                 via=wanted.via,
                 action=wanted.action,
                 target=wanted.target,
-                since=now - parse_duration(wanted.since) if wanted.since else None,
+                since=moment_before(now, wanted.since) if wanted.since else None,
                 limit=wanted.limit,
                 before_seq=wanted.before,
             )

@@ -23,13 +23,21 @@ _NUMBERED = re.compile(r"^\s*\d{1,4}[.)]\s+(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # Applied to already-escaped text: the patterns only ever wrap text in tags.
 _CODE = re.compile(r"`([^`\n]+)`")
-_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+# A marked span is at most `_SPAN` characters: an unbounded lazy span makes a line that
+# never closes cost time by the square of its length (a task body can be 64 KiB), and the
+# regex engine holds the GIL, so one page view would stall every thread of the daemon.
+_SPAN = 300
+_BOLD = re.compile(rf"\*\*(?=\S)(.{{1,{_SPAN}}}?)(?<=\S)\*\*")
 # One star each side, not touching a letter or another star (`2*3*4` stays as it is).
-_ITALIC = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
+_ITALIC = re.compile(rf"(?<![*\w])\*(?=[^\s*])(.{{1,{_SPAN}}}?)(?<=[^\s*])\*(?![*\w])")
+# Longer lines are shown as text: nobody writes emphasis into such a line by hand.
+_MARKUP_LINE = 4000
 
 
 def _inline(text: str) -> str:
     """Escape a line, then mark up `code` spans, **bold** and *italic* (not inside code)."""
+    if len(text) > _MARKUP_LINE:
+        return str(escape(text))
     parts = _CODE.split(str(escape(text)))
     out: list[str] = []
     for index, part in enumerate(parts):

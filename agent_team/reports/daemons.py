@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from agent_team import db
 
-__all__ = ["DaemonView", "DaemonsReport", "daemons_report"]
+__all__ = ["DaemonView", "DaemonsReport", "daemon_status", "daemons_report"]
 
 DaemonStatus = Literal["up", "gone", "stopped"]
 _ORDER: dict[str, int] = {"up": 0, "gone": 1, "stopped": 2}
@@ -82,7 +82,8 @@ class DaemonsReport:
         }
 
 
-def _status(row: db.DaemonRow, now: datetime) -> DaemonStatus:
+def daemon_status(row: db.DaemonRow, now: datetime) -> DaemonStatus:
+    """`up`, `gone` (not seen for its own lease time) or `stopped` (a clean stop)."""
     if row.stopped_at is not None:
         return "stopped"
     if now - db.from_iso(row.last_seen_at) > timedelta(seconds=row.lease_s):
@@ -102,7 +103,7 @@ def daemons_report(reader: db.Reader, now: datetime) -> DaemonsReport:
             tasks.append(lease.name.removeprefix(_TASK))
     views = []
     for row in db.list_daemons(reader):
-        status = _status(row, now)
+        status = daemon_status(row, now)
         # A gone daemon's leases run out by themselves (a loop's a little after it, its
         # interval later); until then they are its, and shown.
         loops, tasks = held.get(row.instance_id, ([], []))

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agent_team import db
 from agent_team.exceptions import LedgerError
+from agent_team.reports.daemons import daemon_status
 
 __all__ = ["NO_DAEMON", "Presence", "daemon_presence"]
 
@@ -59,6 +60,9 @@ def daemon_presence(reader: db.Reader, target: Path | str, now: datetime) -> Pre
         if holder is not None:
             return Presence(True, f"the daemon runs ({holder.describe()})")
     try:
+        up = [row for row in db.list_daemons(reader) if daemon_status(row, now) == "up"]
+        if up:  # its heartbeat has a loop of its own: a long pass never hides it
+            return Presence(True, f"a daemon runs ({up[0].instance_id})")
         loops = (
             []
             if sqlite

@@ -376,15 +376,17 @@ class Daemon:
             self._signals += 1
             count = self._signals
         log.info("signal %s (%d): stopping", signum, count)
+        # Stop first, then say so: a blocked terminal or a full pipe must not hold the stop.
         if count == 1:
-            self.say(self._stopping_line())
+            line = self._stopping_line()
             self.request_stop()
+            self.say(line)
             return
         running = self.coordinator.running_tasks()
-        if running:
-            self.say(f"stopping now: stopping {_runs(running)}")
         self._hurry.set()
         self.request_stop()
+        if running:
+            self.say(f"stopping now: stopping {_runs(running)}")
 
     def _stopping_line(self) -> str:
         """What a first stop waits for, and how not to wait."""

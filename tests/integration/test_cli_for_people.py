@@ -179,6 +179,16 @@ def test_without_a_lock_file_the_loop_leases_say_whether_a_daemon_runs(ledger: d
     assert daemon_presence(ledger, url, now + timedelta(minutes=5)).running is False
 
 
+def test_a_daemon_beating_counts_though_its_loops_are_between_passes(ledger: db.Ledger) -> None:
+    # A long timers pass lets the loop lease lapse; the daemon's own heartbeat still says so.
+    url = "postgresql://db.example/agent_team"
+    now = datetime.now(UTC)
+    started = db.DaemonStart("host:7:8", "host", 7, "1.0", None, 30.0, now)
+    db.register_daemon(ledger, started, now=now)
+    assert daemon_presence(ledger, url, now + timedelta(seconds=20)).running is True
+    assert daemon_presence(ledger, url, now + timedelta(seconds=40)).running is False
+
+
 # --- 11: the inbox's commands ----------------------------------------------------------------
 
 

@@ -30,7 +30,7 @@ def team(seeded: Seeded, coordinator: FakeCoordinator) -> Iterator[Team]:
     roster = (("ada", "owner", None, None), ("vi", "viewer", None, None))
     with team_client(seeded, coordinator, roster) as made:
         for n in range(3):
-            coordinator.requests.note("tA", f"note {n}", actor=Actor("bob", "cli"))
+            coordinator.requests.note("tB", f"note {n}", actor=Actor("bob", "cli"))
         coordinator.requests.cancel("tB", actor=Actor("bob", "cli"))
         yield made
 
@@ -76,6 +76,7 @@ def test_pages_go_back_with_before(team: Team) -> None:
     ("query", "parameter"),
     [
         ("since=soon", "since"),
+        ("since=999999999d", "since"),  # before the calendar's first day
         ("limit=0", "limit"),
         ("limit=5000", "limit"),
         ("before=x", "before"),
@@ -86,6 +87,12 @@ def test_a_bad_filter_is_a_400_page_naming_it(team: Team, query: str, parameter:
     page = client.get(f"/audit?{query}", headers=auth(keys["ada"]))
     assert page.status_code == 400
     assert f"{parameter}:" in page.text
+
+
+def test_the_api_refuses_a_since_before_the_calendar_too(team: Team) -> None:
+    client, keys = team
+    answer = client.get("/api/audit?since=999999999d", headers=auth(keys["ada"]))
+    assert answer.status_code == 400 and "calendar" in answer.json()["error"]
 
 
 def test_a_viewer_is_refused_with_the_role_it_needs_and_it_is_audited(

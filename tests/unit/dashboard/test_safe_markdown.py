@@ -65,3 +65,13 @@ def test_any_input_yields_only_the_renderers_own_tags(text: str) -> None:
 @given(st.text(max_size=300))
 def test_arbitrary_unicode_never_leaks_a_raw_angle_bracket(text: str) -> None:
     assert "<" not in _OWN_TAGS.sub("", str(render_markdown(text)))
+
+
+def test_a_line_that_never_closes_its_stars_is_drawn_as_text_past_the_cap() -> None:
+    """The spans are bounded (a marked span is at most 300 characters), so such a line
+    cannot stall the daemon; a line past the markup cap is plain escaped text."""
+    long_line = "*a " * 2000 + "<b>"
+    html = str(render_markdown(long_line))
+    assert "<em>" not in html and "&lt;b&gt;" in html
+    assert str(render_markdown("x *" + "y" * 299 + "* z")).count("<em>") == 1
+    assert str(render_markdown("x *" + "y" * 301 + "* z")).count("<em>") == 0
