@@ -564,7 +564,10 @@ class _Pages:
             placeholder=_PLACEHOLDERS.get(q.kind, "your answer"),
             pull=self._pull_view(q.kind, payload),
             reopen=reopen_path(q.question_id) if q.status == QuestionStatus.EXPIRED else None,
-            plan_text=self._clean(plan_text) if plan_text is not None else None,
+            # No editor over a plan that had to be redacted: saving it would build the mask.
+            plan_text=plan_text
+            if plan_text is not None and self._clean(plan_text) == plan_text
+            else None,
         )
 
     def _pull_view(self, kind: str, payload: dict[str, Any]) -> PullRequestView | None:

@@ -63,6 +63,7 @@ class AutomationFields:
     timezone: str = ""  # blank: the browser's zone is filled in (a new automation)
     first_run_at: str = ""  # `YYYY-MM-DDTHH:MM` in `timezone`, as a datetime-local field
     overlap: str = OverlapPolicy.SKIP.value
+    body_locked: bool = False  # the body holds a secret shown masked: not edited here
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +113,7 @@ class _Pages:
             name=self._clean(automation.name),
             title=self._clean(automation.title),
             body=self._clean(automation.body),
+            body_locked=self._clean(automation.body) != automation.body,
             kind=automation.kind,
             repo=self._clean(automation.repo),
             schedule=automation.schedule_kind,

@@ -62,13 +62,16 @@ def forget_finished(tx: Transaction, task_id: str) -> None:
         return
     if lease["owner"] is not None and (lease["lease_until"] or "") > now:
         return  # held: a late command's run is handling it right now; leave it be
-    tx.execute(
-        "INSERT INTO leases (name, epoch, takeovers) VALUES (?, ?, ?) ON CONFLICT (name) "
-        "DO UPDATE SET takeovers = leases.takeovers + excluded.takeovers, "
-        "epoch = CASE WHEN excluded.epoch > leases.epoch THEN excluded.epoch "
-        "ELSE leases.epoch END",
-        (TAKEOVER_TALLY, int(lease["epoch"]), int(lease["takeovers"])),
-    )
+    tally = tx.fetch_one("SELECT epoch FROM leases WHERE name = ?", (TAKEOVER_TALLY,))
+    # Written only when it changes: every new task lease reads this row.
+    if int(lease["takeovers"]) or tally is None or int(lease["epoch"]) > int(tally["epoch"]):
+        tx.execute(
+            "INSERT INTO leases (name, epoch, takeovers) VALUES (?, ?, ?) ON CONFLICT (name) "
+            "DO UPDATE SET takeovers = leases.takeovers + excluded.takeovers, "
+            "epoch = CASE WHEN excluded.epoch > leases.epoch THEN excluded.epoch "
+            "ELSE leases.epoch END",
+            (TAKEOVER_TALLY, int(lease["epoch"]), int(lease["takeovers"])),
+        )
     # Released, or lapsed (a release that failed): a stalled holder's fence then finds
     # no row and its writes are refused, as after a takeover.
     tx.execute(

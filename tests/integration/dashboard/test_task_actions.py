@@ -360,3 +360,29 @@ def test_a_failed_task_past_the_checkpoint_retention_is_not_offered_a_retry(
         sign_in(client)
         assert f"/api/task/{FAILED}/retry" not in client.get(f"/task/{FAILED}").text
         assert f"/api/task/{FAILED}/retry" not in client.get("/inbox").text
+
+
+@pytest.mark.parametrize(
+    ("plan", "editor"),
+    [("- Store the email in a cookie\n- Add a test", True), ("- Push with ghp_" + "a" * 36, False)],
+)
+def test_no_plan_editor_over_a_plan_that_had_to_be_masked(
+    seeded: Seeded, coordinator: FakeCoordinator, plan: str, editor: bool
+) -> None:
+    """Saving a masked plan would build the mask: the page offers no editor then."""
+    payload = json.dumps({"text": "Review the plan", "plan_markdown": plan})
+    assert db.create_task(coordinator.ledger, task_id="tM", kind="code", title="Masked")
+    db.ensure_question(
+        coordinator.ledger,
+        question_id="tM:q1",
+        thread_id="tM",
+        turn=1,
+        kind="plan_decision",
+        transport="local",
+        deadline_at=None,
+        payload_json=payload,
+    )
+    with team_client(seeded, coordinator, (("ada", "owner", None, None),)) as (client, keys):
+        assert sign_in(client, keys["ada"], "/task/tM").status_code == 303
+        page = client.get("/task/tM").text
+    assert ("data-plan-original" in page) is editor
