@@ -158,53 +158,56 @@ def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_the_build_now(
     ledger = tmp_path / "agent-team.db"
     db.init_db(ledger)
     log = tmp_path / "daemon-1.log"
-    with db.open_ledger(ledger) as conn:
-        task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
-        proc = start_daemon(env=env, cwd=tmp_path, output=log)
-        try:
-            wait_for(
-                lambda: bool(db.list_questions(conn, status="open", thread_id=task_id)),
-                what="the plan question",
-                timeout_s=30,
-            )
-            (question,) = db.list_questions(conn, status="open", thread_id=task_id)
-            inbox.submit_answer(
-                conn, question.question_id, "approve", via="cli:t", now=db.utc_now()
-            )
-            wait_for(started.exists, what="the build command to start", timeout_s=30)
+    try:
+        with db.open_ledger(ledger) as conn:
+            task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
+            proc = start_daemon(env=env, cwd=tmp_path, output=log)
+            try:
+                wait_for(
+                    lambda: bool(db.list_questions(conn, status="open", thread_id=task_id)),
+                    what="the plan question",
+                    timeout_s=30,
+                )
+                (question,) = db.list_questions(conn, status="open", thread_id=task_id)
+                inbox.submit_answer(
+                    conn, question.question_id, "approve", via="cli:t", now=db.utc_now()
+                )
+                wait_for(started.exists, what="the build command to start", timeout_s=30)
 
-            proc.send_signal(signal.SIGINT)
-            waiting = f"stopping: waiting up to 600 s for 1 run ({task_id}) to finish; press"
-            wait_for(lambda: waiting in log.read_text(), what="the first stop's line")
-            assert proc.poll() is None, "it waits for the build"
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=60) == 0, log.read_text()
-        finally:
-            reap(proc)
-        said = log.read_text()
-        assert f"stopped 1 run ({task_id}) (told to stop now)" in said, said
-        assert "a build that was cut off runs again from its beginning" in said
-        assert "recovery sweep: delivered 0" in said and "SweepReport(" not in said
-        # Stopped, not failed: nothing recorded, the command back to pending.
-        task = db.get_task(conn, task_id)
-        assert task is not None and (task.status, task.phase) == ("running", "build")
-        assert not any(row.status == "failed" for row in db.list_transitions(conn, task_id))
-        assert {c.state for c in db.list_commands(conn, task_id=task_id)} == {"done", "pending"}
-        build_pid = int((tmp_path / "build.pid").read_text())
-        wait_for(lambda: not pid_alive(build_pid), what="the build to be killed", timeout_s=30)
+                proc.send_signal(signal.SIGINT)
+                waiting = f"stopping: waiting up to 600 s for 1 run ({task_id}) to finish; press"
+                wait_for(lambda: waiting in log.read_text(), what="the first stop's line")
+                assert proc.poll() is None, "it waits for the build"
+                proc.send_signal(signal.SIGINT)
+                assert proc.wait(timeout=60) == 0, log.read_text()
+            finally:
+                reap(proc)
+            said = log.read_text()
+            assert f"stopped 1 run ({task_id}) (told to stop now)" in said, said
+            assert "a build that was cut off runs again from its beginning" in said
+            assert "recovery sweep: delivered 0" in said and "SweepReport(" not in said
+            # Stopped, not failed: nothing recorded, the command back to pending.
+            task = db.get_task(conn, task_id)
+            assert task is not None and (task.status, task.phase) == ("running", "build")
+            assert not any(row.status == "failed" for row in db.list_transitions(conn, task_id))
+            assert {c.state for c in db.list_commands(conn, task_id=task_id)} == {"done", "pending"}
+            build_pid = int((tmp_path / "build.pid").read_text())
+            wait_for(lambda: not pid_alive(build_pid), what="the build to be killed", timeout_s=30)
 
-        go.touch()
-        restarted = start_daemon(env=env, cwd=tmp_path)
-        try:
-            wait_for(
-                lambda: (t := db.get_task(conn, task_id)) is not None and t.status == "done",
-                what="the task to finish after the restart",
-                timeout_s=30,
-            )
-            restarted.send_signal(signal.SIGTERM)
-            assert restarted.wait(timeout=30) == 0
-        finally:
-            reap(restarted)
+            go.touch()
+            restarted = start_daemon(env=env, cwd=tmp_path)
+            try:
+                wait_for(
+                    lambda: (t := db.get_task(conn, task_id)) is not None and t.status == "done",
+                    what="the task to finish after the restart",
+                    timeout_s=30,
+                )
+                restarted.send_signal(signal.SIGTERM)
+                assert restarted.wait(timeout=30) == 0
+            finally:
+                reap(restarted)
+    finally:
+        go.touch()  # a build left waiting (an assertion failed) ends instead of lingering
     # What the message said: the build ran again from its beginning.
     assert runs.read_text().splitlines() == ["run", "run"]
 
