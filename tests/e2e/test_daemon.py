@@ -51,6 +51,18 @@ def receive_until(sock: socket.socket, wanted: str) -> list[str]:
             return seen
 
 
+def approve_then_await_the_build(conn: db.Ledger, task_id: str, started: Path) -> None:
+    """The daemon asks the plan question; approve it and wait for the build to begin."""
+    wait_for(
+        lambda: bool(db.list_questions(conn, status="open", thread_id=task_id)),
+        what="the plan question",
+        timeout_s=30,
+    )
+    (question,) = db.list_questions(conn, status="open", thread_id=task_id)
+    inbox.submit_answer(conn, question.question_id, "approve", via="cli:t", now=db.utc_now())
+    wait_for(started.exists, what="the build command to start", timeout_s=30)
+
+
 def test_systemd_notify_ready_watchdog_stopping(
     tmp_path: Path, notify_socket: tuple[socket.socket, str]
 ) -> None:
@@ -96,16 +108,7 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
         task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
         proc = start_daemon(env=env, cwd=tmp_path, output=tmp_path / "daemon-1.log")
         try:
-            wait_for(
-                lambda: bool(db.list_questions(conn, status="open", thread_id=task_id)),
-                what="the plan question",
-                timeout_s=30,
-            )
-            (question,) = db.list_questions(conn, status="open", thread_id=task_id)
-            inbox.submit_answer(
-                conn, question.question_id, "approve", via="cli:t", now=db.utc_now()
-            )
-            wait_for(started.exists, what="the build command to start", timeout_s=30)
+            approve_then_await_the_build(conn, task_id, started)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0, (tmp_path / "daemon-1.log").read_text()
         finally:
@@ -163,16 +166,7 @@ def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_the_build_now(
             task_id = inbox.submit_task(conn, title="Remember the email", body=LONG_BODY)
             proc = start_daemon(env=env, cwd=tmp_path, output=log)
             try:
-                wait_for(
-                    lambda: bool(db.list_questions(conn, status="open", thread_id=task_id)),
-                    what="the plan question",
-                    timeout_s=30,
-                )
-                (question,) = db.list_questions(conn, status="open", thread_id=task_id)
-                inbox.submit_answer(
-                    conn, question.question_id, "approve", via="cli:t", now=db.utc_now()
-                )
-                wait_for(started.exists, what="the build command to start", timeout_s=30)
+                approve_then_await_the_build(conn, task_id, started)
 
                 proc.send_signal(signal.SIGINT)
                 waiting = f"stopping: waiting up to 600 s for 1 run ({task_id}) to finish; press"
