@@ -56,7 +56,13 @@ from agent_team.reports.build_watch import BuildOutput, build_output
 from agent_team.reports.journey import who_answered
 from agent_team.reports.task import QuestionView, read_task_report
 from agent_team.requests.limits import MAX_NOTE_CHARS, PAGE_BODY_CHARS
-from agent_team.task_model import QuestionKind, QuestionStatus, TaskKind, TaskStatus
+from agent_team.task_model import (
+    TERMINAL_STATUSES,
+    QuestionKind,
+    QuestionStatus,
+    TaskKind,
+    TaskStatus,
+)
 
 __all__ = ["Stamp", "failure_page", "routes", "stamp"]
 
@@ -517,6 +523,7 @@ class _Pages:
                 for n in report.notes
             ],
             "note_max": MAX_NOTE_CHARS,
+            "notes_open": task.status not in TERMINAL_STATUSES,
             "actions": actions,
             "failure_lines": [self._clean(stage.line()) for stage in report.failures_by_stage],
             "failures": [

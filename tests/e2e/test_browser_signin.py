@@ -65,6 +65,20 @@ def test_sign_in_answer_a_plan_as_yourself_and_sign_out(
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
     assert page.evaluate("document.cookie").find("agent_team_session") == -1
 
+    # A note while the plan waits (a finished task takes none); then a fresh page, so the
+    # note's reload timer cannot cut into the answer below.
+    notes = page.locator("[data-live=notes]")
+    expect(notes).to_contain_text("No notes yet.")
+    note_form = notes.locator("form[data-note-form]")
+    note_form.get_by_label("Note").fill("Deploy after the 3pm freeze lifts")
+    note_form.get_by_role("button", name="Add note").click()
+    expect(note_form.locator(".form-result")).to_contain_text("Note added", timeout=WAIT_MS)
+    (note,) = db.list_task_notes(live.coordinator.ledger, task_id)
+    assert (note.actor, note.detail_dict["text"]) == ("ada", "Deploy after the 3pm freeze lifts")
+    page.goto(f"{live.url}/task/{task_id}")
+    expect(notes).to_contain_text("Deploy after the 3pm freeze lifts")
+    expect(notes).to_contain_text("ada via dashboard")
+
     form = page.locator("form[data-answer-form]")
     expect(form.get_by_label("Answer")).to_be_visible()
     expect(form.get_by_label("Your name")).to_have_count(0)  # the token says who ada is
@@ -77,21 +91,7 @@ def test_sign_in_answer_a_plan_as_yourself_and_sign_out(
     expect(questions).to_contain_text("answered by ada via dashboard", timeout=WAIT_MS)
     answered = db.get_question(live.coordinator.ledger, question_id)
     assert answered is not None and answered.answered_via == "dashboard:ada"
-
-    # A fresh page: the answer's reload timer must not cut into the note below.
-    page.goto(f"{live.url}/task/{task_id}")
-    notes = page.locator("[data-live=notes]")
-    expect(notes).to_contain_text("No notes yet.")
-    note_form = notes.locator("form[data-note-form]")
-    note_form.get_by_label("Note").fill("Deploy after the 3pm freeze lifts")
-    note_form.get_by_role("button", name="Add note").click()
-    expect(note_form.locator(".form-result")).to_contain_text("Note added", timeout=WAIT_MS)
-    expect(notes).to_contain_text("Deploy after the 3pm freeze lifts", timeout=WAIT_MS)
-    expect(notes).to_contain_text("ada via dashboard")
-    (note,) = db.list_task_notes(live.coordinator.ledger, task_id)
-    assert (note.actor, note.detail_dict["text"]) == ("ada", "Deploy after the 3pm freeze lifts")
-    page.goto(f"{live.url}/task/{task_id}")  # again: no reload pending behind the sign-out
-    expect(notes).to_contain_text("Deploy after the 3pm freeze lifts")
+    page.goto(f"{live.url}/task/{task_id}")  # no reload pending behind the sign-out
 
     page.get_by_role("button", name="Sign out").click()
     expect(page.locator(".topbar").get_by_role("link", name="Sign in")).to_be_visible()

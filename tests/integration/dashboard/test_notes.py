@@ -136,3 +136,12 @@ def test_a_note_on_a_finished_task_is_refused_with_the_reason(
     assert refused.status_code in (409, 422), refused.text
     assert "is done" in refused.json()["error"] and "nothing was stored" in refused.json()["error"]
     assert db.list_task_notes(coordinator.ledger, "tA") == []
+
+
+def test_a_finished_tasks_page_offers_no_note_form(
+    keys: tuple[TestClient, dict[str, str]],
+) -> None:
+    client, minted = keys
+    assert sign_in(client, minted["cy"], "/task/tA").status_code == 303
+    page = client.get("/task/tA").text
+    assert "takes no more notes" in page and "data-note-form" not in page
