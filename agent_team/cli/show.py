@@ -239,26 +239,32 @@ def _follow(ctx: typer.Context, task_id: str, *, waiting: bool) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    if waiting:
-        write(
-            hint(
-                "(following anyway: the output comes once `agent-team daemon` or "
-                "`agent-team tick` runs the task again; Ctrl-C stops following)\n"
+    # Ctrl-C anywhere in here ends the following quietly, from the first line on: a
+    # person presses it as soon as they read why it waits.
+    try:
+        if waiting:
+            write(
+                hint(
+                    "(following anyway: the output comes once `agent-team daemon` or "
+                    "`agent-team tick` runs the task again; Ctrl-C stops following)\n"
+                )
             )
-        )
-    with db.open_ledger(settings.ledger_target, readonly=True) as ledger:
+        with db.open_ledger(settings.ledger_target, readonly=True) as ledger:
 
-        def look(after: int | None) -> tuple[str, str, BuildOutput]:
-            task = db.get_task(ledger, task_id)  # first the status, then the log
-            if task is None:
-                raise AgentTeamError(f"task {task_id} is gone from the ledger")
-            tail = read_build_log(state_dir, task_id)
-            output = build_output(task.id, task.status, tail, context_of(ctx).now(), after=after)
-            return task.status, task.phase, output
+            def look(after: int | None) -> tuple[str, str, BuildOutput]:
+                task = db.get_task(ledger, task_id)  # first the status, then the log
+                if task is None:
+                    raise AgentTeamError(f"task {task_id} is gone from the ledger")
+                tail = read_build_log(state_dir, task_id)
+                now = context_of(ctx).now()
+                return (
+                    task.status,
+                    task.phase,
+                    build_output(task.id, task.status, tail, now, after=after),
+                )
 
-        try:
             ending = follow_build(look, write)
-        except KeyboardInterrupt:
-            write("\n(stopped following; the task goes on)\n")
-            return
+    except KeyboardInterrupt:
+        write("\n(stopped following; the task goes on)\n")
+        return
     write(f"-- {ending}\n")
