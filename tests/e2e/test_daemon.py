@@ -63,6 +63,21 @@ def approve_then_await_the_build(conn: db.Ledger, task_id: str, started: Path) -
     wait_for(started.exists, what="the build command to start", timeout_s=30)
 
 
+def finish_after_a_restart(conn: db.Ledger, task_id: str, env: dict[str, str], home: Path) -> None:
+    """A new daemon continues the task to done, then stops cleanly."""
+    restarted = start_daemon(env=env, cwd=home)
+    try:
+        wait_for(
+            lambda: (t := db.get_task(conn, task_id)) is not None and t.status == "done",
+            what="the task to finish after the restart",
+            timeout_s=30,
+        )
+        restarted.send_signal(signal.SIGTERM)
+        assert restarted.wait(timeout=30) == 0
+    finally:
+        reap(restarted)
+
+
 def test_systemd_notify_ready_watchdog_stopping(
     tmp_path: Path, notify_socket: tuple[socket.socket, str]
 ) -> None:
@@ -122,17 +137,7 @@ def test_sigterm_during_a_build_exits_0_and_the_task_resumes(tmp_path: Path) -> 
         )
 
         go.touch()
-        restarted = start_daemon(env=env, cwd=tmp_path)
-        try:
-            wait_for(
-                lambda: (t := db.get_task(conn, task_id)) is not None and t.status == "done",
-                what="the task to finish after the restart",
-                timeout_s=30,
-            )
-            restarted.send_signal(signal.SIGTERM)
-            assert restarted.wait(timeout=30) == 0
-        finally:
-            reap(restarted)
+        finish_after_a_restart(conn, task_id, env, tmp_path)
         rows = db.list_transitions(conn, task_id)
         assert all(row.exited_at for row in rows)
         assert [row.to_phase for row in rows].count("done") == 1
@@ -189,17 +194,7 @@ def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_the_build_now(
             wait_for(lambda: not pid_alive(build_pid), what="the build to be killed", timeout_s=30)
 
             go.touch()
-            restarted = start_daemon(env=env, cwd=tmp_path)
-            try:
-                wait_for(
-                    lambda: (t := db.get_task(conn, task_id)) is not None and t.status == "done",
-                    what="the task to finish after the restart",
-                    timeout_s=30,
-                )
-                restarted.send_signal(signal.SIGTERM)
-                assert restarted.wait(timeout=30) == 0
-            finally:
-                reap(restarted)
+            finish_after_a_restart(conn, task_id, env, tmp_path)
     finally:
         go.touch()  # a build left waiting (an assertion failed) ends instead of lingering
     # What the message said: the build ran again from its beginning.
